@@ -1,0 +1,104 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Defaults applied by Load where the file leaves a field out.
+const (
+	DefaultListen        = "0.0.0.0:51820"
+	DefaultCipher        = "aesgcm"
+	DefaultInterfaceName = "bh0"
+	DefaultMTU           = 1420
+	DefaultClusterName   = "bridgehead"
+)
+
+// Config is one loaded configuration file. It is immutable once Load
+// returns: a reload builds a new Config and the daemon swaps it in whole.
+//
+// Field names in the YAML file are the yaml tags; they are the operator's
+// interface and must not change.
+type Config struct {
+	// Path is the file the config was loaded from (not part of the YAML).
+	Path string `yaml:"-"`
+
+	Site           string    `yaml:"site"`
+	Gateway        string    `yaml:"gateway"`
+	PrivateKeyFile string    `yaml:"privateKeyFile"`
+	Listen         string    `yaml:"listen"`
+	Cipher         string    `yaml:"cipher"`
+	Interface      Interface `yaml:"interface"`
+	Cluster        Cluster   `yaml:"cluster"`
+	Metrics        Metrics   `yaml:"metrics"`
+	ControlSocket  string    `yaml:"controlSocket"`
+	// ClampMSS rewrites the MSS option of TCP SYNs crossing the tunnel.
+	// nil means the default (on).
+	ClampMSS *bool  `yaml:"clampMSS"`
+	Sites    []Site `yaml:"sites"`
+
+	// ListenAddr is Listen parsed.
+	ListenAddr netip.AddrPort `yaml:"-"`
+}
+
+// Interface configures the TUN device.
+type Interface struct {
+	Name string `yaml:"name"`
+	// MTU is a number or "auto" (derived from the WAN interface).
+	MTU MTU `yaml:"mtu"`
+}
+
+// MTU is either a fixed value or Auto.
+type MTU struct {
+	Value int
+	Auto  bool
+}
+
+// Cluster holds cluster-wide facts shared by every site.
+type Cluster struct {
+	// Name goes into the handshake prologue: gateways of different
+	// clusters cannot talk to each other even if keys leak across.
+	Name         string         `yaml:"name"`
+	ServiceCIDRs []netip.Prefix `yaml:"serviceCIDRs"`
+	DNSServiceIP netip.Addr     `yaml:"dnsServiceIP"`
+}
+
+// Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.
+type Metrics struct {
+	Listen string `yaml:"listen"`
+}
+
+// Site is one location of the cluster: its address plan and gateways.
+type Site struct {
+	Name      string         `yaml:"name"`
+	NodeCIDRs []netip.Prefix `yaml:"nodeCIDRs"`
+	PodCIDRs  []netip.Prefix `yaml:"podCIDRs"`
+	// RouterAddress, when set, is the address nodes of this site route
+	// remote traffic to (a load-balancer VIP in front of the gateways).
+	RouterAddress netip.Addr `yaml:"routerAddress"`
+	// Keepalive is the interval of keepalive messages to this site's
+	// gateways; zero disables them.
+	Keepalive time.Duration `yaml:"keepalive"`
+	Gateways  []Gateway     `yaml:"gateways"`
+	Nodes     []Node        `yaml:"nodes"`
+}
+
+// Gateway is one bridgehead instance of a site.
+type Gateway struct {
+	Name string `yaml:"name"`
+	// Address is the gateway's LAN address inside its site's node CIDRs.
+	Address netip.Addr `yaml:"address"`
+	// Endpoint is host:port where peers send tunnel traffic.
+	Endpoint  string `yaml:"endpoint"`
+	PublicKey string `yaml:"publicKey"`
+
+	// EndpointAddr is Endpoint resolved.
+	EndpointAddr netip.AddrPort `yaml:"-"`
+}
+
+// Node is a node of a site with the pod range carved for it.
+type Node struct {
+	Name    string       `yaml:"name"`
+	Address netip.Addr   `yaml:"address"`
+	PodCIDR netip.Prefix `yaml:"podCIDR"`
+}
