@@ -1,0 +1,124 @@
+// Package crypto implements bridgehead's key handling, Noise IK handshake
+// and transport encryption.
+//
+// # Overview
+//
+// Two nodes with known curve25519 static keys run a one-round-trip Noise
+// IK handshake (Noise_IK_25519_<cipher>_BLAKE2s, cipher AESGCM or
+// ChaChaPoly, via github.com/flynn/noise). The Noise protocol name
+// contains the cipher and both sides mix the Prologue into the handshake
+// hash, so nodes configured with a different cipher, protocol version or
+// cluster name cannot complete a handshake. A completed handshake yields a
+// Keypair: one AEAD key per direction, a send counter and a replay
+// window. Keypairs never rekey themselves; the router starts a new
+// handshake once SendCount reaches RekeyAfterMessages (or a time limit of
+// its choosing) and must stop using a keypair when Seal returns
+// ErrCounterExhausted.
+//
+// # Ownership and concurrency
+//
+// The package has no package-level mutable state. Identity is read-only
+// during handshakes and may be shared. Initiation and ReceivedInitiation
+// are single-owner, single-use handshake states. Keypair methods are safe
+// for concurrent use. Message buffers always stay owned by the caller:
+// handshake functions only read their input and return freshly allocated
+// messages; Seal and Open work in place on the caller's buffer and keep no
+// reference to it. Seal, Open and CheckReplay do not allocate.
+//
+// # Wire format
+//
+// All integers are little endian unless noted. Every message starts with a
+// one-byte type and three reserved bytes that must be zero; receivers drop
+// messages with other values. An "index" is a random 32-bit number a node
+// picks to identify one handshake/keypair locally: each side announces
+// its own as the sender index, and the other side echoes it as the
+// receiver index so the receiver can find its state with a map lookup.
+//
+// Initiation (type 1, InitiationSize = 148 bytes):
+//
+//	offset size field
+//	0      1    type = 1
+//	1      3    reserved = 0
+//	4      4    sender index (initiator's)
+//	8      108  Noise IK message 1:
+//	              8    32  ephemeral public key (clear)
+//	              40   48  encrypted initiator static key (32 + 16 tag)
+//	              88   28  encrypted payload: 12-byte TAI64N timestamp + 16 tag
+//	116    16   mac1
+//	132    16   mac2 (zero; reserved for cookies)
+//
+// Response (type 2, ResponseSize = 92 bytes):
+//
+//	offset size field
+//	0      1    type = 2
+//	1      3    reserved = 0
+//	4      4    sender index (responder's)
+//	8      4    receiver index (= initiator's sender index)
+//	12     48   Noise IK message 2:
+//	              12   32  ephemeral public key (clear)
+//	              44   16  encrypted empty payload (tag only)
+//	60     16   mac1
+//	76     16   mac2 (zero; reserved for cookies)
+//
+// Cookie reply (type 3) is reserved for future DoS hardening and is not
+// produced or accepted yet.
+//
+// Transport (type 4, TransportOverhead = 32 bytes plus the payload):
+//
+//	offset size field
+//	0      1    type = 4
+//	1      3    reserved = 0
+//	4      4    receiver index (the recipient's LocalIndex)
+//	8      8    counter
+//	16     n    encrypted padded plaintext
+//	16+n   16   AEAD tag
+//
+// The transport AEAD (AES-256-GCM or ChaCha20-Poly1305, keys from the
+// Noise Split) uses the 12 header bytes [4:16], receiver index || counter,
+// as its nonce. The nonce is unique per key because the counter is: each
+// direction has its own key and the sender never reuses a counter. The
+// associated data is the whole 16-byte header, so any header change fails
+// authentication. Taking the nonce straight from the packet lets Seal and
+// Open run with no scratch buffer and no allocation. The initiator sends
+// with the first Split key and receives with the second; the responder
+// does the reverse.
+//
+// Counters start at 0 and increase by one per message. A sender stops at
+// RejectAfterMessages (2^64 - 2^13 - 1); a receiver drops counters at or
+// beyond it. Receivers keep a sliding replay window of ReplayWindowSize
+// (16320) counters: reordered packets within the window are accepted once,
+// duplicates and older packets are dropped. The window is only updated
+// after the packet authenticated.
+//
+// The plaintext is padded with zeros to a multiple of PaddingMultiple (16)
+// bytes, but never beyond the path MTU (see PaddedLen), to hide exact
+// packet lengths. The inner protocol (IP) carries its own length, so the
+// receiver needs no pad-length field.
+//
+// # MACs
+//
+// mac1 = BLAKE2s-128 keyed with BLAKE2s-256("mac1----" || recipient static
+// public key), computed over every byte before the mac1 field. The
+// initiation's mac1 is keyed by the responder's key and the response's by
+// the initiator's key. Since it needs only the recipient's public key, it
+// is not authentication: it lets a node drop handshake messages not meant
+// for it, or from a party that does not know its public key, with one hash
+// and before any Diffie-Hellman. mac2 is zero for now and reserved for a
+// cookie-based rate limiter (message type 3). Sender indexes are not
+// authenticated by the handshake; tampering with them only makes the
+// handshake or the keypair unusable, which an on-path attacker could
+// cause anyway.
+//
+// # Prologue
+//
+// The Noise prologue is "bridgehead/1" || 0x00 || cluster name (see
+// Prologue). It is not sent; both sides must already agree on it.
+//
+// # Replay of initiations
+//
+// Every initiation carries a TAI64N Timestamp (big-endian 2^62 + Unix
+// seconds, then nanoseconds) encrypted to the responder. The router must
+// remember the newest timestamp accepted per peer and ignore initiations
+// whose timestamp is not After it, so a captured initiation cannot be
+// replayed to reset a session.
+package crypto

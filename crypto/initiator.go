@@ -1,0 +1,143 @@
+package crypto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/flynn/noise"
+)
+
+// Initiation is the initiator's pending state for one handshake attempt:
+// it was created with CreateInitiation and completes with ConsumeResponse.
+//
+// It is not safe for concurrent use; the router owns it (typically under
+// the peer's lock) until it either yields a Keypair or is dropped.
+type Initiation struct {
+	id          *Identity
+	peer        PublicKey
+	senderIndex uint32
+	ephemeral   [KeySize]byte // to rebuild hs after a failed response
+	timestamp   Timestamp
+	hs          *noise.HandshakeState // nil after a failed read; rebuilt on demand
+	done        bool
+}
+
+// CreateInitiation starts a handshake with peer. senderIndex is the index
+// the peer must put in its response and in transport messages to us (our
+// future LocalIndex). The returned message is InitiationSize bytes with
+// mac1 keyed by peer's public key and mac2 zero; the caller owns it.
+//
+// The returned Initiation keeps a reference to id; id must not change while
+// the handshake is pending.
+func (id *Identity) CreateInitiation(peer PublicKey, senderIndex uint32, now time.Time) (*Initiation, []byte, error) {
+	if err := id.Validate(); err != nil {
+		return nil, nil, err
+	}
+	in := &Initiation{
+		id:          id,
+		peer:        peer,
+		senderIndex: senderIndex,
+		timestamp:   NewTimestamp(now),
+	}
+	if _, err := io.ReadFull(id.rand(), in.ephemeral[:]); err != nil {
+		return nil, nil, fmt.Errorf("%w: reading ephemeral key: %v", ErrHandshake, err)
+	}
+	msg, err := in.start()
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, msg, nil
+}
+
+// start (re)builds the Noise state from the stored ephemeral key and
+// timestamp and returns the initiation message. Rebuilding is
+// deterministic, so a rebuilt state matches the message already sent.
+func (in *Initiation) start() ([]byte, error) {
+	cfg := in.id.noiseConfig(true, append([]byte(nil), in.peer[:]...), bytes.NewReader(in.ephemeral[:]))
+	hs, err := noise.NewHandshakeState(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
+	}
+	msg := make([]byte, InitiationSize)
+	msg[0] = MsgInitiation
+	binary.LittleEndian.PutUint32(msg[initSenderOff:], in.senderIndex)
+	out, _, _, err := hs.WriteMessage(msg[initNoiseOff:initNoiseOff], in.timestamp[:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
+	}
+	if len(out) != initNoiseSize {
+		return nil, fmt.Errorf("%w: noise message is %d bytes, want %d", ErrHandshake, len(out), initNoiseSize)
+	}
+	copy(msg[initNoiseOff:], out)
+	writeMAC1(msg, in.peer)
+	in.hs = hs
+	return msg, nil
+}
+
+// SenderIndex returns the index this initiation announced (our LocalIndex
+// once it completes).
+func (in *Initiation) SenderIndex() uint32 { return in.senderIndex }
+
+// Peer returns the responder's static public key.
+func (in *Initiation) Peer() PublicKey { return in.peer }
+
+// ConsumeResponse completes the handshake with the responder's message.
+// Cheap checks run first, in this order and before any Diffie-Hellman:
+// size (ErrMessageSize), type (ErrMessageType), reserved bytes
+// (ErrReserved), mac1 keyed by our public key (ErrMAC1), receiver index
+// equal to our sender index (ErrIndexMismatch). Then the Noise message is
+// read (ErrHandshake on failure).
+//
+// On success the Initiation is spent and later calls return ErrUsed. A
+// response that fails any check does not spend it, so a forged response
+// cannot kill a pending handshake. The returned Keypair has
+// Initiator=true, LocalIndex=SenderIndex(), RemoteIndex=the responder's
+// sender index and Created=now. msg is only read.
+func (in *Initiation) ConsumeResponse(msg []byte, now time.Time) (*Keypair, error) {
+	if in.done {
+		return nil, ErrUsed
+	}
+	if len(msg) != ResponseSize {
+		return nil, ErrMessageSize
+	}
+	if err := checkHeader(msg, MsgResponse); err != nil {
+		return nil, err
+	}
+	if !CheckMAC1(msg, in.id.Public) {
+		return nil, ErrMAC1
+	}
+	if binary.LittleEndian.Uint32(msg[respReceiverOff:]) != in.senderIndex {
+		return nil, ErrIndexMismatch
+	}
+	if in.hs == nil {
+		if _, err := in.start(); err != nil {
+			return nil, err
+		}
+	}
+	payload, cs1, cs2, err := in.hs.ReadMessage(nil, msg[respNoiseOff:respMAC1Off])
+	if err != nil || cs1 == nil || cs2 == nil || len(payload) != 0 {
+		// A failed read can leave the Noise state half-updated, so
+		// drop it and rebuild from the stored ephemeral next time.
+		in.hs = nil
+		if err == nil {
+			err = fmt.Errorf("unexpected handshake state")
+		}
+		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
+	}
+	kp, err := newKeypair(in.id.Cipher, cs1.UnsafeKey(), cs2.UnsafeKey())
+	if err != nil {
+		in.hs = nil
+		return nil, err
+	}
+	in.done = true
+	in.hs = nil
+	clear(in.ephemeral[:])
+	kp.LocalIndex = in.senderIndex
+	kp.RemoteIndex = binary.LittleEndian.Uint32(msg[respSenderOff:])
+	kp.Created = now
+	kp.Initiator = true
+	return kp, nil
+}

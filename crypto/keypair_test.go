@@ -1,0 +1,243 @@
+package crypto
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+func TestOpenRejectsTamperingWithoutMovingWindow(t *testing.T) {
+	for _, kind := range ciphers {
+		t.Run(kind.String(), func(t *testing.T) {
+			a, b := testKeypairs(t, kind)
+			payload := []byte("0123456789abcdef0123456789abcdef")
+			genuine := seal(t, a, payload)
+
+			type tc struct {
+				name string
+				msg  []byte
+			}
+			var cases []tc
+			for i := 0; i < TransportHeaderSize; i++ {
+				m := bytes.Clone(genuine)
+				m[i] ^= 0x01
+				cases = append(cases, tc{fmt.Sprintf("header byte %d", i), m})
+			}
+			for _, i := range []int{TransportHeaderSize, TransportHeaderSize + 7, len(genuine) - TagSize, len(genuine) - 1} {
+				m := bytes.Clone(genuine)
+				m[i] ^= 0x80
+				cases = append(cases, tc{fmt.Sprintf("body byte %d", i), m})
+			}
+			cases = append(cases,
+				tc{"truncated by one", bytes.Clone(genuine[:len(genuine)-1])},
+				tc{"tag only", bytes.Clone(genuine[:TransportOverhead])},
+				tc{"shorter than overhead", bytes.Clone(genuine[:TransportOverhead-1])},
+				tc{"extended", append(bytes.Clone(genuine), 0)},
+			)
+			for _, c := range cases {
+				if _, _, err := b.Open(c.msg); err == nil {
+					t.Fatalf("%s: Open accepted a modified message", c.name)
+				}
+			}
+			// The window never saw the forgeries: the genuine packet with
+			// the same counter is still accepted, once.
+			pt, ctr, err := b.Open(bytes.Clone(genuine))
+			if err != nil || !bytes.Equal(pt, payload) {
+				t.Fatalf("genuine packet after forgeries: %v", err)
+			}
+			if !b.CheckReplay(ctr) {
+				t.Fatal("genuine counter rejected after forgeries")
+			}
+			_, ctr, err = b.Open(bytes.Clone(genuine))
+			if err != nil {
+				t.Fatalf("replayed packet should still authenticate: %v", err)
+			}
+			if b.CheckReplay(ctr) {
+				t.Fatal("replayed packet accepted by CheckReplay")
+			}
+		})
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	a, b := testKeypairs(t, ChaChaPoly)
+	genuine := seal(t, a, []byte("x"))
+	mod := func(f func([]byte)) []byte { m := bytes.Clone(genuine); f(m); return m }
+	tests := []struct {
+		name string
+		msg  []byte
+		want error
+	}{
+		{"short", genuine[:TransportOverhead-1], ErrMessageSize},
+		{"type", mod(func(m []byte) { m[0] = MsgResponse }), ErrMessageType},
+		{"reserved", mod(func(m []byte) { m[1] = 1 }), ErrReserved},
+		{"receiver", mod(func(m []byte) { m[5] ^= 1 }), ErrIndexMismatch},
+		{"counter limit", mod(func(m []byte) {
+			for i := 8; i < 16; i++ {
+				m[i] = 0xff
+			}
+		}), ErrCounterExhausted},
+		{"counter", mod(func(m []byte) { m[8] ^= 1 }), ErrAuth},
+		{"tag", mod(func(m []byte) { m[len(m)-1] ^= 1 }), ErrAuth},
+	}
+	for _, tc := range tests {
+		if _, _, err := b.Open(tc.msg); err != tc.want {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestReorderedWithinWindow(t *testing.T) {
+	a, b := testKeypairs(t, AESGCM)
+	var pkts [][]byte
+	for i := 0; i < 50; i++ {
+		pkts = append(pkts, seal(t, a, []byte{byte(i)}))
+	}
+	order := []int{3, 0, 1, 49, 2, 10, 4, 48}
+	for i := 5; i < 48; i++ {
+		if i != 10 {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		pt, ctr, err := b.Open(bytes.Clone(pkts[i]))
+		if err != nil || ctr != uint64(i) || pt[0] != byte(i) {
+			t.Fatalf("packet %d: %v", i, err)
+		}
+		if !b.CheckReplay(ctr) {
+			t.Fatalf("packet %d rejected", i)
+		}
+	}
+	for i := range pkts {
+		_, ctr, err := b.Open(bytes.Clone(pkts[i]))
+		if err != nil || b.CheckReplay(ctr) {
+			t.Fatalf("duplicate of packet %d accepted (err %v)", i, err)
+		}
+	}
+}
+
+func TestSealBuffer(t *testing.T) {
+	a, b := testKeypairs(t, ChaChaPoly)
+	// Exact capacity, zero length slice: Seal reslices within cap.
+	buf := make([]byte, 0, TransportOverhead+5)
+	copy(buf[:cap(buf)][TransportHeaderSize:], "hello")
+	pkt, err := a.Seal(buf, 5)
+	if err != nil || len(pkt) != TransportOverhead+5 || &pkt[0] != &buf[:1][0] {
+		t.Fatalf("Seal: len %d err %v (or not in place)", len(pkt), err)
+	}
+	if pt, _, err := b.Open(pkt); err != nil || string(pt) != "hello" {
+		t.Fatalf("Open: %q %v", pt, err)
+	}
+	for _, n := range []int{-1, 6, 1 << 40} {
+		if _, err := a.Seal(make([]byte, 0, TransportOverhead+5), n); err != ErrBufferSize {
+			t.Fatalf("Seal(plainLen=%d): err %v, want ErrBufferSize", n, err)
+		}
+	}
+	if _, err := a.Seal(nil, 0); err != ErrBufferSize {
+		t.Fatalf("Seal(nil): %v", err)
+	}
+	if a.SendCount() != 1 {
+		t.Fatalf("SendCount %d, want 1 (failed Seals must not use counters)", a.SendCount())
+	}
+}
+
+func TestSealCounterExhausted(t *testing.T) {
+	a, b := testKeypairs(t, AESGCM)
+	a.sendCounter.Store(RejectAfterMessages - 2)
+	for i := 0; i < 2; i++ {
+		pkt := seal(t, a, []byte("x"))
+		if _, ctr, err := b.Open(pkt); err != nil || ctr != RejectAfterMessages-2+uint64(i) {
+			t.Fatalf("last counters: ctr %d err %v", ctr, err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := a.Seal(make([]byte, 64), 1); err != ErrCounterExhausted {
+			t.Fatalf("Seal at limit: %v", err)
+		}
+	}
+	if a.SendCount() != RejectAfterMessages {
+		t.Fatalf("SendCount %d moved past the limit", a.SendCount())
+	}
+}
+
+func TestConcurrentSealOpen(t *testing.T) {
+	a, b := testKeypairs(t, ChaChaPoly)
+	const workers, per = 8, 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256)
+			for i := 0; i < per; i++ {
+				pkt, err := a.Seal(buf, 100)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, ctr, err := b.Open(pkt)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !b.CheckReplay(ctr) {
+					t.Errorf("counter %d rejected", ctr)
+				}
+				mu.Lock()
+				if seen[ctr] {
+					t.Errorf("counter %d used twice", ctr)
+				}
+				seen[ctr] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != workers*per || a.SendCount() != workers*per {
+		t.Fatalf("%d distinct counters, SendCount %d", len(seen), a.SendCount())
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	for _, kind := range ciphers {
+		a, b := testKeypairs(t, kind)
+		buf := make([]byte, TransportOverhead+1420)
+		pkt, _ := a.Seal(buf, 1420)
+		wire := bytes.Clone(pkt)
+		scratch := make([]byte, len(wire))
+		var ctr uint64
+		tests := map[string]func(){
+			"Seal": func() {
+				if _, err := a.Seal(buf, 1420); err != nil {
+					panic(err)
+				}
+			},
+			"Open": func() {
+				copy(scratch, wire)
+				if _, _, err := b.Open(scratch); err != nil {
+					panic(err)
+				}
+			},
+			"Open reject": func() {
+				copy(scratch, wire)
+				scratch[len(scratch)-1] ^= 1
+				if _, _, err := b.Open(scratch); !errors.Is(err, ErrAuth) {
+					panic(err)
+				}
+			},
+			"CheckReplay": func() {
+				ctr++
+				b.CheckReplay(ctr)
+			},
+		}
+		for name, f := range tests {
+			if n := testing.AllocsPerRun(200, f); n != 0 {
+				t.Errorf("%s %s: %v allocations per run, want 0", kind, name, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package crypto
+
+import (
+	"crypto/subtle"
+
+	"golang.org/x/crypto/blake2s"
+)
+
+// mac1Label prefixes the recipient's public key when deriving the mac1 key.
+const mac1Label = "mac1----"
+
+// mac1Key returns BLAKE2s-256("mac1----" || recipient).
+func mac1Key(recipient PublicKey) [blake2s.Size]byte {
+	var in [len(mac1Label) + KeySize]byte
+	copy(in[:], mac1Label)
+	copy(in[len(mac1Label):], recipient[:])
+	return blake2s.Sum256(in[:])
+}
+
+// computeMAC1 writes keyed BLAKE2s-128 of msg[:len(msg)-32] into out. msg
+// must be at least 32 bytes long.
+func computeMAC1(out *[macSize]byte, msg []byte, recipient PublicKey) {
+	key := mac1Key(recipient)
+	h, err := blake2s.New128(key[:])
+	if err != nil {
+		// Only possible for a bad key length, which is fixed here.
+		clear(out[:])
+		return
+	}
+	h.Write(msg[:len(msg)-2*macSize])
+	h.Sum(out[:0])
+}
+
+// CheckMAC1 reports whether the mac1 field of a handshake message (the 16
+// bytes before the final 16-byte mac2) is valid for recipient. It is cheap
+// (one BLAKE2s pass, no Diffie-Hellman) and lets a node drop handshake
+// messages not addressed to its public key before spending any DH work.
+// mac1 is keyed only by a public key, so it is a filter, not
+// authentication.
+func CheckMAC1(msg []byte, recipient PublicKey) bool {
+	if len(msg) < 2*macSize {
+		return false
+	}
+	var want [macSize]byte
+	computeMAC1(&want, msg, recipient)
+	got := msg[len(msg)-2*macSize : len(msg)-macSize]
+	return subtle.ConstantTimeCompare(want[:], got) == 1
+}
+
+// writeMAC1 fills in the mac1 field of msg and zeroes mac2.
+func writeMAC1(msg []byte, recipient PublicKey) {
+	var m [macSize]byte
+	computeMAC1(&m, msg, recipient)
+	copy(msg[len(msg)-2*macSize:], m[:])
+	clear(msg[len(msg)-macSize:])
+}
