@@ -1,3 +1,7 @@
 // Package udp holds the outside of the tunnel: sockets that carry encrypted
 // datagrams between gateways, with batched receive and send.
+//
+// Backends: LinuxBind, a UDP socket driven with recvmmsg/sendmmsg (one
+// system call per batch, IPv4 or dual-stack IPv6), and MemoryBind, an
+// in-memory connected pair for router unit tests.
 package udp
