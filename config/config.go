@@ -39,6 +39,11 @@ type Config struct {
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`
+
+	// hash is Hash(); lines maps field paths ("sites[0].name") to the
+	// line they were read from. Both are set by Parse and never changed.
+	hash  string
+	lines map[string]int
 }
 
 // Interface configures the TUN device.
@@ -76,6 +81,9 @@ type Site struct {
 	// RouterAddress, when set, is the address nodes of this site route
 	// remote traffic to (a load-balancer VIP in front of the gateways).
 	RouterAddress netip.Addr `yaml:"routerAddress"`
+	// RouterAddress6 is the IPv6 counterpart of RouterAddress: Linux
+	// cannot route IPv6 destinations via an IPv4 next hop.
+	RouterAddress6 netip.Addr `yaml:"routerAddress6"`
 	// Keepalive is the interval of keepalive messages to this site's
 	// gateways; zero disables them.
 	Keepalive time.Duration `yaml:"keepalive"`
@@ -88,6 +96,9 @@ type Gateway struct {
 	Name string `yaml:"name"`
 	// Address is the gateway's LAN address inside its site's node CIDRs.
 	Address netip.Addr `yaml:"address"`
+	// Address6 is the gateway's IPv6 LAN address, the next hop of the
+	// site's nodes toward remote IPv6 CIDRs.
+	Address6 netip.Addr `yaml:"address6"`
 	// Endpoint is host:port where peers send tunnel traffic.
 	Endpoint  string `yaml:"endpoint"`
 	PublicKey string `yaml:"publicKey"`
@@ -101,4 +112,7 @@ type Node struct {
 	Name    string       `yaml:"name"`
 	Address netip.Addr   `yaml:"address"`
 	PodCIDR netip.Prefix `yaml:"podCIDR"`
+	// Address6 and PodCIDR6 describe a dual-stack node's IPv6 side.
+	Address6 netip.Addr   `yaml:"address6"`
+	PodCIDR6 netip.Prefix `yaml:"podCIDR6"`
 }
