@@ -1,0 +1,154 @@
+package noderoutes
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/bridgehead/bridgehead/config"
+)
+
+// header writes the comment lines every text format starts with.
+func header(b *bytes.Buffer, c *config.Config, p *Plan, how string) {
+	fmt.Fprintf(b, "# Routes for the nodes of site %q to the other sites of cluster %q,\n", p.Site, c.Cluster.Name)
+	fmt.Fprintf(b, "# through bridgehead. Generated from %s (config %s); do not edit.\n", filepath.Base(c.Path), c.Hash())
+	fmt.Fprintf(b, "# %s\n", how)
+}
+
+// siteComment returns the comment line to write before route i: the
+// destination site, at every change of site.
+func siteComment(p *Plan, i int) string {
+	if i > 0 && p.Routes[i-1].Site == p.Routes[i].Site {
+		return ""
+	}
+	return fmt.Sprintf("# site %q\n", p.Routes[i].Site)
+}
+
+func renderIP(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
+	header(b, c, p, "Run as root on every node of the site.")
+	for i, r := range p.Routes {
+		b.WriteString(siteComment(p, i))
+		cmd := "ip"
+		if r.Destination.Addr().Is6() {
+			cmd = "ip -6"
+		}
+		fmt.Fprintf(b, "%s route replace %s via %s\n", cmd, r.Destination, r.Via)
+	}
+	return nil
+}
+
+func renderNetworkd(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
+	header(b, c, p, "Install as /etc/systemd/network/<node's .network file>.d/bridgehead-routes.conf")
+	for _, r := range p.Routes {
+		fmt.Fprintf(b, "\n# site %q, %s CIDR\n[Route]\nDestination=%s\nGateway=%s\n", r.Site, r.Kind, r.Destination, r.Via)
+	}
+	return nil
+}
+
+// netplanIDOK reports whether an interface id can be written as a plain
+// YAML key.
+func netplanIDOK(s string) bool {
+	if s == "" || len(s) > 15 {
+		return false
+	}
+	for _, ch := range s {
+		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_' || ch == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func renderNetplan(b *bytes.Buffer, c *config.Config, p *Plan, o options) error {
+	if !netplanIDOK(o.iface) {
+		return fmt.Errorf("netplan: %q is not an interface name (letters, digits, '-', '_', '.'; at most 15)", o.iface)
+	}
+	header(b, c, p, "Merge into /etc/netplan/ (e.g. 90-bridgehead-routes.yaml) and run netplan apply.")
+	fmt.Fprintf(b, "network:\n  version: 2\n  ethernets:\n    %s:\n", o.iface)
+	if len(p.Routes) == 0 {
+		b.WriteString("      routes: []\n")
+		return nil
+	}
+	b.WriteString("      routes:\n")
+	for _, r := range p.Routes {
+		fmt.Fprintf(b, "        - to: %s\n          via: %s\n", r.Destination, r.Via)
+	}
+	return nil
+}
+
+// Azure route names: 1-80 characters of letters, digits, '_', '.' and
+// '-', starting with a letter or digit and ending with a letter, digit or
+// '_'.
+const maxAzureName = 80
+
+// azureName derives a route name from the destination site and CIDR, e.g.
+// "bh-b-pod-10.245.0.0_16" or "bh-b-pod-fd00-b-1--_56".
+func azureName(r Route) string {
+	var sb strings.Builder
+	sb.WriteString("bh-")
+	for _, ch := range r.Site {
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z', ch >= '0' && ch <= '9', ch == '_', ch == '.', ch == '-':
+			sb.WriteRune(ch)
+		default:
+			sb.WriteByte('-')
+		}
+	}
+	sb.WriteString("-" + r.Kind + "-")
+	sb.WriteString(strings.NewReplacer(":", "-", "/", "_").Replace(r.Destination.String()))
+	name := sb.String()
+	if len(name) > maxAzureName {
+		sum := sha256.Sum256([]byte(name))
+		name = name[:maxAzureName-9] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return name
+}
+
+func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
+	b.WriteString("#!/bin/sh\n")
+	header(b, c, p, "Adds them to the route table of the site's node subnet; set RESOURCE_GROUP and ROUTE_TABLE first.")
+	b.WriteString("set -eu\n: \"${RESOURCE_GROUP:?set RESOURCE_GROUP}\"\n: \"${ROUTE_TABLE:?set ROUTE_TABLE}\"\n")
+	seen := map[string]Route{}
+	for i, r := range p.Routes {
+		name := azureName(r)
+		if prev, dup := seen[strings.ToLower(name)]; dup {
+			return fmt.Errorf("azure: routes to %s and %s would both be named %q", prev.Destination, r.Destination, name)
+		}
+		seen[strings.ToLower(name)] = r
+		b.WriteString(siteComment(p, i))
+		fmt.Fprintf(b, "az network route-table route create --resource-group \"${RESOURCE_GROUP}\" --route-table-name \"${ROUTE_TABLE}\""+
+			" --name %s --address-prefix %s --next-hop-type VirtualAppliance --next-hop-ip-address %s\n", name, r.Destination, r.Via)
+	}
+	return nil
+}
+
+type jsonRoute struct {
+	Destination string `json:"destination"`
+	Via         string `json:"via"`
+	Site        string `json:"site"`
+	Kind        string `json:"kind"`
+}
+
+type jsonPlan struct {
+	Site   string      `json:"site"`
+	Via    string      `json:"via"`
+	Routes []jsonRoute `json:"routes"`
+}
+
+func renderJSON(b *bytes.Buffer, _ *config.Config, p *Plan, _ options) error {
+	out := jsonPlan{Site: p.Site, Routes: []jsonRoute{}}
+	if p.Via.IsValid() {
+		out.Via = p.Via.String()
+	}
+	for _, r := range p.Routes {
+		out.Routes = append(out.Routes, jsonRoute{r.Destination.String(), r.Via.String(), r.Site, r.Kind})
+	}
+	enc := json.NewEncoder(b)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
