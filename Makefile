@@ -1,0 +1,50 @@
+# bridgehead: see README.md.
+GO        ?= go
+BIN       := bin
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+
+.PHONY: all build demo test test-short fuzz vet fmt clean deps
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bridgehead ./cmd/bridgehead
+	$(GO) build -trimpath -o $(BIN)/bhprobe ./cmd/bhprobe
+
+# deps installs what the lab, the tests and the benchmarks need on a fresh
+# Debian machine: iproute2 for namespaces (usually present) and the Go
+# modules.
+deps:
+	@command -v ip >/dev/null 2>&1 || { apt-get update && apt-get install -y iproute2; }
+	$(GO) mod download
+
+# demo: a two-site lab in network namespaces (root).
+demo: deps build
+	deploy/lab/demo.sh
+
+# test: every test, root-only ones included (CI runs as root), with -race.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# test-short: unit tests only (no namespaces, no TUN), fast.
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# fuzz: each fuzz target for FUZZTIME (default 1m).
+FUZZTIME ?= 1m
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)

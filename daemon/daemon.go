@@ -1,0 +1,251 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/bridgehead/bridgehead/config"
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// Options configure Run.
+type Options struct {
+	ConfigPath string
+	Logger     *slog.Logger
+	Version    string
+	// Ready, if set, is called once the TUN, routes and socket are up.
+	Ready func()
+}
+
+// Run loads the config and runs the gateway until ctx is cancelled. It
+// reloads the config on SIGHUP and when the file changes. On return every
+// route it added is removed and the TUN is gone.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := config.Load(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	problems, warnings := config.Check(cfg, config.CheckOptions{})
+	for _, w := range warnings {
+		log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("refusing to start with a bad config:\n%w", problems)
+	}
+	id, err := identity(cfg)
+	if err != nil {
+		return err
+	}
+	rc, err := routerConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	mtu := cfg.Interface.MTU.Value
+	if cfg.Interface.MTU.Auto {
+		mtu, err = autoMTU(cfg)
+		if err != nil {
+			return err
+		}
+		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu)
+	}
+
+	dev, err := tun.OpenWater(tun.WaterConfig{Name: cfg.Interface.Name, MTU: mtu})
+	if err != nil {
+		return fmt.Errorf("open TUN %s: %w", cfg.Interface.Name, err)
+	}
+	bind, err := udp.Listen(cfg.ListenAddr, udp.Options{})
+	if err != nil {
+		dev.Close()
+		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log})
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
+	if err := r.SetConfig(rc); err != nil {
+		dev.Close()
+		bind.Close()
+		return fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	ns, err := netsetup.New(log)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
+	defer func() {
+		if err := ns.Close(); err != nil {
+			log.Error("removing routes", "err", err)
+		} else {
+			log.Info("routes removed")
+		}
+	}()
+	want := kernelState(cfg, mtu)
+	if err := ns.Apply(want); err != nil {
+		dev.Close()
+		bind.Close()
+		return fmt.Errorf("kernel setup: %w", err)
+	}
+
+	g := &gateway{log: log, r: r, kern: ns, m: newMetrics(r, o.Version), id: id, mtu: mtu}
+	g.cfg.Store(cfg)
+	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
+	g.m.lastReload.SetToCurrentTime()
+	if cfg.Metrics.Listen != "" {
+		srv, err := serveMetrics(cfg.Metrics.Listen, g.m.reg, log)
+		if err != nil {
+			dev.Close()
+			bind.Close()
+			return err
+		}
+		defer srv.Close()
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	if err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
+		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reloads := make(chan struct{})
+	go func() {
+		defer close(reloads)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				g.reload(cfg.Path, "SIGHUP")
+			case <-changed:
+				g.reload(cfg.Path, "file changed")
+			}
+		}
+	}()
+
+	log.Info("gateway up",
+		"site", cfg.Site, "gateway", cfg.Gateway, "interface", cfg.Interface.Name, "mtu", mtu,
+		"listen", bind.LocalAddr(), "cipher", id.Cipher, "public_key", id.Public,
+		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
+		"config", cfg.Path, "config_hash", cfg.Hash())
+	if o.Ready != nil {
+		o.Ready()
+	}
+	err = r.Run(ctx)
+	cancel()
+	<-reloads
+	log.Info("gateway stopping")
+	return err
+}
+
+// identity reads the private key and builds the handshake identity.
+func identity(cfg *config.Config) (*bhcrypto.Identity, error) {
+	raw, err := os.ReadFile(cfg.PrivateKeyPath())
+	if err != nil {
+		return nil, fmt.Errorf("%s: privateKeyFile: %w", cfg.Path, err)
+	}
+	priv, err := bhcrypto.ParsePrivateKey(string(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%s: privateKeyFile %s: %w", cfg.Path, cfg.PrivateKeyFile, err)
+	}
+	cipher, err := bhcrypto.ParseCipher(cfg.Cipher)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cipher: %w", cfg.Path, err)
+	}
+	id := &bhcrypto.Identity{
+		Private: priv, Public: priv.PublicKey(), Cipher: cipher,
+		Prologue: bhcrypto.Prologue(cfg.Cluster.Name),
+	}
+	if gw := cfg.LocalGateway(); gw != nil && gw.PublicKey != "" {
+		listed, err := bhcrypto.ParsePublicKey(gw.PublicKey)
+		if err == nil && listed != id.Public {
+			return nil, fmt.Errorf("%s: privateKeyFile %s does not match the publicKey listed for gateway %s (it belongs to %s)",
+				cfg.Path, cfg.PrivateKeyFile, cfg.Gateway, id.Public)
+		}
+	}
+	return id, nil
+}
+
+// autoMTU derives the tunnel MTU from the interface that carries traffic
+// to each remote gateway, minus the exact encapsulation overhead for the
+// outer address family. It takes the smallest over all remote gateways.
+func autoMTU(cfg *config.Config) (int, error) {
+	best := 0
+	for _, s := range cfg.Sites {
+		if s.Name == cfg.Site {
+			continue
+		}
+		for _, g := range s.Gateways {
+			ep := g.EndpointAddr.Addr()
+			link, err := netsetup.PathMTU(ep)
+			if err != nil {
+				return 0, fmt.Errorf("%s: interface.mtu auto: route to %s/%s at %s: %w", cfg.Path, s.Name, g.Name, ep, err)
+			}
+			m := link - Overhead(ep.Is4() || ep.Is4In6())
+			if best == 0 || m < best {
+				best = m
+			}
+		}
+	}
+	if best == 0 {
+		return config.DefaultMTU, nil
+	}
+	if best < 576 {
+		return 0, fmt.Errorf("%s: interface.mtu auto: the WAN path leaves only %d bytes for inner packets", cfg.Path, best)
+	}
+	return best, nil
+}
+
+// Overhead is the bytes bridgehead adds around an inner packet: outer IP
+// and UDP headers, transport header and tag. Padding never pushes a packet
+// past the tunnel MTU, so it adds nothing here.
+func Overhead(ipv4 bool) int {
+	ip := 40
+	if ipv4 {
+		ip = 20
+	}
+	return ip + 8 + bhcrypto.TransportOverhead
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return srv, nil
+}

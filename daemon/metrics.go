@@ -1,0 +1,78 @@
+package daemon
+
+import (
+	"runtime"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/bridgehead/bridgehead/router"
+)
+
+// metrics are the daemon's own series; the router's come from its
+// Collector. Everything lives on one registry owned by the daemon.
+type metrics struct {
+	reg        *prometheus.Registry
+	reloads    *prometheus.CounterVec
+	lastReload prometheus.Gauge
+	configInfo *prometheus.GaugeVec
+	tunErrors  prometheus.Counter
+	readyGauge prometheus.Gauge
+	siteReady  *prometheus.GaugeVec
+}
+
+// newMetrics builds the registry of a gateway around r.
+func newMetrics(r *router.Router, version string) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridgehead_config_reloads_total", Help: "Config reloads by result (success, error).",
+		}, []string{"result"}),
+		lastReload: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bridgehead_config_last_reload_success_timestamp_seconds", Help: "Unix time the running config was loaded.",
+		}),
+		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridgehead_config_info", Help: "The running config: file and hash of its bytes.",
+		}, []string{"path", "hash"}),
+		readyGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bridgehead_ready", Help: "1 when every remote site is reachable (what /readyz reports).",
+		}),
+		siteReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridgehead_site_up", Help: "1 when at least one gateway of the remote site sent an authenticated packet within the readiness window.",
+		}, []string{"site"}),
+	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("error")
+	bi := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bridgehead_build_info", Help: "Build of the running bridgehead.",
+	}, []string{"version", "goversion"})
+	bi.WithLabelValues(version, strings.TrimPrefix(runtime.Version(), "go")).Set(1)
+	m.reg.MustRegister(
+		router.NewCollector(r), bi,
+		m.reloads, m.lastReload, m.configInfo, m.readyGauge, m.siteReady,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// MetricNames lists the names of every bridgehead_* metric family a
+// gateway exports, for tests of dashboards and alerts. It builds a
+// registry around r.
+func MetricNames(r *router.Router) ([]string, error) {
+	m := newMetrics(r, "test")
+	m.configInfo.WithLabelValues("x", "y").Set(1)
+	m.siteReady.WithLabelValues("s").Set(1)
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "bridgehead_") {
+			names = append(names, mf.GetName())
+		}
+	}
+	return names, nil
+}

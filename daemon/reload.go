@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/bridgehead/bridgehead/config"
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/router"
+)
+
+// kernel is the OS side a gateway reconciles on every config: routes,
+// link settings, forwarding. *netsetup.Setup implements it.
+type kernel interface {
+	Apply(netsetup.Want) error
+	Close() error
+}
+
+// gateway is a running gateway's state that reloads change.
+//
+// Reloads are serialized by mu. The running config is published through an
+// atomic pointer so status readers never block a reload.
+type gateway struct {
+	log       *slog.Logger
+	r         *router.Router
+	kern      kernel
+	m         *metrics
+	id        *bhcrypto.Identity
+	mtu       int
+	checkOpts config.CheckOptions
+
+	mu  sync.Mutex
+	cfg atomic.Pointer[config.Config]
+}
+
+// errNeedsRestart marks a change a reload cannot apply.
+var errNeedsRestart = errors.New("needs a restart")
+
+// reload loads path and, if it is valid and differs from the running
+// config, applies it: all or nothing for the data path (one atomic swap in
+// the router), then the kernel routes are reconciled. A file that fails
+// leaves the running config untouched; every problem is logged and the
+// error is returned.
+func (g *gateway) reload(path, why string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	err := g.apply(path, why)
+	if err != nil {
+		g.m.reloads.WithLabelValues("error").Inc()
+		g.log.Error("config reload refused; the running config stays in force",
+			"config", path, "trigger", why, "err", err)
+	}
+	return err
+}
+
+func (g *gateway) apply(path, why string) error {
+	old := g.cfg.Load()
+	next, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	if next.Hash() == old.Hash() {
+		g.log.Debug("config unchanged", "config", path, "trigger", why)
+		return nil
+	}
+	problems, warnings := config.Check(next, g.checkOpts)
+	for _, w := range warnings {
+		g.log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
+	}
+	if len(problems) > 0 {
+		return problems
+	}
+	if err := g.restartOnly(old, next); err != nil {
+		return err
+	}
+	rc, err := routerConfig(next)
+	if err != nil {
+		return fmt.Errorf("%s: %w", next.Path, err)
+	}
+	if err := g.r.SetConfig(rc); err != nil {
+		return fmt.Errorf("%s: %w", next.Path, err)
+	}
+	g.cfg.Store(next)
+	g.m.configInfo.Reset()
+	g.m.configInfo.WithLabelValues(next.Path, next.Hash()).Set(1)
+	kerr := g.kern.Apply(kernelState(next, g.mtu))
+	if kerr != nil {
+		// The data path runs the new config; the kernel is partly behind.
+		// Say so loudly: the next reload retries the missing routes.
+		g.log.Error("config applied to the data path, but some kernel routes failed", "config", path, "err", kerr)
+		return fmt.Errorf("kernel routes: %w", kerr)
+	}
+	g.m.reloads.WithLabelValues("success").Inc()
+	g.m.lastReload.SetToCurrentTime()
+	added, removed := diffSites(old, next)
+	g.log.Info("config reloaded", "config", path, "trigger", why, "hash", next.Hash(),
+		"sites_added", added, "sites_removed", removed, "peers", len(g.r.Peers()))
+	return nil
+}
+
+// restartOnly refuses changes to what a running gateway cannot change:
+// its identity, key, socket, TUN and the handshake parameters every
+// session depends on.
+func (g *gateway) restartOnly(old, next *config.Config) error {
+	var errs []error
+	same := func(field, a, b string) {
+		if a != b {
+			errs = append(errs, fmt.Errorf("%s: %s changed from %q to %q: %w", next.Path, field, a, b, errNeedsRestart))
+		}
+	}
+	same("site", old.Site, next.Site)
+	same("gateway", old.Gateway, next.Gateway)
+	same("privateKeyFile", old.PrivateKeyPath(), next.PrivateKeyPath())
+	same("listen", old.ListenAddr.String(), next.ListenAddr.String())
+	same("cipher", old.Cipher, next.Cipher)
+	same("interface.name", old.Interface.Name, next.Interface.Name)
+	same("interface.mtu", old.Interface.MTU.String(), next.Interface.MTU.String())
+	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
+	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
+	same("controlSocket", old.ControlSocket, next.ControlSocket)
+	if raw, err := os.ReadFile(next.PrivateKeyPath()); err == nil {
+		if k, err := bhcrypto.ParsePrivateKey(string(raw)); err == nil && k.PublicKey() != g.id.Public {
+			errs = append(errs, fmt.Errorf("%s: the key in privateKeyFile %s changed: %w", next.Path, next.PrivateKeyPath(), errNeedsRestart))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// diffSites names the sites a reload adds and removes.
+func diffSites(old, next *config.Config) (added, removed []string) {
+	names := func(c *config.Config) []string {
+		var n []string
+		for _, s := range c.Sites {
+			n = append(n, s.Name)
+		}
+		return n
+	}
+	o, n := names(old), names(next)
+	for _, s := range n {
+		if !slices.Contains(o, s) {
+			added = append(added, s)
+		}
+	}
+	for _, s := range o {
+		if !slices.Contains(n, s) {
+			removed = append(removed, s)
+		}
+	}
+	return added, removed
+}

@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/bridgehead/bridgehead/config"
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeKernel records what the gateway asked of the kernel.
+type fakeKernel struct {
+	mu    sync.Mutex
+	last  netsetup.Want
+	calls int
+}
+
+func (k *fakeKernel) Apply(w netsetup.Want) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.last, k.calls = w, k.calls+1
+	return nil
+}
+func (k *fakeKernel) Close() error { return nil }
+
+func (k *fakeKernel) tunnel() []netip.Prefix {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.last.Tunnel
+}
+
+// labFiles writes keys and configs for sites a and b (and optionally c)
+// into dir and returns the config path of gateway `local`.
+type labKeys struct {
+	priv map[string]bhcrypto.PrivateKey
+}
+
+func newLabKeys(t *testing.T, dir string) *labKeys {
+	k := &labKeys{priv: map[string]bhcrypto.PrivateKey{}}
+	for _, s := range []string{"a", "b", "c"} {
+		p, err := bhcrypto.GeneratePrivateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.priv[s] = p
+		if err := os.WriteFile(filepath.Join(dir, s+".key"), []byte(p.String()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return k
+}
+
+// siteYAML is one site of the catalog; endpoints are memory-bind addresses.
+func (k *labKeys) siteYAML(s, node, pod, ep string) string {
+	return fmt.Sprintf(`  - name: site-%[1]s
+    nodeCIDRs: [%[2]s]
+    podCIDRs: [%[3]s]
+    gateways:
+      - name: gw-%[1]s1
+        address: %[5]s
+        endpoint: %[4]s
+        publicKey: %[6]s
+`, s, node, pod, ep, strings.TrimSuffix(node, ".0/24")+".2", k.priv[s].PublicKey())
+}
+
+func (k *labKeys) write(t *testing.T, dir, local string, sites ...string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "site: site-%s\ngateway: gw-%s1\nprivateKeyFile: %s.key\nlisten: 127.0.0.1:51820\ninterface: {name: bh-%s, mtu: 1420}\nsites:\n", local, local, local, local)
+	for _, s := range sites {
+		b.WriteString(s)
+	}
+	path := filepath.Join(dir, local+".yaml")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var (
+	epA = netip.MustParseAddrPort("127.0.0.1:51001")
+	epB = netip.MustParseAddrPort("127.0.0.1:51002")
+)
+
+// startGateway runs one gateway in process on a channel TUN and a memory
+// bind, from its config file, the way Run would.
+func startGateway(t *testing.T, path string, bind udp.Bind) (*gateway, *tun.Channel, *fakeKernel) {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := tun.NewChannel(cfg.Interface.Name, 1420)
+	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := routerConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+	k := &fakeKernel{}
+	g := &gateway{log: slog.New(slog.DiscardHandler), r: r, kern: k, m: newMetrics(r, "test"), id: id, mtu: 1420}
+	g.cfg.Store(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return g, dev, k
+}
+
+func ipv4UDP(src, dst netip.Addr, payload []byte) []byte {
+	b := make([]byte, 28+len(payload))
+	b[0] = 0x45
+	total := len(b)
+	b[2], b[3] = byte(total>>8), byte(total)
+	b[8] = 64
+	b[9] = 17
+	copy(b[12:16], src.AsSlice())
+	copy(b[16:20], dst.AsSlice())
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	c := ^uint16(sum)
+	b[10], b[11] = byte(c>>8), byte(c)
+	b[20], b[21], b[22], b[23] = 0x9c, 0x40, 0x1b, 0x58
+	ul := 8 + len(payload)
+	b[24], b[25] = byte(ul>>8), byte(ul)
+	copy(b[28:], payload)
+	return b
+}
+
+// TestReloadKeepsSessions: 1000 reloads that alternate between adding and
+// removing a third site, while packets flow between a and b. No packet is
+// lost, the a-b session is never renegotiated, and the kernel routes follow
+// each config. Run under -race; goleak checks goroutines at the end.
+func TestReloadKeepsSessions(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	sc := keys.siteYAML("c", "10.3.0.0/24", "10.103.0.0/16", "127.0.0.1:51003")
+	pathA := keys.write(t, dir, "a", sa, sb)
+	pathB := keys.write(t, dir, "b", sa, sb)
+	bindA, bindB := udp.NewPair(epA, epB)
+	ga, tunA, kernA := startGateway(t, pathA, bindA)
+	_, tunB, _ := startGateway(t, pathB, bindB)
+
+	podA, podB := netip.MustParseAddr("10.101.0.5"), netip.MustParseAddr("10.102.0.5")
+	send := func(i int) {
+		pkt := ipv4UDP(podA, podB, []byte(fmt.Sprintf("packet %d", i)))
+		if err := tunA.Inject(pkt); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-tunB.Outbound():
+			if !bytes.Equal(got, pkt) {
+				t.Fatalf("packet %d changed in transit", i)
+			}
+			tunB.Release(got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("packet %d lost", i)
+		}
+	}
+	send(0)
+	hs := ga.r.Handshakes()
+
+	stop := make(chan struct{})
+	traffic := make(chan int)
+	go func() {
+		n := 1
+		for {
+			select {
+			case <-stop:
+				traffic <- n
+				return
+			default:
+			}
+			send(n)
+			n++
+		}
+	}()
+	for i := range 1000 {
+		if i%2 == 0 {
+			keys.write(t, dir, "a", sa, sb, sc)
+		} else {
+			keys.write(t, dir, "a", sa, sb)
+		}
+		if err := ga.reload(pathA, "test"); err != nil {
+			t.Fatalf("reload %d: %v", i, err)
+		}
+		wantC := i%2 == 0
+		hasC := false
+		for _, p := range kernA.tunnel() {
+			if p == netip.MustParsePrefix("10.103.0.0/16") {
+				hasC = true
+			}
+		}
+		if hasC != wantC {
+			t.Fatalf("reload %d: kernel route to site c present=%v, want %v", i, hasC, wantC)
+		}
+	}
+	close(stop)
+	n := <-traffic
+	t.Logf("%d packets crossed during 1000 reloads", n)
+	if got := ga.r.Handshakes(); got != hs {
+		t.Fatalf("reloads renegotiated the session: before %+v, after %+v", hs, got)
+	}
+	if v := testutil.ToFloat64(ga.m.reloads.WithLabelValues("success")); v != 1000 {
+		t.Fatalf("successful reloads counted %v, want 1000", v)
+	}
+	for _, r := range router.Reasons() {
+		if d := ga.r.Drops().Get(router.Inside, r); d != 0 {
+			t.Errorf("A dropped %d packets for %s", d, r)
+		}
+	}
+}
+
+// TestReloadRefusals: a bad file, or a change that needs a restart, is
+// refused with a clear error; the running config keeps forwarding.
+func TestReloadRefusals(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	pathA := keys.write(t, dir, "a", sa, sb)
+	bindA, bindB := udp.NewPair(epA, epB)
+	ga, _, kernA := startGateway(t, pathA, bindA)
+	bindB.Close()
+	before := ga.cfg.Load()
+
+	cases := []struct {
+		name    string
+		content string
+		want    string
+	}{
+		{"syntax", "site: [unclosed\n", "a.yaml:"},
+		{"unknown field", strings.Replace(mustRead(t, pathA), "listen:", "listne:", 1), `unknown field`},
+		{"overlap", strings.Replace(mustRead(t, pathA), "10.102.0.0/16", "10.101.0.0/16", 1), "overlaps"},
+		{"listen change", strings.Replace(mustRead(t, pathA), "127.0.0.1:51820", "127.0.0.1:51821", 1), "needs a restart"},
+		{"tun change", strings.Replace(mustRead(t, pathA), "name: bh-a", "name: bh-x", 1), "needs a restart"},
+		{"cipher change", "cipher: chachapoly\n" + mustRead(t, pathA), "needs a restart"},
+		{"other site's gateway", strings.Replace(mustRead(t, pathA), "site: site-a", "site: site-b", 1), `is not a gateway of site "site-b"`},
+	}
+	good := mustRead(t, pathA)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(pathA, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			calls := kernA.calls
+			err := ga.reload(pathA, "test")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("reload error = %v, want one containing %q", err, tc.want)
+			}
+			if ga.cfg.Load() != before {
+				t.Fatal("refused reload replaced the running config")
+			}
+			if kernA.calls != calls {
+				t.Fatal("refused reload touched the kernel")
+			}
+		})
+	}
+	os.WriteFile(pathA, []byte(good), 0o644)
+	if err := ga.reload(pathA, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(ga.m.reloads.WithLabelValues("error")); v != float64(len(cases)) {
+		t.Fatalf("failed reloads counted %v, want %d", v, len(cases))
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

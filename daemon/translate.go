@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/bridgehead/bridgehead/config"
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/router"
+)
+
+// routerConfig is the routing part of c: every site's node and pod CIDRs
+// and the remote gateways.
+func routerConfig(c *config.Config) (*router.Config, error) {
+	rc := &router.Config{LocalSite: c.Site}
+	for _, s := range c.Sites {
+		sc := router.SiteConfig{Name: s.Name}
+		sc.Prefixes = append(sc.Prefixes, s.NodeCIDRs...)
+		sc.Prefixes = append(sc.Prefixes, s.PodCIDRs...)
+		for _, g := range s.Gateways {
+			key, err := bhcrypto.ParsePublicKey(g.PublicKey)
+			if err != nil {
+				return nil, fmt.Errorf("site %s gateway %s: publicKey: %w", s.Name, g.Name, err)
+			}
+			sc.Gateways = append(sc.Gateways, router.PeerConfig{
+				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr,
+			})
+		}
+		rc.Sites = append(rc.Sites, sc)
+	}
+	return rc, nil
+}
+
+// kernelState is the routes and link settings c asks of the kernel: every
+// remote site's CIDRs into the TUN, and each listed local node's pod range
+// toward that node.
+func kernelState(c *config.Config, mtu int) netsetup.Want {
+	w := netsetup.Want{Link: c.Interface.Name, MTU: mtu, Forwarding: true}
+	for _, s := range c.Sites {
+		if s.Name == c.Site {
+			for _, n := range s.Nodes {
+				w.Via = append(w.Via, netsetup.ViaRoute{Prefix: n.PodCIDR, Via: n.Address})
+				if n.PodCIDR6.IsValid() && n.Address6.IsValid() {
+					w.Via = append(w.Via, netsetup.ViaRoute{Prefix: n.PodCIDR6, Via: n.Address6})
+				}
+			}
+			continue
+		}
+		w.Tunnel = append(w.Tunnel, s.NodeCIDRs...)
+		w.Tunnel = append(w.Tunnel, s.PodCIDRs...)
+	}
+	return w
+}
+
+// tunnelPrefixes lists the prefixes routed into the TUN, for logs.
+func tunnelPrefixes(w netsetup.Want) []netip.Prefix { return w.Tunnel }

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# lab.sh: a two-site bridgehead lab in network namespaces on this machine.
+#
+#   lab.sh up   STATE_DIR [PREFIX]   build the lab, start both gateways
+#   lab.sh down STATE_DIR            stop the gateways, delete the namespaces
+#
+# Topology (PREFIX defaults to bhlab):
+#
+#   PREFIX-a-node ── lan ── PREFIX-a-gw ══ wan ══ PREFIX-b-gw ── lan ── PREFIX-b-node
+#   pod 10.244.1.10          bridgehead          bridgehead          pod 10.245.1.10
+#       fd00:244:0:1::10     10.224.0.4          192.168.50.2            fd00:245:0:1::10
+#
+# The node namespaces run nothing of ours: they hold a pod address and only
+# the static routes `bridgehead routes` prints for their site. Each gateway
+# namespace runs `bridgehead run` with a generated key and config.
+#
+# BRIDGEHEAD (default ./bin/bridgehead) names the binary. Everything lab.sh
+# creates is recorded in STATE_DIR so `down` removes exactly that.
+set -euo pipefail
+
+BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
+CIPHER=${CIPHER:-aesgcm}
+TUN_MTU=${TUN_MTU:-1420}
+WAN_MTU=${WAN_MTU:-1500}
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '    $ %s\n' "$*"; "$@"; }
+
+up() {
+	local dir=$1 p=${2:-bhlab}
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	echo "$p" >"$dir/prefix"
+	: >"$dir/namespaces"
+	: >"$dir/pids"
+
+	say "creating namespaces ($p-a-node, $p-a-gw, $p-b-gw, $p-b-node)"
+	for ns in a-node a-gw b-gw b-node; do
+		run ip netns add "$p-$ns"
+		echo "$p-$ns" >>"$dir/namespaces"
+		ip -n "$p-$ns" link set lo up
+		# Lab links come up at once; duplicate address detection would
+		# hold IPv6 (link-local addresses included) back for a second.
+		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	done
+
+	say "wiring links: node A -- gateway A == WAN == gateway B -- node B"
+	run ip -n "$p-a-gw" link add lan type veth peer name eth0 netns "$p-a-node"
+	run ip -n "$p-b-gw" link add lan type veth peer name eth0 netns "$p-b-node"
+	run ip -n "$p-a-gw" link add wan type veth peer name wan netns "$p-b-gw"
+	ip -n "$p-a-gw" link set wan mtu "$WAN_MTU"
+	ip -n "$p-b-gw" link set wan mtu "$WAN_MTU"
+	# Site A LAN
+	ip -n "$p-a-gw" addr add 10.224.0.4/16 dev lan
+	ip -n "$p-a-gw" addr add fd00:224::4/64 dev lan nodad
+	ip -n "$p-a-node" addr add 10.224.0.5/16 dev eth0
+	ip -n "$p-a-node" addr add fd00:224::5/64 dev eth0 nodad
+	ip -n "$p-a-node" addr add 10.244.1.10/32 dev lo
+	ip -n "$p-a-node" addr add fd00:244:0:1::10/128 dev lo
+	# Site B LAN
+	ip -n "$p-b-gw" addr add 192.168.50.2/24 dev lan
+	ip -n "$p-b-gw" addr add fd00:50::2/64 dev lan nodad
+	ip -n "$p-b-node" addr add 192.168.50.5/24 dev eth0
+	ip -n "$p-b-node" addr add fd00:50::5/64 dev eth0 nodad
+	ip -n "$p-b-node" addr add 10.245.1.10/32 dev lo
+	ip -n "$p-b-node" addr add fd00:245:0:1::10/128 dev lo
+	# WAN
+	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
+	ip -n "$p-b-gw" addr add 203.0.113.2/24 dev wan
+	for ns in a-gw b-gw; do
+		ip -n "$p-$ns" link set lan up
+		ip -n "$p-$ns" link set wan up
+	done
+	ip -n "$p-a-node" link set eth0 up
+	ip -n "$p-b-node" link set eth0 up
+
+	say "generating keys"
+	umask 077
+	"$BRIDGEHEAD" genkey >"$dir/a.key"
+	"$BRIDGEHEAD" genkey >"$dir/b.key"
+	umask 022
+	local pa pb
+	pa=$("$BRIDGEHEAD" pubkey <"$dir/a.key")
+	pb=$("$BRIDGEHEAD" pubkey <"$dir/b.key")
+	echo "    gw-a1 public key $pa"
+	echo "    gw-b1 public key $pb"
+
+	say "writing configs ($dir/a.yaml, $dir/b.yaml)"
+	catalog "$pa" "$pb" >"$dir/sites.yaml"
+	for s in a b; do
+		{
+			echo "site: site-$s"
+			echo "gateway: gw-${s}1"
+			echo "privateKeyFile: $dir/$s.key"
+			echo "listen: 0.0.0.0:51820"
+			echo "cipher: $CIPHER"
+			echo "interface:"
+			echo "  name: bh0"
+			echo "  mtu: $TUN_MTU"
+			echo "metrics:"
+			echo "  listen: 127.0.0.1:9641"
+			cat "$dir/sites.yaml"
+		} >"$dir/$s.yaml"
+	done
+
+	say "checking both configs"
+	run "$BRIDGEHEAD" check --config "$dir/a.yaml"
+	run "$BRIDGEHEAD" check --config "$dir/b.yaml"
+
+	say "installing node routes from 'bridgehead routes' (nodes run nothing of ours)"
+	for s in a b; do
+		"$BRIDGEHEAD" routes --config "$dir/$s.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
+		sed 's/^/    /' "$dir/$s-node-routes.sh"
+		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+	done
+
+	say "starting gateways"
+	for s in a b; do
+		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" >"$dir/$s.log" 2>&1 &
+		echo $! >>"$dir/pids"
+		echo "    gw-${s}1 pid $! (log $dir/$s.log)"
+	done
+	for s in a b; do
+		local ok=
+		for _ in $(seq 1 100); do
+			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
+			sleep 0.1
+		done
+		if [ -z "$ok" ]; then
+			echo "gateway $s did not come up; its log:" >&2
+			cat "$dir/$s.log" >&2
+			return 1
+		fi
+	done
+	ip -n "$p-a-gw" route show dev bh0 | sed 's/^/    gw-a1: /'
+}
+
+catalog() {
+	cat <<YAML
+sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16, fd00:224::/64]
+    podCIDRs: [10.244.0.0/16, fd00:244::/56]
+    gateways:
+      - name: gw-a1
+        address: 10.224.0.4
+        address6: fd00:224::4
+        endpoint: 203.0.113.1:51820
+        publicKey: $1
+    nodes:
+      - {name: node-a1, address: 10.224.0.5, podCIDR: 10.244.1.0/24, address6: fd00:224::5, podCIDR6: fd00:244:0:1::/64}
+  - name: site-b
+    nodeCIDRs: [192.168.50.0/24, fd00:50::/64]
+    podCIDRs: [10.245.0.0/16, fd00:245::/56]
+    gateways:
+      - name: gw-b1
+        address: 192.168.50.2
+        address6: fd00:50::2
+        endpoint: 203.0.113.2:51820
+        publicKey: $2
+    nodes:
+      - {name: node-b1, address: 192.168.50.5, podCIDR: 10.245.1.0/24, address6: fd00:50::5, podCIDR6: fd00:245:0:1::/64}
+YAML
+}
+
+down() {
+	local dir=$1
+	[ -d "$dir" ] || return 0
+	if [ -f "$dir/pids" ]; then
+		while read -r pid; do
+			[ -n "$pid" ] || continue
+			kill -TERM "$pid" 2>/dev/null || true
+		done <"$dir/pids"
+		while read -r pid; do
+			[ -n "$pid" ] || continue
+			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			kill -KILL "$pid" 2>/dev/null || true
+		done <"$dir/pids"
+		: >"$dir/pids"
+	fi
+	if [ -f "$dir/namespaces" ]; then
+		while read -r ns; do
+			[ -n "$ns" ] || continue
+			ip netns del "$ns" 2>/dev/null || true
+		done <"$dir/namespaces"
+		: >"$dir/namespaces"
+	fi
+}
+
+case "${1:-}" in
+up) shift; up "$@" ;;
+down) shift; down "$@" ;;
+*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
+esac

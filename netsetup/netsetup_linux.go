@@ -1,0 +1,238 @@
+package netsetup
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Want is the kernel state a gateway needs.
+type Want struct {
+	// Link is the TUN interface name.
+	Link string
+	// MTU of the TUN interface.
+	MTU int
+	// Tunnel lists prefixes routed into the TUN (remote sites).
+	Tunnel []netip.Prefix
+	// Via lists prefixes routed to a next hop on the LAN (local nodes'
+	// pod ranges).
+	Via []ViaRoute
+	// Forwarding enables IPv4 and IPv6 forwarding.
+	Forwarding bool
+}
+
+// ViaRoute is a prefix routed to a gateway address.
+type ViaRoute struct {
+	Prefix netip.Prefix
+	Via    netip.Addr
+}
+
+// Setup is the kernel state applied so far. Safe for concurrent use.
+type Setup struct {
+	mu     sync.Mutex
+	h      *netlink.Handle
+	log    *slog.Logger
+	link   string
+	tunnel map[netip.Prefix]bool
+	via    map[netip.Prefix]netip.Addr
+	// sysctlPath is where /proc/sys lives (tests point it elsewhere).
+	sysctlPath string
+}
+
+// New returns a Setup bound to the calling thread's network namespace.
+func New(log *slog.Logger) (*Setup, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Setup{
+		h: h, log: log,
+		tunnel:     map[netip.Prefix]bool{},
+		via:        map[netip.Prefix]netip.Addr{},
+		sysctlPath: "/proc/sys",
+	}, nil
+}
+
+// Apply makes the kernel match w. It is idempotent; on error it reports
+// every step that failed and keeps what succeeded recorded so Close can
+// remove it.
+func (s *Setup) Apply(w Want) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	link, err := s.h.LinkByName(w.Link)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", w.Link, err)
+	}
+	s.link = w.Link
+	var errs []error
+	if w.MTU > 0 && link.Attrs().MTU != w.MTU {
+		if err := s.h.LinkSetMTU(link, w.MTU); err != nil {
+			errs = append(errs, fmt.Errorf("set MTU %d on %s: %w", w.MTU, w.Link, err))
+		}
+	}
+	if link.Attrs().Flags&net.FlagUp == 0 {
+		// A tunnel has no use for an IPv6 link-local address; without
+		// one the kernel sends no router solicitations or MLD reports
+		// into it, which would only show up as no_route drops.
+		if err := os.WriteFile(s.sysctlPath+"/net/ipv6/conf/"+w.Link+"/addr_gen_mode", []byte("1\n"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("cannot turn off IPv6 link-local address generation", "link", w.Link, "err", err)
+		}
+		if err := s.h.LinkSetUp(link); err != nil {
+			errs = append(errs, fmt.Errorf("bring %s up: %w", w.Link, err))
+		}
+	}
+	if w.Forwarding {
+		for _, f := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile(s.sysctlPath+"/"+f, []byte("1\n"), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("enable forwarding: %w", err))
+			}
+		}
+	}
+	idx := link.Attrs().Index
+
+	wantTunnel := map[netip.Prefix]bool{}
+	for _, p := range w.Tunnel {
+		wantTunnel[p.Masked()] = true
+	}
+	wantVia := map[netip.Prefix]netip.Addr{}
+	for _, v := range w.Via {
+		wantVia[v.Prefix.Masked()] = v.Via
+	}
+	// Remove what we added and no longer want, before adding, so a prefix
+	// that moves from tunnel to via (or back) does not collide.
+	for _, p := range sortedKeys(s.tunnel) {
+		if !wantTunnel[p] {
+			if err := s.h.RouteDel(tunnelRoute(idx, p)); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("remove route %s dev %s: %w", p, w.Link, err))
+				continue
+			}
+			delete(s.tunnel, p)
+			s.log.Info("route removed", "prefix", p, "dev", w.Link)
+		}
+	}
+	for _, p := range sortedKeys(s.via) {
+		if gw, ok := wantVia[p]; !ok || gw != s.via[p] {
+			if err := s.h.RouteDel(viaRoute(p, s.via[p])); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("remove route %s via %s: %w", p, s.via[p], err))
+				continue
+			}
+			delete(s.via, p)
+			s.log.Info("route removed", "prefix", p)
+		}
+	}
+	for _, p := range sortedKeys(wantTunnel) {
+		if s.tunnel[p] {
+			continue
+		}
+		if err := s.h.RouteReplace(tunnelRoute(idx, p)); err != nil {
+			errs = append(errs, fmt.Errorf("route %s dev %s: %w", p, w.Link, err))
+			continue
+		}
+		s.tunnel[p] = true
+		s.log.Info("route added", "prefix", p, "dev", w.Link)
+	}
+	for _, p := range sortedKeys(wantVia) {
+		if gw, ok := s.via[p]; ok && gw == wantVia[p] {
+			continue
+		}
+		if err := s.h.RouteReplace(viaRoute(p, wantVia[p])); err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %s: %w", p, wantVia[p], err))
+			continue
+		}
+		s.via[p] = wantVia[p]
+		s.log.Info("route added", "prefix", p, "via", wantVia[p])
+	}
+	return errors.Join(errs...)
+}
+
+// Routes returns the prefixes currently routed into the tunnel and via
+// next hops, as applied by this Setup.
+func (s *Setup) Routes() (tunnel []netip.Prefix, via []ViaRoute) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tunnel = sortedKeys(s.tunnel)
+	for _, p := range sortedKeys(s.via) {
+		via = append(via, ViaRoute{Prefix: p, Via: s.via[p]})
+	}
+	return tunnel, via
+}
+
+// Close removes every route this Setup added. Forwarding is left on: other
+// software on a gateway may rely on it.
+func (s *Setup) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if link, err := s.h.LinkByName(s.link); err == nil {
+		for p := range s.tunnel {
+			if err := s.h.RouteDel(tunnelRoute(link.Attrs().Index, p)); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("remove route %s: %w", p, err))
+			}
+		}
+	}
+	for p, gw := range s.via {
+		if err := s.h.RouteDel(viaRoute(p, gw)); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("remove route %s via %s: %w", p, gw, err))
+		}
+	}
+	clear(s.tunnel)
+	clear(s.via)
+	s.h.Close()
+	return errors.Join(errs...)
+}
+
+func tunnelRoute(linkIndex int, p netip.Prefix) *netlink.Route {
+	return &netlink.Route{LinkIndex: linkIndex, Dst: ipNet(p), Scope: netlink.SCOPE_LINK}
+}
+
+func viaRoute(p netip.Prefix, gw netip.Addr) *netlink.Route {
+	return &netlink.Route{Dst: ipNet(p), Gw: net.IP(gw.AsSlice())}
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func sortedKeys[V any](m map[netip.Prefix]V) []netip.Prefix {
+	keys := make([]netip.Prefix, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return keys
+}
+
+// PathMTU returns the MTU of the interface the kernel routes dst through.
+func PathMTU(dst netip.Addr) (int, error) {
+	routes, err := netlink.RouteGet(net.IP(dst.AsSlice()))
+	if err != nil {
+		return 0, err
+	}
+	if len(routes) == 0 {
+		return 0, fmt.Errorf("no route to %s", dst)
+	}
+	if routes[0].MTU > 0 {
+		return routes[0].MTU, nil
+	}
+	link, err := netlink.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return 0, err
+	}
+	return link.Attrs().MTU, nil
+}

@@ -1,0 +1,157 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/tun"
+)
+
+// insideBatch is one inside loop's buffers, allocated once.
+type insideBatch struct {
+	bufs  [][]byte
+	sizes []int
+	out   [][]byte // sealed datagrams of the current run
+	peer  *Peer    // peer of the current run
+	bytes uint64   // inner bytes of the current run
+}
+
+func (r *Router) newInsideBatch() *insideBatch {
+	n := r.tun.BatchSize()
+	if n < 1 {
+		n = 1
+	}
+	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n), out: make([][]byte, 0, n)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, r.bufSize)
+	}
+	return b
+}
+
+// insideLoop reads plain packets from the TUN, seals them and sends them.
+func (r *Router) insideLoop(ctx context.Context) error {
+	b := r.newInsideBatch()
+	for {
+		n, err := r.tun.Read(b.bufs, b.sizes, bufHeadroom)
+		if err != nil {
+			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		r.routeBatch(b, n, r.clock.Now())
+	}
+}
+
+// routeBatch routes and seals the n packets in b and sends them. It is the
+// inside hot path and allocates nothing.
+func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
+	st := r.state.Load()
+	for i := 0; i < n; i++ {
+		size := b.sizes[i]
+		pkt := b.bufs[i][bufHeadroom : bufHeadroom+size]
+		dst, ok := packet.Destination(pkt)
+		if !ok {
+			r.drops.Add(Inside, ReasonMalformed, 1)
+			continue
+		}
+		s, ok := st.table.Lookup(dst)
+		if !ok {
+			if dst.IsMulticast() || dst.IsLinkLocalUnicast() {
+				r.drops.Add(Inside, ReasonNotUnicast, 1)
+			} else {
+				r.drops.Add(Inside, ReasonNoRoute, 1)
+			}
+			continue
+		}
+		if s.local {
+			r.drops.Add(Inside, ReasonLocalDestination, 1)
+			continue
+		}
+		if size > r.mtu {
+			r.drops.Add(Inside, ReasonTooBig, 1)
+			continue
+		}
+		p := s.pick()
+		if p == nil {
+			r.drops.Add(Inside, ReasonNoSession, 1)
+			continue
+		}
+		kp := p.current.Load()
+		if kp == nil || !usable(kp, now) {
+			if !p.queue.push(pkt) {
+				r.drops.Add(Inside, ReasonQueueFull, 1)
+			}
+			r.wantHandshake(p)
+			continue
+		}
+		if needsRekey(kp, now) {
+			r.wantHandshake(p)
+		}
+		padded := bhcrypto.PaddedLen(size, r.mtu)
+		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
+		msg, err := kp.Seal(b.bufs[i], padded)
+		if err != nil {
+			r.drops.Add(Inside, ReasonExpired, 1)
+			r.wantHandshake(p)
+			continue
+		}
+		if p != b.peer {
+			r.flushInside(b)
+			b.peer = p
+		}
+		b.out = append(b.out, msg)
+		b.bytes += uint64(size)
+	}
+	r.flushInside(b)
+}
+
+// flushInside sends the current run of sealed datagrams to its peer.
+func (r *Router) flushInside(b *insideBatch) {
+	if len(b.out) == 0 {
+		return
+	}
+	p := b.peer
+	if err := r.bind.Send(b.out, p.Endpoint()); err != nil {
+		r.drops.Add(Inside, ReasonSendError, uint64(len(b.out)))
+	} else {
+		p.txPackets.Add(uint64(len(b.out)))
+		p.txBytes.Add(b.bytes)
+	}
+	b.out = b.out[:0]
+	b.bytes = 0
+	b.peer = nil
+}
+
+// usable reports whether a session may carry packets at now.
+func usable(kp *bhcrypto.Keypair, now time.Time) bool {
+	return now.Sub(kp.Created) < RejectAfterTime && kp.SendCount() < bhcrypto.RejectAfterMessages
+}
+
+// needsRekey reports whether sending on kp should start a new handshake.
+func needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
+	age := now.Sub(kp.Created)
+	if kp.SendCount() >= bhcrypto.RekeyAfterMessages {
+		return true
+	}
+	if kp.Initiator {
+		return age >= RekeyAfterTime
+	}
+	return age >= responderRekeyAfter
+}
+
+// wantHandshake asks the handshake loop to set up a session with p. It
+// never blocks; repeated calls before the loop runs collapse into one.
+func (r *Router) wantHandshake(p *Peer) {
+	if !p.wantHandshake.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case r.trigger <- p:
+	default:
+		p.wantHandshake.Store(false)
+	}
+}

@@ -1,0 +1,98 @@
+package router
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector exports a Router's counters as Prometheus metrics. The data
+// path only bumps atomics; values are read at scrape time. Register it on
+// the registry the caller owns.
+type Collector struct {
+	r *Router
+
+	drops          *prometheus.Desc
+	txPackets      *prometheus.Desc
+	txBytes        *prometheus.Desc
+	rxPackets      *prometheus.Desc
+	rxBytes        *prometheus.Desc
+	lastHandshake  *prometheus.Desc
+	sessionAge     *prometheus.Desc
+	lastReceive    *prometheus.Desc
+	queued         *prometheus.Desc
+	endpoint       *prometheus.Desc
+	handshakes     *prometheus.Desc
+	handshakeQueue *prometheus.Desc
+}
+
+// NewCollector returns a collector for r.
+func NewCollector(r *Router) *Collector {
+	peer := []string{"site", "gateway"}
+	return &Collector{
+		r:              r,
+		drops:          prometheus.NewDesc("bridgehead_dropped_packets_total", "Packets not forwarded, by direction and reason.", []string{"direction", "reason"}, nil),
+		txPackets:      prometheus.NewDesc("bridgehead_peer_sent_packets_total", "Packets sent to a remote gateway.", peer, nil),
+		txBytes:        prometheus.NewDesc("bridgehead_peer_sent_bytes_total", "Inner bytes sent to a remote gateway.", peer, nil),
+		rxPackets:      prometheus.NewDesc("bridgehead_peer_received_packets_total", "Authenticated packets received from a remote gateway.", peer, nil),
+		rxBytes:        prometheus.NewDesc("bridgehead_peer_received_bytes_total", "Inner bytes delivered from a remote gateway.", peer, nil),
+		lastHandshake:  prometheus.NewDesc("bridgehead_peer_last_handshake_timestamp_seconds", "Unix time of the last completed handshake (0: never).", peer, nil),
+		sessionAge:     prometheus.NewDesc("bridgehead_peer_session_age_seconds", "Age of the session in use (0: none).", peer, nil),
+		lastReceive:    prometheus.NewDesc("bridgehead_peer_last_receive_timestamp_seconds", "Unix time of the last authenticated packet (0: never).", peer, nil),
+		queued:         prometheus.NewDesc("bridgehead_peer_queued_packets", "Packets waiting for a handshake.", peer, nil),
+		endpoint:       prometheus.NewDesc("bridgehead_peer_endpoint_info", "Current UDP endpoint of a remote gateway.", append(peer, "endpoint"), nil),
+		handshakes:     prometheus.NewDesc("bridgehead_handshakes_total", "Handshakes by outcome.", []string{"result"}, nil),
+		handshakeQueue: prometheus.NewDesc("bridgehead_handshake_queue_length", "Handshake messages waiting to be processed.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
+		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. Every drop reason is exported,
+// zero included, so alerts see the series before the first drop.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.r.drops.snapshot()
+	for d := range snap {
+		for reason, n := range snap[d] {
+			ch <- prometheus.MustNewConstMetric(c.drops, prometheus.CounterValue, float64(n), Direction(d).String(), Reason(reason).String())
+		}
+	}
+	now := c.r.clock.Now()
+	for _, s := range c.r.Peers() {
+		l := []string{s.Site, s.Name}
+		ch <- prometheus.MustNewConstMetric(c.txPackets, prometheus.CounterValue, float64(s.TxPackets), l...)
+		ch <- prometheus.MustNewConstMetric(c.txBytes, prometheus.CounterValue, float64(s.TxBytes), l...)
+		ch <- prometheus.MustNewConstMetric(c.rxPackets, prometheus.CounterValue, float64(s.RxPackets), l...)
+		ch <- prometheus.MustNewConstMetric(c.rxBytes, prometheus.CounterValue, float64(s.RxBytes), l...)
+		ch <- prometheus.MustNewConstMetric(c.lastHandshake, prometheus.GaugeValue, unixSeconds(s.LastHandshake), l...)
+		ch <- prometheus.MustNewConstMetric(c.lastReceive, prometheus.GaugeValue, unixSeconds(s.LastReceive), l...)
+		age := 0.0
+		if !s.SessionCreated.IsZero() {
+			age = now.Sub(s.SessionCreated).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.sessionAge, prometheus.GaugeValue, age, l...)
+		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.QueuedPackets), l...)
+		ch <- prometheus.MustNewConstMetric(c.endpoint, prometheus.GaugeValue, 1, s.Site, s.Name, s.Endpoint.String())
+	}
+	h := c.r.Handshakes()
+	for _, v := range []struct {
+		result string
+		n      uint64
+	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"timed_out", h.TimedOut}} {
+		ch <- prometheus.MustNewConstMetric(c.handshakes, prometheus.CounterValue, float64(v.n), v.result)
+	}
+	ch <- prometheus.MustNewConstMetric(c.handshakeQueue, prometheus.GaugeValue, float64(len(c.r.hsQueue)))
+}
+
+func unixSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixNano()) / 1e9
+}

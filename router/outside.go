@@ -1,0 +1,159 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// outsideBatch is one outside loop's buffers, allocated once.
+type outsideBatch struct {
+	bufs  [][]byte
+	sizes []int
+	eps   []netip.AddrPort
+	out   [][]byte // decrypted packets to write to the TUN
+}
+
+func (r *Router) newOutsideBatch() *outsideBatch {
+	n := r.bind.BatchSize()
+	if n < 1 {
+		n = 1
+	}
+	b := &outsideBatch{
+		bufs: make([][]byte, n), sizes: make([]int, n),
+		eps: make([]netip.AddrPort, n), out: make([][]byte, 0, n),
+	}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, r.bufSize)
+	}
+	return b
+}
+
+// outsideLoop reads datagrams from peers and delivers what authenticates.
+func (r *Router) outsideLoop(ctx context.Context) error {
+	b := r.newOutsideBatch()
+	for {
+		n, err := r.bind.Receive(b.bufs, b.sizes, b.eps)
+		if err != nil {
+			if errors.Is(err, udp.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		r.receiveBatch(b, n, r.clock.Now())
+	}
+}
+
+// receiveBatch handles n received datagrams. It is the outside hot path and
+// allocates nothing for transport messages.
+func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
+	st := r.state.Load()
+	b.out = b.out[:0]
+	for i := 0; i < n; i++ {
+		msg := b.bufs[i][:b.sizes[i]]
+		if len(msg) < 4 {
+			r.drops.Add(Outside, ReasonRunt, 1)
+			continue
+		}
+		switch msg[0] {
+		case bhcrypto.MsgTransport:
+			if pkt, ok := r.openTransport(st, msg, b.eps[i], now); ok {
+				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
+			}
+		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse:
+			r.queueHandshake(msg, b.eps[i])
+		default:
+			r.drops.Add(Outside, ReasonUnknownType, 1)
+		}
+	}
+	if len(b.out) == 0 {
+		return
+	}
+	if _, err := r.tun.Write(b.out, bufHeadroom); err != nil {
+		r.drops.Add(Outside, ReasonTUNWriteError, uint64(len(b.out)))
+	}
+}
+
+// openTransport authenticates and checks one transport message. On success
+// it returns the inner packet (without padding), which starts at
+// msg[bufHeadroom:]; keepalives return ok=false after refreshing liveness.
+func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort, now time.Time) ([]byte, bool) {
+	idx, _, ok := bhcrypto.ParseTransportHeader(msg)
+	if !ok {
+		if len(msg) < bhcrypto.TransportOverhead {
+			r.drops.Add(Outside, ReasonRunt, 1)
+		} else {
+			r.drops.Add(Outside, ReasonUnknownType, 1)
+		}
+		return nil, false
+	}
+	e, ok := r.index.lookup(idx)
+	if !ok {
+		r.drops.Add(Outside, ReasonUnknownIndex, 1)
+		return nil, false
+	}
+	if now.Sub(e.kp.Created) >= RejectAfterTime {
+		r.drops.Add(Outside, ReasonExpired, 1)
+		return nil, false
+	}
+	plain, counter, err := e.kp.Open(msg)
+	if err != nil {
+		r.drops.Add(Outside, ReasonBadTag, 1)
+		return nil, false
+	}
+	if !e.kp.CheckReplay(counter) {
+		r.drops.Add(Outside, ReasonReplay, 1)
+		return nil, false
+	}
+	p := e.peer
+	// The packet is authentic and new: it confirms a session we
+	// answered, proves the peer alive, and tells us where it is now.
+	if p.next.Load() == e.kp {
+		r.confirm(p, e.kp, now)
+	}
+	p.lastReceive.Store(now.UnixNano())
+	if from != *p.endpoint.Load() {
+		ep := from
+		p.endpoint.Store(&ep)
+	}
+	p.rxPackets.Add(1)
+	if len(plain) == 0 {
+		return nil, false // keepalive
+	}
+	info, err := packet.Parse(plain)
+	if err != nil {
+		r.drops.Add(Outside, ReasonMalformed, 1)
+		return nil, false
+	}
+	if s, ok := st.table.Lookup(info.Src); !ok || s.name != p.site {
+		r.drops.Add(Outside, ReasonSpoofedSource, 1)
+		return nil, false
+	}
+	if s, ok := st.table.Lookup(info.Dst); !ok || !s.local {
+		r.drops.Add(Outside, ReasonNotLocal, 1)
+		return nil, false
+	}
+	p.rxBytes.Add(uint64(info.Length))
+	return plain[:info.Length], true
+}
+
+// confirm promotes a session we answered to current once the initiator has
+// used it. The session it replaces stays as previous for packets in flight.
+func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
+	if !p.next.CompareAndSwap(kp, nil) {
+		return
+	}
+	prev := p.current.Swap(kp)
+	r.retire(p.previous.Swap(prev))
+	p.lastHandshake.Store(now.UnixNano())
+	r.handshakes.completed.Add(1)
+	// Packets queued while this side waited can go now.
+	if p.queue.len() > 0 {
+		r.wantHandshake(p)
+	}
+}

@@ -1,0 +1,134 @@
+package router
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+)
+
+// PeerConfig describes one remote gateway.
+type PeerConfig struct {
+	Site      string
+	Name      string
+	PublicKey bhcrypto.PublicKey
+	Endpoint  netip.AddrPort
+}
+
+// Peer is a remote gateway and its sessions.
+//
+// A Peer outlives reloads as long as its site, name and public key stay the
+// same, so its sessions survive a config change. Data-path fields are
+// atomics; handshake fields belong to the handshake loop alone.
+type Peer struct {
+	site string
+	name string
+	key  bhcrypto.PublicKey
+
+	endpoint atomic.Pointer[netip.AddrPort]
+	// configEndpoint is the endpoint the config names. A reload that
+	// changes it moves the peer; one that keeps it leaves a roamed
+	// endpoint alone.
+	configEndpoint atomic.Pointer[netip.AddrPort]
+	removed        atomic.Bool
+
+	// current is the session senders use. previous keeps receiving
+	// packets still in flight after a rekey. next is a session we
+	// answered as responder: it becomes current on its first
+	// authenticated packet (key confirmation).
+	current  atomic.Pointer[bhcrypto.Keypair]
+	previous atomic.Pointer[bhcrypto.Keypair]
+	next     atomic.Pointer[bhcrypto.Keypair]
+
+	// wantHandshake is set by the data path and cleared by the handshake
+	// loop; it keeps the trigger channel from filling with duplicates.
+	wantHandshake atomic.Bool
+
+	queue packetQueue
+
+	txPackets, txBytes atomic.Uint64
+	rxPackets, rxBytes atomic.Uint64
+	lastHandshake      atomic.Int64 // unix nanoseconds of the last completed handshake
+	lastReceive        atomic.Int64 // unix nanoseconds of the last authenticated packet
+
+	// Owned by the handshake loop.
+	hs peerHandshake
+}
+
+// peerHandshake is the handshake loop's private state of one peer.
+type peerHandshake struct {
+	pending       *bhcrypto.Initiation
+	pendingIndex  uint32
+	firstAttempt  time.Time // start of the current attempt series
+	lastSent      time.Time
+	retryAfter    time.Duration
+	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+}
+
+func newPeer(c PeerConfig, queueLen, slotSize int) *Peer {
+	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey}
+	ep := c.Endpoint
+	p.endpoint.Store(&ep)
+	p.configEndpoint.Store(&ep)
+	p.queue.init(queueLen, slotSize)
+	return p
+}
+
+// Site is the name of the peer's site.
+func (p *Peer) Site() string { return p.site }
+
+// Name is the gateway name.
+func (p *Peer) Name() string { return p.name }
+
+// PublicKey is the peer's static key.
+func (p *Peer) PublicKey() bhcrypto.PublicKey { return p.key }
+
+// Endpoint is where datagrams for the peer go: from config, or where the
+// peer's last authenticated packet came from.
+func (p *Peer) Endpoint() netip.AddrPort { return *p.endpoint.Load() }
+
+// PeerStats is a snapshot of a peer's counters.
+type PeerStats struct {
+	Site, Name         string
+	Endpoint           netip.AddrPort
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+	LastHandshake      time.Time // zero if none
+	LastReceive        time.Time // zero if none
+	SessionCreated     time.Time // zero without a current session
+	QueuedPackets      int
+}
+
+// Stats returns a snapshot of the peer's counters.
+func (p *Peer) Stats() PeerStats {
+	s := PeerStats{
+		Site: p.site, Name: p.name, Endpoint: p.Endpoint(),
+		TxPackets: p.txPackets.Load(), TxBytes: p.txBytes.Load(),
+		RxPackets: p.rxPackets.Load(), RxBytes: p.rxBytes.Load(),
+		LastHandshake: unixTime(p.lastHandshake.Load()),
+		LastReceive:   unixTime(p.lastReceive.Load()),
+		QueuedPackets: p.queue.len(),
+	}
+	if kp := p.current.Load(); kp != nil {
+		s.SessionCreated = kp.Created
+	}
+	return s
+}
+
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// setConfigEndpoint applies the endpoint of a reloaded config: it moves the
+// peer only if the configured endpoint changed.
+func (p *Peer) setConfigEndpoint(ep netip.AddrPort) {
+	if old := p.configEndpoint.Load(); old != nil && *old == ep {
+		return
+	}
+	p.configEndpoint.Store(&ep)
+	p.endpoint.Store(&ep)
+}

@@ -1,0 +1,73 @@
+package router
+
+import "sync"
+
+// packetQueue holds packets for a peer while its session is being set up.
+//
+// It is a bounded ring of preallocated slots: enqueueing copies the packet
+// into a slot (the TUN buffer is reused by the next read), and a full queue
+// refuses the packet instead of growing. Slots are allocated on first use so
+// peers that never queue cost nothing. Safe for concurrent use.
+type packetQueue struct {
+	mu       sync.Mutex
+	slots    [][]byte
+	sizes    []int
+	head, n  int
+	cap      int
+	slotSize int
+}
+
+func (q *packetQueue) init(capacity, slotSize int) {
+	q.cap = capacity
+	q.slotSize = slotSize
+}
+
+// push copies pkt into the queue and reports whether there was room.
+func (q *packetQueue) push(pkt []byte) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == q.cap || len(pkt) > q.slotSize {
+		return false
+	}
+	if q.slots == nil {
+		q.slots = make([][]byte, q.cap)
+		q.sizes = make([]int, q.cap)
+	}
+	i := (q.head + q.n) % q.cap
+	if q.slots[i] == nil {
+		q.slots[i] = make([]byte, q.slotSize)
+	}
+	q.sizes[i] = copy(q.slots[i], pkt)
+	q.n++
+	return true
+}
+
+// drain calls f for each queued packet in order and empties the queue. f
+// must not keep pkt after it returns. It holds the queue lock throughout.
+func (q *packetQueue) drain(f func(pkt []byte)) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.n
+	for ; q.n > 0; q.n-- {
+		i := q.head
+		q.head = (q.head + 1) % q.cap
+		f(q.slots[i][:q.sizes[i]])
+	}
+	q.head = 0
+	return n
+}
+
+// clear empties the queue and returns how many packets it held.
+func (q *packetQueue) clear() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := q.n
+	q.head, q.n = 0, 0
+	return n
+}
+
+func (q *packetQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}

@@ -1,0 +1,257 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// Options are a Router's dependencies. TUN, Bind and Identity are required.
+type Options struct {
+	// TUN and Bind are owned by the Router from New on: Run closes them
+	// when it returns.
+	TUN  tun.Device
+	Bind udp.Bind
+	// Identity is this gateway's static key, cipher and prologue.
+	Identity *bhcrypto.Identity
+	Logger   *slog.Logger // nil: discard
+	Clock    Clock        // nil: SystemClock
+	Rand     io.Reader    // receiver indices and jitter; nil: crypto/rand
+	// QueueLen bounds the packets held per peer while a handshake runs
+	// (default 128).
+	QueueLen int
+	// HandshakeQueueLen bounds handshake messages waiting for the
+	// handshake loop (default 256); more are dropped as handshake_busy.
+	HandshakeQueueLen int
+}
+
+// Router forwards packets between the TUN device and the peers.
+//
+// Create it with New, give it routes with SetConfig, then call Run once.
+// SetConfig, Peers and Drops are safe to call at any time from any
+// goroutine.
+type Router struct {
+	tun   tun.Device
+	bind  udp.Bind
+	id    *bhcrypto.Identity
+	log   *slog.Logger
+	clock Clock
+	rand  io.Reader
+	mtu   int
+
+	queueLen int
+	bufSize  int
+
+	cfgMu sync.Mutex // serializes SetConfig
+	state atomic.Pointer[routingState]
+	index indexTable
+
+	drops Drops
+
+	hsQueue chan *hsMessage
+	hsFree  chan *hsMessage
+	trigger chan *Peer
+
+	handshakes handshakeCounters
+
+	// Owned by the handshake loop.
+	pending    map[uint32]*Peer
+	lastDrops  [numDirections][numReasons]uint64
+	lastDropLg int64
+}
+
+// handshakeCounters count handshakes this gateway took part in.
+type handshakeCounters struct {
+	initiated, completed, answered, timedOut atomic.Uint64
+}
+
+// bufHeadroom is the space in front of each packet in the data-path
+// buffers: room for the transport header, which also covers what TUN
+// backends need for their own headers.
+const bufHeadroom = bhcrypto.TransportHeaderSize
+
+func init() {
+	if bufHeadroom < tun.HeadroomNeeded {
+		panic("router: transport header smaller than TUN headroom")
+	}
+}
+
+// New returns a Router with no routes. It starts nothing.
+func New(o Options) (*Router, error) {
+	if o.TUN == nil || o.Bind == nil || o.Identity == nil {
+		return nil, errors.New("router: TUN, Bind and Identity are required")
+	}
+	r := &Router{
+		tun: o.TUN, bind: o.Bind, id: o.Identity,
+		log: o.Logger, clock: o.Clock, rand: o.Rand,
+		mtu:      o.TUN.MTU(),
+		queueLen: o.QueueLen,
+		pending:  make(map[uint32]*Peer),
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.clock == nil {
+		r.clock = SystemClock{}
+	}
+	if r.rand == nil {
+		r.rand = rand.Reader
+	}
+	if r.queueLen <= 0 {
+		r.queueLen = 128
+	}
+	if r.mtu < 576 || r.mtu > 65535 {
+		return nil, fmt.Errorf("router: TUN MTU %d out of range", r.mtu)
+	}
+	// A buffer holds the header, the largest inner packet the TUN can
+	// hand us padded to a multiple of 16, and the tag.
+	r.bufSize = bufHeadroom + r.mtu + bhcrypto.PaddingMultiple + bhcrypto.TagSize
+	hq := o.HandshakeQueueLen
+	if hq <= 0 {
+		hq = 256
+	}
+	r.hsQueue = make(chan *hsMessage, hq)
+	r.hsFree = make(chan *hsMessage, hq)
+	for range hq {
+		r.hsFree <- &hsMessage{buf: make([]byte, bhcrypto.InitiationSize)}
+	}
+	r.trigger = make(chan *Peer, 1024)
+	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}}
+	r.state.Store(empty)
+	return r, nil
+}
+
+// SetConfig publishes new routes and peers. It is all or nothing: on error
+// the running configuration is untouched. Peers whose site, name and key
+// are unchanged keep their sessions; removed peers lose theirs and their
+// queued packets. Calling it again with the same config changes nothing.
+func (r *Router) SetConfig(c *Config) error {
+	r.cfgMu.Lock()
+	defer r.cfgMu.Unlock()
+	old := r.state.Load()
+	st, gone, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
+		return newPeer(pc, r.queueLen, r.mtu)
+	})
+	if err != nil {
+		return err
+	}
+	r.state.Store(st)
+	for _, p := range gone {
+		p.removed.Store(true)
+		r.retire(p.current.Swap(nil), p.previous.Swap(nil), p.next.Swap(nil))
+		if n := p.queue.clear(); n > 0 {
+			r.drops.Add(Inside, ReasonNoRoute, uint64(n))
+		}
+		r.log.Info("peer removed", "site", p.site, "gateway", p.name)
+	}
+	return nil
+}
+
+// retire forgets sessions: their receiver indices stop matching.
+func (r *Router) retire(kps ...*bhcrypto.Keypair) {
+	any := false
+	for _, kp := range kps {
+		if kp != nil {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	r.index.update(func(m map[uint32]indexEntry) {
+		for _, kp := range kps {
+			if kp != nil {
+				if e, ok := m[kp.LocalIndex]; ok && e.kp == kp {
+					delete(m, kp.LocalIndex)
+				}
+			}
+		}
+	})
+}
+
+// Drops returns the drop counters.
+func (r *Router) Drops() *Drops { return &r.drops }
+
+// Peers returns a snapshot of every configured peer, in config order.
+func (r *Router) Peers() []PeerStats {
+	st := r.state.Load()
+	out := make([]PeerStats, 0, len(st.order))
+	for _, p := range st.order {
+		out = append(out, p.Stats())
+	}
+	return out
+}
+
+// HandshakeStats are totals of handshakes since start.
+type HandshakeStats struct {
+	Initiated, Completed, Answered, TimedOut uint64
+}
+
+// Handshakes returns handshake totals.
+func (r *Router) Handshakes() HandshakeStats {
+	return HandshakeStats{
+		Initiated: r.handshakes.initiated.Load(),
+		Completed: r.handshakes.completed.Load(),
+		Answered:  r.handshakes.answered.Load(),
+		TimedOut:  r.handshakes.timedOut.Load(),
+	}
+}
+
+// Run forwards packets until ctx is cancelled or a device fails for good.
+// It closes the TUN and the bind before it returns, and returns only after
+// every goroutine it started has stopped. Call it once.
+func (r *Router) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	var wg sync.WaitGroup
+	start := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s loop: %w", name, err)
+			}
+			cancel()
+		}()
+	}
+	start("inside", r.insideLoop)
+	start("outside", r.outsideLoop)
+	start("handshake", r.handshakeLoop)
+	<-ctx.Done()
+	r.tun.Close()
+	r.bind.Close()
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// newIndex returns a fresh random receiver index not in use.
+func (r *Router) newIndex() (uint32, error) {
+	var b [4]byte
+	for range 64 {
+		if _, err := io.ReadFull(r.rand, b[:]); err != nil {
+			return 0, err
+		}
+		idx := binary.LittleEndian.Uint32(b[:])
+		if idx == 0 || r.index.has(idx) || r.pending[idx] != nil {
+			continue
+		}
+		return idx, nil
+	}
+	return 0, errors.New("router: no free receiver index")
+}

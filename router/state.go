@@ -1,0 +1,133 @@
+package router
+
+import (
+	"fmt"
+	"net/netip"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/lpm"
+)
+
+// Config is the routing part of a gateway's configuration: every site's
+// prefixes and, for remote sites, their gateways.
+type Config struct {
+	// LocalSite names the site this gateway serves.
+	LocalSite string
+	Sites     []SiteConfig
+}
+
+// SiteConfig is one site: the prefixes it owns (node and pod CIDRs) and
+// its gateways. Gateways of the local site are ignored.
+type SiteConfig struct {
+	Name     string
+	Prefixes []netip.Prefix
+	Gateways []PeerConfig
+}
+
+// site is a published, immutable view of one site.
+type site struct {
+	name     string
+	local    bool
+	gateways []*Peer
+}
+
+// pick returns the gateway to send through: the first with a session, or
+// the first configured one so a handshake starts there.
+func (s *site) pick() *Peer {
+	for _, p := range s.gateways {
+		if p.current.Load() != nil {
+			return p
+		}
+	}
+	if len(s.gateways) == 0 {
+		return nil
+	}
+	return s.gateways[0]
+}
+
+// routingState is everything the data path reads per packet. It is built
+// whole by SetConfig and never modified after it is published.
+type routingState struct {
+	table lpm.Table[*site]
+	sites map[string]*site
+	peers map[bhcrypto.PublicKey]*Peer
+	local *site
+	// order is the peers in config order, for timers and status.
+	order []*Peer
+}
+
+type peerKey struct {
+	site, name string
+	key        bhcrypto.PublicKey
+}
+
+// buildState validates c and builds a new routing state, reusing peers of
+// old whose site, name and key are unchanged so their sessions survive.
+// It returns the new state and the peers of old that are gone.
+func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(PeerConfig) *Peer) (*routingState, []*Peer, error) {
+	st := &routingState{
+		sites: make(map[string]*site),
+		peers: make(map[bhcrypto.PublicKey]*Peer),
+	}
+	reuse := make(map[peerKey]*Peer)
+	if old != nil {
+		for _, p := range old.order {
+			reuse[peerKey{p.site, p.name, p.key}] = p
+		}
+	}
+	owner := make(map[netip.Prefix]string)
+	for _, sc := range c.Sites {
+		if sc.Name == "" {
+			return nil, nil, fmt.Errorf("router: site with empty name")
+		}
+		if _, dup := st.sites[sc.Name]; dup {
+			return nil, nil, fmt.Errorf("router: site %q listed twice", sc.Name)
+		}
+		s := &site{name: sc.Name, local: sc.Name == c.LocalSite}
+		st.sites[sc.Name] = s
+		if s.local {
+			st.local = s
+		}
+		for _, pfx := range sc.Prefixes {
+			if !pfx.IsValid() {
+				return nil, nil, fmt.Errorf("router: site %q: invalid prefix", sc.Name)
+			}
+			pfx = pfx.Masked()
+			if o, dup := owner[pfx]; dup {
+				return nil, nil, fmt.Errorf("router: prefix %s belongs to both %q and %q", pfx, o, sc.Name)
+			}
+			owner[pfx] = sc.Name
+			st.table.Insert(pfx, s)
+		}
+		if s.local {
+			continue
+		}
+		for _, gc := range sc.Gateways {
+			if gc.PublicKey == own {
+				return nil, nil, fmt.Errorf("router: gateway %s/%s has this gateway's own public key", sc.Name, gc.Name)
+			}
+			if _, dup := st.peers[gc.PublicKey]; dup {
+				return nil, nil, fmt.Errorf("router: gateway %s/%s: public key used twice", sc.Name, gc.Name)
+			}
+			gc.Site = sc.Name
+			p := reuse[peerKey{sc.Name, gc.Name, gc.PublicKey}]
+			if p == nil {
+				p = newP(gc)
+			} else {
+				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
+				p.setConfigEndpoint(gc.Endpoint)
+			}
+			s.gateways = append(s.gateways, p)
+			st.peers[gc.PublicKey] = p
+			st.order = append(st.order, p)
+		}
+	}
+	if st.local == nil {
+		return nil, nil, fmt.Errorf("router: local site %q is not in the site list", c.LocalSite)
+	}
+	gone := make([]*Peer, 0, len(reuse))
+	for _, p := range reuse {
+		gone = append(gone, p)
+	}
+	return st, gone, nil
+}

@@ -1,0 +1,28 @@
+package router
+
+import "time"
+
+// Session lifecycle constants, the values trusted tunnels use.
+const (
+	// RekeyAfterTime: the initiator of a session starts a new handshake
+	// when it sends on a session this old.
+	RekeyAfterTime = 120 * time.Second
+	// RejectAfterTime: sessions this old are not used in either direction.
+	RejectAfterTime = 180 * time.Second
+	// RekeyTimeout is the base handshake retransmission interval.
+	RekeyTimeout = 5 * time.Second
+	// RekeyJitter is the most random delay added to each retransmission.
+	RekeyJitter = 333 * time.Millisecond
+	// RekeyAttemptTime: handshake attempts stop after this long and the
+	// queued packets are dropped.
+	RekeyAttemptTime = 90 * time.Second
+	// responderRekeyAfter: the responder rekeys later than the initiator
+	// so that both sides do not start at once.
+	responderRekeyAfter = RejectAfterTime - 15*time.Second
+	// wipeAfter: sessions unused for this long are forgotten.
+	wipeAfter = 3 * RejectAfterTime
+	// TimerTick is how often the handshake loop checks its timers.
+	TimerTick = 250 * time.Millisecond
+	// DropLogInterval is the most often drop summaries are logged.
+	DropLogInterval = 10 * time.Second
+)
