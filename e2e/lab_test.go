@@ -175,8 +175,8 @@ func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) {
 	l.t.Helper()
 	recv := exec.Command("ip", "netns", "exec", l.ns(toNS), filepath.Join(l.bin, "bhprobe"), "tcp-recv",
 		"-listen", joinHostPort(dst, port), "-timeout", "180s")
-	var recvOut bytes.Buffer
-	recv.Stdout, recv.Stderr = &recvOut, &recvOut
+	recvOut := &syncBuffer{}
+	recv.Stdout, recv.Stderr = recvOut, recvOut
 	if err := recv.Start(); err != nil {
 		l.t.Fatal(err)
 	}
@@ -208,4 +208,22 @@ func joinHostPort(host string, port int) string {
 		return fmt.Sprintf("[%s]:%d", host, port)
 	}
 	return fmt.Sprintf("%s:%d", host, port)
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
