@@ -45,7 +45,7 @@
 //	              40   48  encrypted initiator static key (32 + 16 tag)
 //	              88   28  encrypted payload: 12-byte TAI64N timestamp + 16 tag
 //	116    16   mac1
-//	132    16   mac2 (zero; reserved for cookies)
+//	132    16   mac2 (zero, or keyed by a cookie; see Cookies)
 //
 // Response (type 2, ResponseSize = 92 bytes):
 //
@@ -58,10 +58,17 @@
 //	              12   32  ephemeral public key (clear)
 //	              44   16  encrypted empty payload (tag only)
 //	60     16   mac1
-//	76     16   mac2 (zero; reserved for cookies)
+//	76     16   mac2 (zero, or keyed by a cookie; see Cookies)
 //
-// Cookie reply (type 3) is reserved for future DoS hardening and is not
-// produced or accepted yet.
+// Cookie reply (type 3, CookieReplySize = 64 bytes), sent instead of
+// doing Diffie-Hellman by a node under load (see Cookies):
+//
+//	offset size field
+//	0      1    type = 3
+//	1      3    reserved = 0
+//	4      4    receiver index (= sender index of the answered message)
+//	8      24   nonce (random)
+//	32     32   encrypted cookie (16 + 16 tag)
 //
 // Transport (type 4, TransportOverhead = 32 bytes plus the payload):
 //
@@ -103,11 +110,44 @@
 // the initiator's key. Since it needs only the recipient's public key, it
 // is not authentication: it lets a node drop handshake messages not meant
 // for it, or from a party that does not know its public key, with one hash
-// and before any Diffie-Hellman. mac2 is zero for now and reserved for a
-// cookie-based rate limiter (message type 3). Sender indexes are not
-// authenticated by the handshake; tampering with them only makes the
-// handshake or the keypair unusable, which an on-path attacker could
-// cause anyway.
+// and before any Diffie-Hellman. mac2 = BLAKE2s-128 keyed with a cookie
+// the recipient gave us, computed over every byte before the mac2 field
+// (mac1 included), or zero when we hold no fresh cookie; see Cookies.
+// Sender indexes are not authenticated by the handshake; tampering with
+// them only makes the handshake or the keypair unusable, which an on-path
+// attacker could cause anyway.
+//
+// # Cookies
+//
+// A node under load (the router decides, typically with a rate limiter per
+// source address) stops answering handshake messages that passed mac1 but
+// carry no valid mac2 for their source address (CookieChecker.CheckMAC2).
+// It answers them with a cookie reply instead (CookieChecker.CreateReply),
+// which costs no Diffie-Hellman and is smaller than any handshake message,
+// so spoofed floods are neither expensive nor amplified. Only a sender that
+// receives packets at its claimed address learns the cookie; it puts mac2
+// into its next handshake messages to that node (CookieJar) and is then
+// served even under load. Either side of a handshake can send a cookie
+// reply: the initiator to a response as well as the responder to an
+// initiation.
+//
+// The cookie is BLAKE2s-128 keyed with a 32-byte random secret over the
+// source IP address (4 bytes for IPv4 and IPv4-mapped IPv6, else 16) and
+// UDP port (2 bytes, little endian). The secret is replaced every 120 s;
+// mac2 made with a cookie from the current or the previous secret is
+// accepted, so a cookie works for at least 120 s and at most 240 s after
+// it was issued. Senders stop using a cookie 115 s after receiving it.
+//
+// The cookie travels encrypted with XChaCha20-Poly1305 under
+// BLAKE2s-256("cookie--" || replying node's static public key), with a
+// random 24-byte nonce and the mac1 of the answered message as associated
+// data. Binding the reply to the mac1 we sent means that a third party
+// who knows the public key but did not see our message cannot plant a
+// bogus cookie in our CookieJar (which would make our mac2 wrong). A
+// CookieJar accepts one reply per message it Sent, and only for the last
+// one.
+//
+// CookieChecker and CookieJar are safe for concurrent use.
 //
 // # Prologue
 //

@@ -9,7 +9,7 @@ import (
 const (
 	MsgInitiation  byte = 1
 	MsgResponse    byte = 2
-	MsgCookieReply byte = 3 // reserved for the DoS-hardening work, not produced yet
+	MsgCookieReply byte = 3 // see CookieChecker and CookieJar
 	MsgTransport   byte = 4
 
 	// TransportHeaderSize is type(1) reserved(3)=0 receiverIndex(4, LE)
@@ -29,6 +29,9 @@ const (
 	// ResponseSize is type(1) reserved(3) senderIndex(4)
 	// receiverIndex(4) noise(48) mac1(16) mac2(16).
 	ResponseSize = 92
+	// CookieReplySize is type(1) reserved(3) receiverIndex(4) nonce(24)
+	// encryptedCookie(16 + 16 tag).
+	CookieReplySize = 64
 
 	// RekeyAfterMessages is the send count after which a new handshake
 	// should be started.
@@ -54,6 +57,12 @@ const (
 	respNoiseSize   = 32 + TagSize                 // 48
 	respMAC1Off     = respNoiseOff + respNoiseSize // 60
 	respMAC2Off     = respMAC1Off + macSize        // 76
+
+	cookieReceiverOff = 4
+	cookieNonceOff    = 8
+	cookieNonceSize   = 24                               // XChaCha20-Poly1305
+	cookieSealedOff   = cookieNonceOff + cookieNonceSize // 32
+	cookieSize        = 16
 )
 
 // Compile-time checks that the offsets add up to the documented sizes: a
@@ -63,6 +72,12 @@ const (
 	_ = uint(InitiationSize - initMAC2Off - macSize)
 	_ = uint(respMAC2Off + macSize - ResponseSize)
 	_ = uint(ResponseSize - respMAC2Off - macSize)
+	_ = uint(cookieSealedOff + cookieSize + TagSize - CookieReplySize)
+	_ = uint(CookieReplySize - cookieSealedOff - cookieSize - TagSize)
+	// A cookie reply is never larger than the message it answers, so
+	// answering spoofed handshakes cannot amplify traffic.
+	_ = uint(InitiationSize - CookieReplySize)
+	_ = uint(ResponseSize - CookieReplySize)
 )
 
 // checkHeader validates the type and the three reserved bytes of any
