@@ -50,6 +50,9 @@ const (
 	ReasonHandshakeBusy                  // handshake queue full
 	ReasonTUNWriteError                  // writing to the TUN failed
 	ReasonNotUnicast                     // inside: multicast or link-local destination, never routed between sites
+	ReasonCookieRequired                 // handshake under load without a valid cookie (mac2): answered with a cookie reply
+	ReasonRateLimited                    // handshake over the per-source rate under load
+	ReasonBadCookie                      // cookie reply that does not decrypt or answers nothing we sent
 	numReasons
 )
 
@@ -78,6 +81,9 @@ var reasonNames = [numReasons]string{
 	ReasonHandshakeBusy:    "handshake_busy",
 	ReasonTUNWriteError:    "tun_write_error",
 	ReasonNotUnicast:       "not_unicast",
+	ReasonCookieRequired:   "cookie_required",
+	ReasonRateLimited:      "rate_limited",
+	ReasonBadCookie:        "bad_cookie",
 }
 
 func (r Reason) String() string {

@@ -24,11 +24,20 @@ type hsMessage struct {
 // it when the loop is behind. Sizes are checked here, before any copy.
 func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 	want := bhcrypto.InitiationSize
-	if msg[0] == bhcrypto.MsgResponse {
+	switch msg[0] {
+	case bhcrypto.MsgResponse:
 		want = bhcrypto.ResponseSize
+	case bhcrypto.MsgCookieReply:
+		want = bhcrypto.CookieReplySize
 	}
 	if len(msg) != want {
 		r.drops.Add(Outside, ReasonBadSize, 1)
+		return
+	}
+	// mac1 needs only our public key: whoever lacks it is dropped here,
+	// before taking a queue slot, and never costs Diffie-Hellman.
+	if msg[0] != bhcrypto.MsgCookieReply && !bhcrypto.CheckMAC1(msg, r.id.Public) {
+		r.drops.Add(Outside, ReasonBadMAC, 1)
 		return
 	}
 	var m *hsMessage
@@ -66,6 +75,27 @@ func (r *Router) handshakeLoop(ctx context.Context) error {
 }
 
 func (r *Router) handleHandshake(msg []byte, from netip.AddrPort, now time.Time, scratch []byte) {
+	if msg[0] == bhcrypto.MsgCookieReply {
+		r.handleCookieReply(msg)
+		return
+	}
+	// Under load, make senders prove they receive at their address
+	// before doing any Diffie-Hellman for them, and bound each source.
+	if len(r.hsQueue) >= cap(r.hsQueue)/8 {
+		if !r.cookies.CheckMAC2(msg, from) {
+			r.drops.Add(Outside, ReasonCookieRequired, 1)
+			if reply, err := r.cookies.CreateReply(msg, from); err == nil {
+				r.handshakes.cookieReplies.Add(1)
+				r.bind.Send([][]byte{reply}, from)
+			}
+			return
+		}
+		if !r.limiter.Allow(from.Addr()) {
+			r.drops.Add(Outside, ReasonRateLimited, 1)
+			return
+		}
+	}
+	r.handshakes.dh.Add(1)
 	switch msg[0] {
 	case bhcrypto.MsgInitiation:
 		r.handleInitiation(msg, from, now)
@@ -117,10 +147,13 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 		return
 	}
 	p.hs.lastTimestamp = ri.Timestamp
+	p.jar.AddMAC2(resp)
+	p.jar.Sent(resp)
 	r.index.update(func(m map[uint32]indexEntry) { m[idx] = indexEntry{peer: p, kp: kp} })
 	r.retire(p.next.Swap(kp))
 	ep := from
 	p.endpoint.Store(&ep)
+	p.lastReceive.Store(now.UnixNano())
 	r.handshakes.answered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
 		r.log.Warn("sending handshake response failed", "site", p.site, "gateway", p.name, "err", err)
@@ -152,13 +185,40 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastHandshake.Store(now.UnixNano())
+	p.lastReceive.Store(now.UnixNano())
 	r.handshakes.completed.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
 	// The responder uses the session only once it sees us use it: send
 	// the queued packets, or a keepalive when there are none.
 	if r.flushQueue(p, kp, scratch) == 0 {
-		r.sendKeepalive(p, kp, scratch)
+		r.sendKeepalive(p, kp, scratch, false)
 	}
+}
+
+// handleCookieReply stores a cookie a loaded peer sent in answer to our
+// initiation; the next retransmission carries mac2 made with it.
+func (r *Router) handleCookieReply(msg []byte) {
+	idx, ok := bhcrypto.CookieReplyReceiverIndex(msg)
+	if !ok {
+		r.drops.Add(Outside, ReasonBadSize, 1)
+		return
+	}
+	p := r.pending[idx]
+	if p == nil {
+		// A reply to a response we sent: find the peer by session.
+		if e, ok := r.index.lookup(idx); ok {
+			p = e.peer
+		}
+	}
+	if p == nil {
+		r.drops.Add(Outside, ReasonUnknownIndex, 1)
+		return
+	}
+	if err := p.jar.ConsumeReply(msg); err != nil {
+		r.drops.Add(Outside, ReasonBadCookie, 1)
+		return
+	}
+	r.log.Info("peer is under load and sent a cookie", "site", p.site, "gateway", p.name)
 }
 
 // onTrigger runs when the data path found no usable session for p, or one
@@ -201,6 +261,8 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 		r.log.Error("cannot create handshake initiation", "site", p.site, "gateway", p.name, "err", err)
 		return
 	}
+	p.jar.AddMAC2(msg)
+	p.jar.Sent(msg)
 	p.hs.pending = in
 	p.hs.pendingIndex = idx
 	p.hs.lastSent = now
@@ -246,6 +308,7 @@ func (r *Router) timers(now time.Time) {
 				r.initiate(p, now, true)
 			}
 		}
+		r.liveness(p, now)
 		if kp := p.current.Load(); kp != nil && now.Sub(kp.Created) >= wipeAfter {
 			r.retire(p.current.Swap(nil), p.previous.Swap(nil))
 		}
@@ -254,6 +317,57 @@ func (r *Router) timers(now time.Time) {
 		}
 	}
 	r.logDrops(now)
+	if now.Unix()%10 == 0 {
+		r.limiter.GC()
+	}
+}
+
+// liveness sends keepalives and notices peers that stopped answering.
+//
+//   - With a keepalive interval configured, an empty message goes out
+//     whenever nothing else was sent for that long (NAT mappings stay
+//     open, and the peer sees us alive).
+//   - Without one, a peer that sent us something and got nothing back
+//     for KeepaliveTimeout gets one keepalive, so one-way traffic does
+//     not look like a dead path to it.
+//   - If we have been sending for NoAnswerTimeout and heard nothing,
+//     the session is presumed dead (the peer restarted or the path
+//     broke) and a new handshake starts.
+//
+// Configured keepalives expect an answer (the peer's passive keepalive),
+// so with them a silent peer is noticed even without traffic. A peer is
+// reported down when it leaves us unanswered for NoAnswerTimeout, and up
+// again on its next authenticated packet.
+func (r *Router) liveness(p *Peer, now time.Time) {
+	kp := p.current.Load()
+	ns := now.UnixNano()
+	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
+	ka := p.keepalive.Load()
+	scratch := r.keepaliveScratch
+	if kp != nil && usable(kp, now) {
+		switch {
+		case ka > 0 && ns-sent >= ka:
+			r.sendKeepalive(p, kp, scratch, true)
+		case ka == 0 && recv > sent && ns-recv >= int64(KeepaliveTimeout) && ns-sent >= int64(KeepaliveTimeout):
+			r.sendKeepalive(p, kp, scratch, false)
+		}
+	}
+	first := p.unanswered.Load()
+	silent := first != 0 && ns-first >= int64(NoAnswerTimeout)
+	if silent && !p.hs.down {
+		p.hs.down = true
+		p.hs.downSince = ns
+		r.log.Warn("peer not answering", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
+			"last_receive", unixTime(recv), "unanswered_since", unixTime(first))
+		if kp != nil && p.hs.pending == nil {
+			r.initiate(p, now, false)
+		}
+		p.unanswered.Store(0) // the handshake's outcome decides from here
+	}
+	if p.hs.down && recv > p.hs.downSince {
+		p.hs.down = false
+		r.log.Info("peer answering again", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
+	}
 }
 
 // logDrops logs the drops since the last summary, at most once per
@@ -299,18 +413,28 @@ func (r *Router) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) int {
 		}
 		p.txPackets.Add(1)
 		p.txBytes.Add(uint64(n))
+		ns := r.clock.Now().UnixNano()
+		p.lastSend.Store(ns)
+		p.unanswered.CompareAndSwap(0, ns)
 		sent++
 	})
 	return sent
 }
 
-// sendKeepalive sends an empty transport message.
-func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte) {
+// sendKeepalive sends an empty transport message. expectAnswer marks it as
+// something the peer should answer, for dead-peer detection.
+func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte, expectAnswer bool) {
 	msg, err := kp.Seal(scratch, 0)
 	if err != nil {
 		return
 	}
 	if err := r.bind.Send([][]byte{msg}, p.Endpoint()); err != nil {
 		r.log.Debug("keepalive send failed", "site", p.site, "gateway", p.name, "err", err)
+		return
+	}
+	ns := r.clock.Now().UnixNano()
+	p.lastSend.Store(ns)
+	if expectAnswer {
+		p.unanswered.CompareAndSwap(0, ns)
 	}
 }

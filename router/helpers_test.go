@@ -20,15 +20,15 @@ import (
 )
 
 // fakeClock is a Clock the test moves by hand. Ticks are delivered only
-// when the test calls Advance.
+// when the test calls Advance, to every router using the clock.
 type fakeClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	tick chan time.Time
+	mu    sync.Mutex
+	now   time.Time
+	ticks []chan time.Time
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Unix(1_800_000_000, 0), tick: make(chan time.Time)}
+	return &fakeClock{now: time.Unix(1_800_000_000, 0)}
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -37,16 +37,25 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Ticker(time.Duration) (<-chan time.Time, func()) { return c.tick, func() {} }
+func (c *fakeClock) Ticker(time.Duration) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time)
+	c.ticks = append(c.ticks, ch)
+	return ch, func() {}
+}
 
-// Advance moves time forward by d and delivers one tick to the handshake
-// loop, waiting until it is taken.
+// Advance moves time forward by d and delivers one tick to each handshake
+// loop, waiting until each has taken it.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	now := c.now
+	ticks := append([]chan time.Time(nil), c.ticks...)
 	c.mu.Unlock()
-	c.tick <- now
+	for _, t := range ticks {
+		t <- now
+	}
 }
 
 // gateway is one router under test with its devices.
@@ -225,4 +234,15 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Step advances the clock by total in one-second ticks, letting the
+// routers exchange packets between ticks as they would in real time.
+func (c *fakeClock) Step(total time.Duration) {
+	for total > 0 {
+		d := min(total, time.Second)
+		c.Advance(d)
+		total -= d
+		time.Sleep(5 * time.Millisecond)
+	}
 }

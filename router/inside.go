@@ -17,6 +17,7 @@ type insideBatch struct {
 	out   [][]byte // sealed datagrams of the current run
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
+	now   int64    // unix nanoseconds of the batch
 }
 
 func (r *Router) newInsideBatch() *insideBatch {
@@ -50,6 +51,7 @@ func (r *Router) insideLoop(ctx context.Context) error {
 // inside hot path and allocates nothing.
 func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
 	st := r.state.Load()
+	b.now = now.UnixNano()
 	for i := 0; i < n; i++ {
 		size := b.sizes[i]
 		pkt := b.bufs[i][bufHeadroom : bufHeadroom+size]
@@ -120,6 +122,10 @@ func (r *Router) flushInside(b *insideBatch) {
 	} else {
 		p.txPackets.Add(uint64(len(b.out)))
 		p.txBytes.Add(b.bytes)
+		p.lastSend.Store(b.now)
+		if p.unanswered.Load() == 0 {
+			p.unanswered.CompareAndSwap(0, b.now)
+		}
 	}
 	b.out = b.out[:0]
 	b.bytes = 0

@@ -65,7 +65,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 			if pkt, ok := r.openTransport(st, msg, b.eps[i], now); ok {
 				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
 			}
-		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse:
+		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse, bhcrypto.MsgCookieReply:
 			r.queueHandshake(msg, b.eps[i])
 		default:
 			r.drops.Add(Outside, ReasonUnknownType, 1)
@@ -117,6 +117,9 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 		r.confirm(p, e.kp, now)
 	}
 	p.lastReceive.Store(now.UnixNano())
+	if p.unanswered.Load() != 0 {
+		p.unanswered.Store(0)
+	}
 	if from != *p.endpoint.Load() {
 		ep := from
 		p.endpoint.Store(&ep)

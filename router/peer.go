@@ -14,6 +14,9 @@ type PeerConfig struct {
 	Name      string
 	PublicKey bhcrypto.PublicKey
 	Endpoint  netip.AddrPort
+	// Keepalive is the interval of keepalive messages that keep NAT
+	// mappings open and prove the peer alive; zero turns them off.
+	Keepalive time.Duration
 }
 
 // Peer is a remote gateway and its sessions.
@@ -51,6 +54,15 @@ type Peer struct {
 	rxPackets, rxBytes atomic.Uint64
 	lastHandshake      atomic.Int64 // unix nanoseconds of the last completed handshake
 	lastReceive        atomic.Int64 // unix nanoseconds of the last authenticated packet
+	lastSend           atomic.Int64 // unix nanoseconds of the last packet sent
+	// unanswered is when we first sent something that expects an
+	// answer (data, or a configured keepalive) since the last
+	// authenticated packet from the peer; 0 when nothing is pending.
+	unanswered atomic.Int64
+	keepalive  atomic.Int64 // keepalive interval in nanoseconds, 0 = off
+
+	// jar holds cookies the peer gave us under load, for mac2.
+	jar *bhcrypto.CookieJar
 
 	// Owned by the handshake loop.
 	hs peerHandshake
@@ -64,10 +76,13 @@ type peerHandshake struct {
 	lastSent      time.Time
 	retryAfter    time.Duration
 	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+	down          bool               // reported down (no authenticated packet in time)
+	downSince     int64              // unix nanoseconds it was reported down
 }
 
-func newPeer(c PeerConfig, queueLen, slotSize int) *Peer {
-	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey}
+func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time) *Peer {
+	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now)}
+	p.keepalive.Store(int64(c.Keepalive))
 	ep := c.Endpoint
 	p.endpoint.Store(&ep)
 	p.configEndpoint.Store(&ep)
@@ -98,6 +113,7 @@ type PeerStats struct {
 	LastReceive        time.Time // zero if none
 	SessionCreated     time.Time // zero without a current session
 	QueuedPackets      int
+	Keepalive          time.Duration
 }
 
 // Stats returns a snapshot of the peer's counters.
@@ -109,6 +125,7 @@ func (p *Peer) Stats() PeerStats {
 		LastHandshake: unixTime(p.lastHandshake.Load()),
 		LastReceive:   unixTime(p.lastReceive.Load()),
 		QueuedPackets: p.queue.len(),
+		Keepalive:     time.Duration(p.keepalive.Load()),
 	}
 	if kp := p.current.Load(); kp != nil {
 		s.SessionCreated = kp.Created

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/ratelimit"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -64,15 +65,26 @@ type Router struct {
 
 	handshakes handshakeCounters
 
+	// DoS resistance: under handshake load, initiations and responses
+	// need a cookie (mac2) and pass a per-source token bucket.
+	cookies *bhcrypto.CookieChecker
+	limiter *ratelimit.Limiter
+
 	// Owned by the handshake loop.
-	pending    map[uint32]*Peer
-	lastDrops  [numDirections][numReasons]uint64
-	lastDropLg int64
+	pending          map[uint32]*Peer
+	keepaliveScratch []byte
+	lastDrops        [numDirections][numReasons]uint64
+	lastDropLg       int64
 }
 
 // handshakeCounters count handshakes this gateway took part in.
 type handshakeCounters struct {
 	initiated, completed, answered, timedOut atomic.Uint64
+	// dh counts handshake messages that reached Diffie-Hellman work:
+	// only ones with a valid mac1 (and, under load, a cookie) do.
+	dh atomic.Uint64
+	// cookieReplies counts cookie replies sent.
+	cookieReplies atomic.Uint64
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
@@ -126,6 +138,9 @@ func New(o Options) (*Router, error) {
 		r.hsFree <- &hsMessage{buf: make([]byte, bhcrypto.InitiationSize)}
 	}
 	r.trigger = make(chan *Peer, 1024)
+	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
+	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
+	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}}
 	r.state.Store(empty)
 	return r, nil
@@ -140,7 +155,7 @@ func (r *Router) SetConfig(c *Config) error {
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
 	st, gone, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
-		return newPeer(pc, r.queueLen, r.mtu)
+		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now)
 	})
 	if err != nil {
 		return err
@@ -195,6 +210,10 @@ func (r *Router) Peers() []PeerStats {
 // HandshakeStats are totals of handshakes since start.
 type HandshakeStats struct {
 	Initiated, Completed, Answered, TimedOut uint64
+	// DH counts messages that reached Diffie-Hellman work.
+	DH uint64
+	// CookieReplies counts cookie replies sent under load.
+	CookieReplies uint64
 }
 
 // Handshakes returns handshake totals.
@@ -204,6 +223,9 @@ func (r *Router) Handshakes() HandshakeStats {
 		Completed: r.handshakes.completed.Load(),
 		Answered:  r.handshakes.answered.Load(),
 		TimedOut:  r.handshakes.timedOut.Load(),
+		DH:        r.handshakes.dh.Load(),
+
+		CookieReplies: r.handshakes.cookieReplies.Load(),
 	}
 }
 

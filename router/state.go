@@ -116,6 +116,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 			} else {
 				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
 				p.setConfigEndpoint(gc.Endpoint)
+				p.keepalive.Store(int64(gc.Keepalive))
 			}
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p

@@ -25,4 +25,15 @@ const (
 	TimerTick = 250 * time.Millisecond
 	// DropLogInterval is the most often drop summaries are logged.
 	DropLogInterval = 10 * time.Second
+	// KeepaliveTimeout: a peer that sent us data and heard nothing back
+	// for this long gets an empty keepalive, so its "no answer" timer
+	// does not fire on one-way traffic.
+	KeepaliveTimeout = 10 * time.Second
+	// NoAnswerTimeout: if we kept sending for this long and heard
+	// nothing, the session is presumed dead and a new handshake starts.
+	NoAnswerTimeout = KeepaliveTimeout + RekeyTimeout
+	// HandshakeRate and HandshakeBurst bound handshakes per source
+	// (IPv4 address or IPv6 /64) while the handshake loop is under load.
+	HandshakeRate  = 20
+	HandshakeBurst = 5
 )
