@@ -11,6 +11,14 @@ import "errors"
 // offset (for example for a virtio-net header), so callers must leave at
 // least HeadroomNeeded bytes there.
 //
+// Write may coalesce packets (GRO in the Offload backend): it then merges
+// the following packets of a flow into the spare capacity of the flow's
+// first buffer, so buffers with capacity beyond the packet batch better.
+// See OffloadWriteBufferSize for how much. Such a Write may also rewrite
+// packet headers, checksums and the headroom; callers must not expect the
+// packets unchanged afterwards. Read may split a super-packet into several
+// buffers, so offer BatchSize buffers of at least offset+MTU bytes.
+//
 // Concurrency: Read and Write may be called concurrently with each other, but
 // each of them from one goroutine at a time (per queue, see Queues). Close
 // unblocks pending Reads, which then return ErrClosed.
@@ -35,7 +43,9 @@ type Device interface {
 }
 
 // HeadroomNeeded is the number of bytes every backend may use in front of
-// offset. Callers pass offset >= HeadroomNeeded.
+// offset. Callers pass offset >= HeadroomNeeded. It is the size of the
+// virtio-net header (struct virtio_net_hdr) that the Offload backend puts
+// in front of each packet it writes.
 const HeadroomNeeded = 10
 
 // ErrClosed is returned by Read and Write after Close.

@@ -1,6 +1,16 @@
 // Package tun holds the inside of the tunnel: the layer-3 devices that carry
 // pod and node traffic between the kernel and the router.
 //
-// Backends: a Linux TUN opened through github.com/songgao/water (portable,
-// one packet per system call), and an in-memory Channel device for tests.
+// Backends:
+//
+//   - Offload (Linux): a TUN opened with virtio-net headers through
+//     golang.zx2c4.com/wireguard/tun, with TCP and UDP segmentation and
+//     checksum offloads. Read splits the kernel's 64 KiB super-packets into
+//     up to 128 packets per call; Write coalesces runs of one flow (GRO),
+//     which needs buffers with spare capacity: cap(bufs[i])-offset up to
+//     OffloadWriteBufferSize. OpenOffload fails cleanly where the kernel or
+//     the environment does not allow it; fall back to Water then.
+//   - Water (Linux): a TUN opened through github.com/songgao/water
+//     (portable, one packet per system call).
+//   - Channel: an in-memory device for tests.
 package tun

@@ -39,12 +39,32 @@ type Options struct {
 	// CAP_NET_ADMIN and ignore net.core.rmem_max/wmem_max); without the
 	// capability the plain SO_RCVBUF/SO_SNDBUF, capped by the sysctls, is used.
 	RecvBuffer, SendBuffer int
+	// DisableOffload turns off UDP segmentation (GSO) on send and
+	// coalescing (GRO) on receive, which Listen otherwise enables where
+	// the kernel supports them.
+	DisableOffload bool
 }
 
 // LinuxBind is a UDP socket using recvmmsg/sendmmsg, one system call per
 // batch. The socket is non-blocking and registered with the Go netpoller
 // (it comes from net.ListenConfig), so a Receive waiting for data parks its
 // goroutine and Close wakes it.
+//
+// Offloads: unless Options.DisableOffload is set, Listen enables UDP
+// segmentation and receive coalescing where the kernel has them (GSO and
+// GRO report the outcome). Send then passes each run of equal-sized
+// datagrams of a batch (the last may be shorter; up to 64 datagrams and
+// 65507 bytes) as one UDP_SEGMENT message, so the stack runs once per run.
+// If the kernel refuses segmentation (EIO where the outgoing device cannot
+// checksum, EMSGSIZE or EINVAL for a segment above the path MTU), the
+// datagrams are resent plainly and GSO stays off for the bind; nothing is
+// logged. Receive asks the kernel for coalesced runs, which arrive in
+// internal 64 KiB buffers (min(BatchSize, 64) of them: 4 MiB per bind by
+// default) and are copied out one datagram per caller buffer; datagrams
+// that do not fit the caller's buffers wait for the next Receive. With GRO
+// a Receive copies every datagram once and takes at most 64 messages from
+// the kernel per system call; without it the kernel writes straight into
+// the caller's buffers.
 //
 // Concurrency: Receive calls are serialised by a mutex (one receive scratch
 // per bind); callers should still receive from a single goroutine. Send may
@@ -65,8 +85,12 @@ type LinuxBind struct {
 
 	closed atomic.Bool
 
-	recvMu sync.Mutex
-	recv   *recvState
+	gso atomic.Bool // UDP_SEGMENT in use; cleared when the kernel refuses it
+	gro bool        // UDP_GRO enabled: Receive goes through groRecv
+
+	recvMu  sync.Mutex
+	recv    *recvState
+	groRecv *groState
 
 	sendPool chan *sendState
 }
@@ -128,6 +152,13 @@ func Listen(addr netip.AddrPort, opts Options) (*LinuxBind, error) {
 	if !v6 {
 		local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	}
+	var gso, gro bool
+	if !opts.DisableOffload {
+		if err := raw.Control(func(fd uintptr) { gso, gro = probeOffloads(int(fd)) }); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("udp: listen %v: %w", addr, err)
+		}
+	}
 
 	b := &LinuxBind{
 		conn:     conn,
@@ -135,11 +166,17 @@ func Listen(addr netip.AddrPort, opts Options) (*LinuxBind, error) {
 		v6:       v6,
 		local:    local,
 		batch:    batch,
-		recv:     newRecvState(batch),
+		gro:      gro,
 		sendPool: make(chan *sendState, maxSendStates),
 	}
+	b.gso.Store(gso)
+	if gro {
+		b.groRecv = newGROState(batch)
+	} else {
+		b.recv = newRecvState(batch)
+	}
 	for range min(runtime.GOMAXPROCS(0), maxSendStates) {
-		b.sendPool <- newSendState(batch)
+		b.sendPool <- newSendState(batch, &b.gso)
 	}
 	return b, nil
 }
@@ -178,7 +215,8 @@ func setBuffer(fd, size, force, plain int) error {
 // Receive blocks until at least one datagram arrives, then returns as many
 // as are queued, up to min(len(bufs), len(sizes), len(eps), BatchSize).
 // Datagram i is in bufs[i][:sizes[i]] (truncated if longer than
-// len(bufs[i])) and came from eps[i].
+// len(bufs[i])) and came from eps[i]. With GRO, datagrams left over from
+// the previous call are returned first, without waiting.
 func (b *LinuxBind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
 	n := min(len(bufs), len(sizes), len(eps), b.batch)
 	if n == 0 {
@@ -188,6 +226,9 @@ func (b *LinuxBind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (i
 	defer b.recvMu.Unlock()
 	if b.closed.Load() {
 		return 0, ErrClosed
+	}
+	if b.gro {
+		return b.receiveGRO(bufs[:n], sizes, eps)
 	}
 	s := b.recv
 	s.prepare(bufs, n)
@@ -202,9 +243,27 @@ func (b *LinuxBind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (i
 	return got, nil
 }
 
+// receiveGRO is Receive for a bind with UDP_GRO: it receives into the
+// internal buffers when nothing is pending and splits into bufs.
+func (b *LinuxBind) receiveGRO(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
+	s := b.groRecv
+	if !s.pending() {
+		s.prepare(len(bufs))
+		if err := b.raw.Read(s.fn); err != nil {
+			return 0, b.mapErr(err)
+		}
+		if s.err != nil {
+			return 0, b.mapErr(s.err)
+		}
+		s.parse()
+	}
+	return s.split(bufs, sizes, eps), nil
+}
+
 // Send sends every bufs[i] as one datagram to ep, BatchSize datagrams per
-// sendmmsg call, waiting while the socket buffer is full. It returns the
-// first error; datagrams after the failing one are not sent.
+// sendmmsg call (with GSO, runs of equal-sized datagrams in one message
+// each), waiting while the socket buffer is full. It returns the first
+// error; datagrams after the failing one are not sent.
 func (b *LinuxBind) Send(bufs [][]byte, ep netip.AddrPort) error {
 	if len(bufs) == 0 {
 		return nil
@@ -241,6 +300,13 @@ func (b *LinuxBind) mapErr(err error) error {
 	}
 	return err
 }
+
+// GSO reports whether Send currently uses UDP segmentation. It turns false
+// for good when the kernel refuses a segmented send.
+func (b *LinuxBind) GSO() bool { return b.gso.Load() }
+
+// GRO reports whether the socket receives coalesced datagrams (UDP_GRO).
+func (b *LinuxBind) GRO() bool { return b.gro }
 
 // BatchSize returns Options.BatchSize after defaults.
 func (b *LinuxBind) BatchSize() int { return b.batch }

@@ -2,6 +2,8 @@
 // datagrams between gateways, with batched receive and send.
 //
 // Backends: LinuxBind, a UDP socket driven with recvmmsg/sendmmsg (one
-// system call per batch, IPv4 or dual-stack IPv6), and MemoryBind, an
-// in-memory connected pair for router unit tests.
+// system call per batch, IPv4 or dual-stack IPv6) that also uses UDP
+// segmentation (GSO) to send runs of equal-sized datagrams as one message
+// and receive coalescing (GRO) where the kernel has them, and MemoryBind,
+// an in-memory connected pair for router unit tests.
 package udp

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,22 +22,10 @@ import (
 // newSendState: passing it to RawConn.Read/Write allocates nothing, where a
 // closure built per call would.
 //
-// Offload hooks (not implemented yet, see the performance pass):
-//
-//   - UDP_GRO (receive): after setsockopt(SOL_UDP, UDP_GRO, 1) the kernel may
-//     return several same-sized datagrams of one flow as one message, with
-//     the segment size in a UDP_GRO control message. recvState would gain a
-//     per-message control buffer (hdrs[i].Hdr.Control/Controllen, set up in
-//     newRecvState and reset in prepare) and finish would split each
-//     coalesced message into consecutive bufs/sizes/eps entries.
-//   - UDP_SEGMENT (send, GSO): sendState.prepare would coalesce runs of
-//     equal-length datagrams into one message with several iovecs and a
-//     UDP_SEGMENT control message carrying the segment size, so one
-//     mmsghdr sends up to 64 datagrams. The message count then differs from
-//     len(bufs); send already loops over messages, not datagrams.
-//
-// Both would be switched on by new Options fields and probed at Listen
-// (older kernels return ENOPROTOOPT), falling back to this plain path.
+// Offloads (UDP_SEGMENT on send, UDP_GRO on receive) live in
+// offload_linux.go: sendState groups runs of equal-sized datagrams into
+// segmented messages there, and a bind with UDP_GRO receives through a
+// groState instead of a recvState.
 
 // recvState is the scratch of one Receive call. It is used by one goroutine
 // at a time (LinuxBind serialises Receive).
@@ -115,10 +104,19 @@ func (s *recvState) finish(sizes []int, eps []netip.AddrPort) int {
 
 // sendState is the scratch of one Send call. LinuxBind keeps a small pool
 // of them so that concurrent Sends do not wait for each other's system calls.
+//
+// With GSO, a message carries a run of datagrams (one iovec each) and a
+// UDP_SEGMENT control message, so there are fewer messages than datagrams:
+// message m starts at datagram first[m].
 type sendState struct {
-	hdrs []unix.Mmsghdr
-	iovs []unix.Iovec
-	name sockaddr // destination, shared by every message of the batch
+	hdrs  []unix.Mmsghdr
+	iovs  []unix.Iovec  // one per datagram
+	cmsgs []segmentCmsg // one per message
+	first []int         // first datagram of each message
+	name  sockaddr      // destination, shared by every message of the batch
+	gso   *atomic.Bool  // segmentation allowed; nil: never
+	bufs  [][]byte      // datagrams of the current chunk
+	nlen  uint32        // length of name for the current chunk
 
 	n   int   // messages in the current chunk
 	off int   // messages of the chunk already sent
@@ -126,35 +124,42 @@ type sendState struct {
 	fn  func(fd uintptr) bool
 }
 
-func newSendState(batch int) *sendState {
+// newSendState makes the scratch for chunks of up to batch datagrams. gso
+// is the bind's switch for UDP_SEGMENT (nil: plain messages only); send
+// clears it when the kernel rejects segmentation.
+func newSendState(batch int, gso *atomic.Bool) *sendState {
 	s := &sendState{
-		hdrs: make([]unix.Mmsghdr, batch),
-		iovs: make([]unix.Iovec, batch),
+		hdrs:  make([]unix.Mmsghdr, batch),
+		iovs:  make([]unix.Iovec, batch),
+		cmsgs: make([]segmentCmsg, batch),
+		first: make([]int, batch),
+		gso:   gso,
 	}
 	for i := range s.hdrs {
-		h := &s.hdrs[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&s.name))
-		h.Iov = &s.iovs[i]
-		h.SetIovlen(1)
+		s.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&s.name))
+		s.cmsgs[i].init()
 	}
 	s.fn = s.send
 	return s
 }
 
-// prepare points the first len(bufs) messages at bufs, all addressed to
-// s.name (namelen bytes of it).
+// prepare points the iovecs at bufs and builds the messages, all addressed
+// to s.name (namelen bytes of it): segmented runs if GSO is on, one
+// message per datagram otherwise.
 func (s *sendState) prepare(bufs [][]byte, namelen uint32) {
 	for i, b := range bufs {
 		s.iovs[i].Base = unsafe.SliceData(b)
 		s.iovs[i].SetLen(len(b))
-		s.hdrs[i].Hdr.Namelen = namelen
 	}
-	s.n, s.off, s.err = len(bufs), 0, nil
+	s.bufs, s.nlen = bufs, namelen
+	s.n = s.build(0, 0, s.gso != nil && s.gso.Load())
+	s.off, s.err = 0, nil
 }
 
 // send is the RawConn.Write callback. It loops over partial sendmmsg
 // results and EINTR, returns false on EAGAIN to wait for writability, and
-// true when the chunk is sent or failed (s.err).
+// true when the chunk is sent or failed (s.err). A segmented message the
+// kernel refuses is sent again as plain datagrams (see gsoFailed).
 func (s *sendState) send(fd uintptr) bool {
 	for s.off < s.n {
 		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
@@ -170,6 +175,10 @@ func (s *sendState) send(fd uintptr) bool {
 		case unix.EAGAIN:
 			return false
 		default:
+			if s.hdrs[s.off].Hdr.Controllen != 0 {
+				s.gsoFailed(errno)
+				continue
+			}
 			s.err = os.NewSyscallError("sendmmsg", errno)
 			return true
 		}
@@ -179,8 +188,9 @@ func (s *sendState) send(fd uintptr) bool {
 
 // release drops the references to the caller's buffers.
 func (s *sendState) release() {
-	for i := range s.n {
+	for i := range s.bufs {
 		s.iovs[i].Base = nil
 	}
+	s.bufs = nil
 	s.n = 0
 }

@@ -31,7 +31,7 @@ func TestSendStatePartialAndEAGAIN(t *testing.T) {
 	for i := range bufs {
 		bufs[i] = []byte{byte(i), byte(i >> 8)}
 	}
-	s := newSendState(n)
+	s := newSendState(n, nil)
 	s.prepare(bufs, 0) // connected socket: no address
 	r := newRecvState(n)
 	in := make([][]byte, n)
