@@ -4,6 +4,7 @@
 //	bridgehead check --config FILE    validate a config and its address plan
 //	bridgehead routes --config FILE --site NAME --format FORMAT
 //	                                  print the static routes a site's nodes need
+//	bridgehead status [--json]        the running gateway's sites and sessions
 //	bridgehead genkey                 print a new private key (base64)
 //	bridgehead pubkey < private.key   print the public key of a private key
 //	bridgehead version                print the version
@@ -36,6 +37,8 @@ commands:
   check --config FILE   validate a config: every problem with file, line and field
   routes --config FILE --site NAME --format ip|networkd|netplan|azure|json
                         print the static routes the nodes of a site need
+  status [--json]       show sites, gateways, sessions and drops of the running gateway;
+                        exit 1 when a remote site is unreachable
   genkey                print a new base64 private key
   pubkey                read a private key on stdin, print its public key
   version               print the version
@@ -54,6 +57,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdCheck(args[1:], stdout, stderr)
 	case "routes":
 		err = cmdRoutes(args[1:], stdout, stderr)
+	case "status":
+		err = cmdStatus(args[1:], stdout, stderr)
 	case "genkey":
 		err = cmdGenkey(stdout)
 	case "pubkey":

@@ -1,0 +1,134 @@
+package control
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bridgehead/bridgehead/health"
+)
+
+// Render writes s as the human table of `bridgehead status`: a header
+// with version, identity, config and readiness, one line per remote
+// gateway, then the nonzero drop counters. Ages are relative to now.
+func Render(w io.Writer, s *Status, now time.Time) {
+	fmt.Fprintf(w, "bridgehead %s, site %s, gateway %s\n", orDash(s.Version), orDash(s.Site), orDash(s.Gateway))
+	fmt.Fprintf(w, "config:  %s (hash %s), loaded %s\n", orDash(s.ConfigPath), orDash(s.ConfigHash), ago(s.ConfigLoaded, now))
+	fmt.Fprintf(w, "started: %s\n", ago(s.Started, now))
+	if s.Ready {
+		fmt.Fprintf(w, "ready:   yes, %s\n", plural(len(s.Sites), "remote site"))
+	} else {
+		notReady := 0
+		for _, site := range s.Sites {
+			if !site.Ready {
+				notReady++
+			}
+		}
+		fmt.Fprintf(w, "ready:   NO, %d of %s not reachable\n", notReady, plural(len(s.Sites), "remote site"))
+		for _, site := range s.Sites {
+			if !site.Ready {
+				fmt.Fprintf(w, "  site %s: %s\n", site.Site, site.Reason)
+			}
+		}
+	}
+
+	fmt.Fprintln(w)
+	if len(s.Sites) == 0 {
+		fmt.Fprintln(w, "no remote sites")
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(s.Sites) > 0 {
+		fmt.Fprintln(tw, "SITE\tGATEWAY\tENDPOINT\tSTATE\tLAST-HANDSHAKE\tLAST-RECEIVE\tRX\tTX")
+	}
+	for _, site := range s.Sites {
+		if len(site.Gateways) == 0 {
+			fmt.Fprintf(tw, "%s\t-\t-\tno gateways\t-\t-\t-\t-\n", site.Site)
+		}
+		for _, g := range site.Gateways {
+			p := findPeer(s.Peers, site.Site, g.Gateway)
+			ep := "-"
+			if p.Endpoint.IsValid() {
+				ep = p.Endpoint.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", site.Site, g.Gateway, ep, g.State,
+				ago(p.LastHandshake, now), ago(g.LastReceive, now), humanBytes(p.RxBytes), humanBytes(p.TxBytes))
+		}
+	}
+	tw.Flush()
+
+	if len(s.Drops) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "dropped packets:")
+	width := 0
+	for _, d := range s.Drops {
+		width = max(width, len(fmt.Sprint(d.Count)))
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range s.Drops {
+		fmt.Fprintf(tw, "  %s\t%s\t%*d\n", d.Direction, d.Reason, width, d.Count)
+	}
+	tw.Flush()
+}
+
+// findPeer returns the peer of site and gateway, or a zero PeerState.
+func findPeer(peers []health.PeerState, site, gateway string) health.PeerState {
+	for _, p := range peers {
+		if p.Site == site && p.Gateway == gateway {
+			return p
+		}
+	}
+	return health.PeerState{}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// ago formats the time from t to now compactly ("12s ago", "3m4s ago",
+// "2h5m ago", "3d4h ago"); "never" for a zero t. Times after now (clock
+// steps) read as "0s ago".
+func ago(t, now time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := max(now.Sub(t), 0).Truncate(time.Second)
+	var s string
+	switch {
+	case d < time.Minute:
+		s = fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		s = fmt.Sprintf("%dm%ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 24*time.Hour:
+		s = fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		s = fmt.Sprintf("%dd%dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
+	return s + " ago"
+}
+
+// humanBytes formats n with binary units: "512 B", "1.5 KiB", "20.0 MiB".
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

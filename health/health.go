@@ -1,0 +1,160 @@
+// Package health decides whether a gateway is ready from what its data
+// path has seen: a remote site counts as reachable only when one of its
+// gateways sent an authenticated packet recently. Completed handshakes
+// and queued packets alone do not make a site ready.
+//
+// Everything here is a pure function of its arguments: callers take a
+// snapshot of the router (PeerStates), pick the time, and evaluate. Nothing
+// is retained, so the functions are safe for concurrent use.
+package health
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/bridgehead/bridgehead/router"
+)
+
+// Gateway states reported in GatewayReport.State.
+const (
+	// StateUp: an authenticated packet arrived within the window.
+	StateUp = "up"
+	// StateStale: packets arrived once, but none within the window.
+	StateStale = "stale"
+	// StateConnecting: nothing received yet, but packets are queued for
+	// the gateway or a handshake has completed.
+	StateConnecting = "connecting"
+	// StateNever: nothing received and nothing under way.
+	StateNever = "never"
+)
+
+// PeerState is a snapshot of one remote gateway as the data path sees it.
+// Zero times mean "never".
+type PeerState struct {
+	Site           string         `json:"site"`
+	Gateway        string         `json:"gateway"`
+	Endpoint       netip.AddrPort `json:"endpoint"`
+	LastHandshake  time.Time      `json:"lastHandshake,omitzero"`
+	LastReceive    time.Time      `json:"lastReceive,omitzero"`
+	TxBytes        uint64         `json:"txBytes"`
+	RxBytes        uint64         `json:"rxBytes"`
+	TxPackets      uint64         `json:"txPackets"`
+	RxPackets      uint64         `json:"rxPackets"`
+	SessionCreated time.Time      `json:"sessionCreated,omitzero"`
+	QueuedPackets  int            `json:"queuedPackets"`
+	// Keepalive is the keepalive interval toward the gateway (0: off),
+	// in nanoseconds in JSON.
+	Keepalive time.Duration `json:"keepalive"`
+}
+
+// SiteReport is the readiness of one remote site.
+type SiteReport struct {
+	Site  string `json:"site"`
+	Ready bool   `json:"ready"`
+	// Reason says why the site is not ready; it is empty when it is.
+	Reason   string          `json:"reason,omitempty"`
+	Gateways []GatewayReport `json:"gateways"`
+}
+
+// GatewayReport is the state of one gateway of a remote site.
+type GatewayReport struct {
+	Gateway string `json:"gateway"`
+	// State is one of StateUp, StateStale, StateConnecting, StateNever.
+	State       string    `json:"state"`
+	LastReceive time.Time `json:"lastReceive,omitzero"`
+}
+
+// Report is the readiness of a gateway: ready when every remote site is.
+type Report struct {
+	Ready bool         `json:"ready"`
+	Sites []SiteReport `json:"sites"`
+}
+
+// PeerStates converts a router snapshot (Router.Peers) to PeerStates,
+// keeping the order.
+func PeerStates(stats []router.PeerStats) []PeerState {
+	out := make([]PeerState, len(stats))
+	for i, s := range stats {
+		out[i] = PeerState{
+			Site: s.Site, Gateway: s.Name, Endpoint: s.Endpoint,
+			LastHandshake: s.LastHandshake, LastReceive: s.LastReceive,
+			TxBytes: s.TxBytes, RxBytes: s.RxBytes,
+			TxPackets: s.TxPackets, RxPackets: s.RxPackets,
+			SessionCreated: s.SessionCreated, QueuedPackets: s.QueuedPackets,
+			Keepalive: s.Keepalive,
+		}
+	}
+	return out
+}
+
+// Evaluate reports the readiness of every site in sites (all site names,
+// in config order) except localSite. A remote site is ready when at least
+// one of its gateways had an authenticated packet within window before
+// now; a site with no gateways among peers is never ready. The gateway is
+// ready as a whole when every remote site is, which is vacuously true when
+// there is none. Peers of sites not listed are ignored. Sites and their
+// gateways keep the order of sites and peers.
+func Evaluate(localSite string, sites []string, peers []PeerState, now time.Time, window time.Duration) Report {
+	rep := Report{Ready: true, Sites: []SiteReport{}}
+	for _, site := range sites {
+		if site == localSite {
+			continue
+		}
+		sr := evaluateSite(site, peers, now, window)
+		rep.Ready = rep.Ready && sr.Ready
+		rep.Sites = append(rep.Sites, sr)
+	}
+	return rep
+}
+
+func evaluateSite(site string, peers []PeerState, now time.Time, window time.Duration) SiteReport {
+	sr := SiteReport{Site: site, Gateways: []GatewayReport{}}
+	var newest *PeerState // stale gateway heard from most recently
+	connecting := false
+	for i := range peers {
+		p := &peers[i]
+		if p.Site != site {
+			continue
+		}
+		st := gatewayState(p, now, window)
+		sr.Gateways = append(sr.Gateways, GatewayReport{Gateway: p.Gateway, State: st, LastReceive: p.LastReceive})
+		switch st {
+		case StateUp:
+			sr.Ready = true
+		case StateStale:
+			if newest == nil || p.LastReceive.After(newest.LastReceive) {
+				newest = p
+			}
+		case StateConnecting:
+			connecting = true
+		}
+	}
+	switch {
+	case sr.Ready:
+	case len(sr.Gateways) == 0:
+		sr.Reason = "no gateways configured"
+	case newest != nil:
+		sr.Reason = fmt.Sprintf("no authenticated packet within %s; last from %s %s ago",
+			window, newest.Gateway, now.Sub(newest.LastReceive).Round(time.Second))
+	case connecting:
+		sr.Reason = "connecting: no authenticated packet received yet"
+	default:
+		sr.Reason = "no packet ever received from any gateway"
+	}
+	return sr
+}
+
+// gatewayState classifies one gateway. A LastReceive after now (a clock
+// step backwards) counts as within the window.
+func gatewayState(p *PeerState, now time.Time, window time.Duration) string {
+	switch {
+	case !p.LastReceive.IsZero() && now.Sub(p.LastReceive) <= window:
+		return StateUp
+	case !p.LastReceive.IsZero():
+		return StateStale
+	case p.QueuedPackets > 0 || !p.LastHandshake.IsZero():
+		return StateConnecting
+	}
+	return StateNever
+}

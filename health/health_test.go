@@ -1,0 +1,240 @@
+package health
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/bridgehead/bridgehead/router"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+const window = 90 * time.Second
+
+// peer builds a PeerState; received and handshake are ages before t0
+// (negative: never).
+func peer(site, gw string, received, handshake time.Duration, queued int) PeerState {
+	p := PeerState{Site: site, Gateway: gw, QueuedPackets: queued}
+	if received >= 0 {
+		p.LastReceive = t0.Add(-received)
+	}
+	if handshake >= 0 {
+		p.LastHandshake = t0.Add(-handshake)
+	}
+	return p
+}
+
+const never = -1
+
+func TestEvaluate(t *testing.T) {
+	tests := []struct {
+		name    string
+		sites   []string
+		peers   []PeerState
+		ready   bool
+		want    map[string]string // site -> reason ("" when ready)
+		states  map[string]string // gateway -> state
+		noSites bool
+	}{
+		{
+			name:   "remote gateway up",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", 5*time.Second, 10*time.Second, 0)},
+			ready:  true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateUp},
+		},
+		{
+			name:   "received exactly at the window edge is up",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", window, never, 0)},
+			ready:  true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateUp},
+		},
+		{
+			name:   "received just past the window is stale",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", window+time.Nanosecond, 10*time.Second, 0)},
+			ready:  false,
+			want:   map[string]string{"b": "no authenticated packet within 1m30s; last from gw-b1 1m30s ago"},
+			states: map[string]string{"gw-b1": StateStale},
+		},
+		{
+			name:   "receive time in the future counts as up",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{{Site: "b", Gateway: "gw-b1", LastReceive: t0.Add(time.Minute)}},
+			ready:  true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateUp},
+		},
+		{
+			name:   "queued packets without a session are connecting",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", never, never, 3)},
+			ready:  false,
+			want:   map[string]string{"b": "connecting: no authenticated packet received yet"},
+			states: map[string]string{"gw-b1": StateConnecting},
+		},
+		{
+			name:   "handshake without data is connecting, not up",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", never, time.Second, 0)},
+			ready:  false,
+			want:   map[string]string{"b": "connecting: no authenticated packet received yet"},
+			states: map[string]string{"gw-b1": StateConnecting},
+		},
+		{
+			name:   "nothing at all is never",
+			sites:  []string{"a", "b"},
+			peers:  []PeerState{peer("b", "gw-b1", never, never, 0)},
+			ready:  false,
+			want:   map[string]string{"b": "no packet ever received from any gateway"},
+			states: map[string]string{"gw-b1": StateNever},
+		},
+		{
+			name:   "site without gateways is not ready",
+			sites:  []string{"a", "b", "c"},
+			peers:  []PeerState{peer("b", "gw-b1", time.Second, never, 0)},
+			ready:  false,
+			want:   map[string]string{"b": "", "c": "no gateways configured"},
+			states: map[string]string{"gw-b1": StateUp},
+		},
+		{
+			name:  "one gateway up is enough for its site",
+			sites: []string{"a", "b"},
+			peers: []PeerState{
+				peer("b", "gw-b1", never, never, 0),
+				peer("b", "gw-b2", 2*time.Second, never, 0),
+			},
+			ready:  true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateNever, "gw-b2": StateUp},
+		},
+		{
+			name:  "stale reason names the most recent gateway",
+			sites: []string{"a", "b"},
+			peers: []PeerState{
+				peer("b", "gw-b1", 10*time.Minute, never, 0),
+				peer("b", "gw-b2", 3*time.Minute, never, 2),
+				peer("b", "gw-b3", never, never, 1),
+			},
+			ready:  false,
+			want:   map[string]string{"b": "no authenticated packet within 1m30s; last from gw-b2 3m0s ago"},
+			states: map[string]string{"gw-b1": StateStale, "gw-b2": StateStale, "gw-b3": StateConnecting},
+		},
+		{
+			name:  "one unready site makes the gateway unready",
+			sites: []string{"a", "b", "c"},
+			peers: []PeerState{
+				peer("b", "gw-b1", time.Second, never, 0),
+				peer("c", "gw-c1", never, never, 0),
+			},
+			ready:  false,
+			want:   map[string]string{"b": "", "c": "no packet ever received from any gateway"},
+			states: map[string]string{"gw-b1": StateUp, "gw-c1": StateNever},
+		},
+		{
+			name:  "local site and unknown sites are ignored",
+			sites: []string{"a", "b"},
+			peers: []PeerState{
+				peer("a", "gw-a2", never, never, 0),
+				peer("z", "gw-z1", never, never, 0),
+				peer("b", "gw-b1", time.Second, never, 0),
+			},
+			ready:  true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateUp},
+		},
+		{
+			name:    "no remote sites is ready",
+			sites:   []string{"a"},
+			ready:   true,
+			want:    map[string]string{},
+			states:  map[string]string{},
+			noSites: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := Evaluate("a", tt.sites, tt.peers, t0, window)
+			if rep.Ready != tt.ready {
+				t.Errorf("Ready = %v, want %v (%+v)", rep.Ready, tt.ready, rep)
+			}
+			if rep.Sites == nil {
+				t.Errorf("Sites is nil, want an empty slice (it is JSON)")
+			}
+			got := map[string]string{}
+			states := map[string]string{}
+			for _, s := range rep.Sites {
+				if s.Site == "a" {
+					t.Errorf("local site reported: %+v", s)
+				}
+				if s.Ready != (s.Reason == "") {
+					t.Errorf("site %s: Ready %v with reason %q", s.Site, s.Ready, s.Reason)
+				}
+				got[s.Site] = s.Reason
+				for _, g := range s.Gateways {
+					states[g.Gateway] = g.State
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("site reasons = %q, want %q", got, tt.want)
+			}
+			if !reflect.DeepEqual(states, tt.states) {
+				t.Errorf("gateway states = %q, want %q", states, tt.states)
+			}
+		})
+	}
+}
+
+func TestEvaluateOrder(t *testing.T) {
+	peers := []PeerState{
+		peer("c", "gw-c2", time.Second, never, 0),
+		peer("b", "gw-b1", time.Second, never, 0),
+		peer("c", "gw-c1", 2*time.Hour, never, 0),
+	}
+	rep := Evaluate("a", []string{"c", "a", "b"}, peers, t0, window)
+	var got []string
+	for _, s := range rep.Sites {
+		got = append(got, s.Site)
+		for _, g := range s.Gateways {
+			got = append(got, g.Gateway)
+		}
+	}
+	want := []string{"c", "gw-c2", "gw-c1", "b", "gw-b1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("order = %q, want %q", got, want)
+	}
+	if lr := rep.Sites[0].Gateways[1].LastReceive; !lr.Equal(t0.Add(-2 * time.Hour)) {
+		t.Errorf("LastReceive = %v, want %v", lr, t0.Add(-2*time.Hour))
+	}
+}
+
+func TestPeerStates(t *testing.T) {
+	in := router.PeerStats{
+		Site: "b", Name: "gw-b1", Endpoint: netip.MustParseAddrPort("203.0.113.7:51820"),
+		TxPackets: 1, TxBytes: 2, RxPackets: 3, RxBytes: 4,
+		LastHandshake: t0.Add(-time.Minute), LastReceive: t0.Add(-time.Second),
+		SessionCreated: t0.Add(-2 * time.Minute), QueuedPackets: 5, Keepalive: 25 * time.Second,
+	}
+	want := PeerState{
+		Site: "b", Gateway: "gw-b1", Endpoint: in.Endpoint,
+		LastHandshake: in.LastHandshake, LastReceive: in.LastReceive,
+		TxBytes: 2, RxBytes: 4, TxPackets: 1, RxPackets: 3,
+		SessionCreated: in.SessionCreated, QueuedPackets: 5, Keepalive: 25 * time.Second,
+	}
+	got := PeerStates([]router.PeerStats{in})
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("PeerStates = %+v, want %+v", got, want)
+	}
+	// A field added to router.PeerStats must be carried over here too.
+	if a, b := reflect.TypeFor[router.PeerStats]().NumField(), reflect.TypeFor[PeerState]().NumField(); a != b {
+		t.Errorf("router.PeerStats has %d fields, PeerState %d: update PeerStates", a, b)
+	}
+	if got := PeerStates(nil); got == nil || len(got) != 0 {
+		t.Errorf("PeerStates(nil) = %#v, want empty non-nil", got)
+	}
+}
