@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench
 
 all: build
 
@@ -13,10 +13,11 @@ build:
 	$(GO) build -trimpath -o $(BIN)/bhprobe ./cmd/bhprobe
 
 # deps installs what the lab, the tests and the benchmarks need on a fresh
-# Debian machine: iproute2 for namespaces (usually present) and the Go
-# modules.
+# Debian machine: iproute2 for namespaces (usually present), iperf3 for the
+# benchmark harness, and the Go modules.
 deps:
 	@command -v ip >/dev/null 2>&1 || { apt-get update && apt-get install -y iproute2; }
+	@command -v iperf3 >/dev/null 2>&1 || { apt-get update && apt-get install -y iperf3; }
 	$(GO) mod download
 
 # demo: a two-site lab in network namespaces (root).
@@ -45,6 +46,12 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# bench: benchmark harness (root): kernel, bridgehead (each cipher) and, when
+# installed, wireguard-go; 3 interleaved runs of 10 s. BENCHFLAGS=--quick for a smoke run.
+BENCHFLAGS ?=
+bench: deps build
+	$(GO) run ./bench/cmd/bhbench $(BENCHFLAGS)
 
 clean:
 	rm -rf $(BIN)

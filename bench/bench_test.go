@@ -1,0 +1,275 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+func TestPercentile(t *testing.T) {
+	nan := math.NaN()
+	cases := []struct {
+		xs   []float64
+		p    float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 50, 2},
+		{[]float64{4, 1, 3, 2}, 50, 2.5},
+		{[]float64{5}, 99, 5},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0, 1},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 100, 10},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 90, 9.1},
+		{[]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 99, 9.91},
+		{[]float64{nan, 7, nan, 1}, 50, 4},
+	}
+	for _, c := range cases {
+		if got := Percentile(c.xs, c.p); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Percentile(%v, %g) = %g, want %g", c.xs, c.p, got, c.want)
+		}
+	}
+	if got := Median(nil); !math.IsNaN(got) {
+		t.Errorf("Median(nil) = %g, want NaN", got)
+	}
+	xs := []float64{3, 1, 2}
+	Median(xs)
+	if xs[0] != 3 {
+		t.Error("Median sorted its argument in place")
+	}
+}
+
+func TestParseIperf(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	r, err := ParseIperf(read("iperf3-tcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UDP || r.Bytes != 2625503232 || math.Abs(r.BitsPerSecond-20999846886.469593) > 1e-3 || r.Retransmits != 0 {
+		t.Errorf("tcp: %+v", r)
+	}
+	r, err = ParseIperf(read("iperf3-tcp-p2-reverse.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes != 1723334656 || r.Retransmits != 7 {
+		t.Errorf("tcp -P 2 -R: %+v", r)
+	}
+	r, err = ParseIperf(read("iperf3-udp64.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.UDP || r.Packets != 166316 || r.LostPackets != 97959 || math.Abs(r.LostPercent-58.89790764790765) > 1e-9 {
+		t.Errorf("udp: %+v", r)
+	}
+	// 166316-97959 datagrams of 64 bytes are the 4374848 bytes received.
+	if got, want := r.DeliveredPPS(), 68357/1.000057; math.Abs(got-want) > 1e-6 {
+		t.Errorf("DeliveredPPS = %g, want %g", got, want)
+	}
+	if _, err := ParseIperf([]byte(`{"start":{},"intervals":[],"end":{},"error":"unable to connect to server: Connection refused"}`)); err == nil || !strings.Contains(err.Error(), "unable to connect") {
+		t.Errorf("error JSON: err = %v", err)
+	}
+	if _, err := ParseIperf([]byte(`{"end":{}}`)); err == nil {
+		t.Error("JSON without sums: no error")
+	}
+	if _, err := ParseIperf([]byte(`not json`)); err == nil {
+		t.Error("garbage: no error")
+	}
+}
+
+func TestParseProcStatCPU(t *testing.T) {
+	// A comm with spaces and parentheses; utime 250, stime 50 ticks.
+	stat := "4242 (bridge head (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 12345 123456789 2000 18446744073709551615\n"
+	got, err := ParseProcStatCPU([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 3 {
+		t.Errorf("cpu = %g s, want 3", got)
+	}
+	if _, err := ParseProcStatCPU([]byte("4242 (x) S 1 2")); err == nil {
+		t.Error("short stat: no error")
+	}
+	soft, err := ParseSoftirq([]byte("cpu  134230 0 29910 108139 457 0 880 170 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	if err != nil || soft != 8.8 {
+		t.Errorf("softirq = %g, %v; want 8.8", soft, err)
+	}
+	// The running test's own stat parses.
+	if _, err := processCPU(os.Getpid()); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestEchoRequestChecksum(t *testing.T) {
+	m := EchoRequest(0x1234, 7, 56)
+	if len(m) != 64 || m[0] != 8 || m[1] != 0 {
+		t.Fatalf("header % x", m[:8])
+	}
+	// A correct checksum makes the sum over the whole message zero.
+	if c := inetChecksum(m); c != 0 {
+		t.Errorf("checksum over message = %#x, want 0", c)
+	}
+	// RFC 1071's example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
+	if c := inetChecksum([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}); c != ^uint16(0xddf2) {
+		t.Errorf("RFC 1071 example: %#x", c)
+	}
+	if c := inetChecksum([]byte{0xff}); c != ^uint16(0xff00) {
+		t.Errorf("odd length: %#x", c)
+	}
+}
+
+func TestWgIfname(t *testing.T) {
+	for _, p := range []string{"bhb1", "bhb4194304", "bhbverylongprefix1234567890"} {
+		for _, s := range []string{"a", "b"} {
+			n := wgIfname(p, s)
+			if len(n) > 15 || !strings.HasSuffix(n, s) {
+				t.Errorf("wgIfname(%q, %q) = %q", p, s, n)
+			}
+		}
+	}
+	if wgIfname("bhb42", "a") == wgIfname("bhb43", "a") {
+		t.Error("prefixes share an interface name")
+	}
+}
+
+func TestBridgeheadConfig(t *testing.T) {
+	c := BridgeheadConfig("b", "/x/b.key", "chachapoly", 1380, "PUBA", "PUBB")
+	for _, want := range []string{"site: site-b\n", "gateway: gw-b1\n", "privateKeyFile: /x/b.key\n", "cipher: chachapoly\n",
+		"  mtu: 1380\n", "  listen: 127.0.0.1:9641\n", "endpoint: 203.0.113.1:51820\n        publicKey: PUBA\n", "endpoint: 203.0.113.2:51820\n        publicKey: PUBB\n"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("config lacks %q:\n%s", want, c)
+		}
+	}
+}
+
+// sampleReport is a fixed report for the golden tests: its numbers are
+// made up and are not measurements.
+func sampleReport() *Report {
+	r := &Report{
+		Started:  "2026-01-02T03:04:05Z",
+		Finished: "2026-01-02T03:14:05Z",
+		Host:     Host{Kernel: "6.18.0-test", CPUs: 2, CPUModel: "Test CPU", Bridgehead: "bridgehead v0.0.0-test", Iperf3: "iperf 3.12", WireguardGo: "wireguard-go v0.0.0-test"},
+		Settings: Settings{Runs: 3, DurationS: 10, TunMTU: 1420, WANMTU: 1500, Streams: 4, UDPSize: 64, UDPBitrate: "0", PingInterval: "20ms"},
+		Variants: []string{"kernel", "bridgehead-aesgcm", "bridgehead-chachapoly", "wireguard-go"},
+	}
+	base := map[string]map[string]float64{
+		"kernel":                {MRTTLoadLoss: 0, MTCP1: 10000, MTCPN: 12000, MTCPRev: 9000, MRetransmits: 10, MUDPPPS: 400000, MUDPLoss: 20, MRTTIdle50: 0.05, MRTTIdle99: 0.2, MRTTLoad50: 0.1, MRTTLoad99: 0.5, MSoftirq: 0.3},
+		"bridgehead-aesgcm":     {MRTTLoadLoss: 5, MTCP1: 2000, MTCPN: 2500, MTCPRev: 1900, MRetransmits: 100, MUDPPPS: 150000, MUDPLoss: 50, MRTTIdle50: 0.3, MRTTIdle99: 1, MRTTLoad50: 2, MRTTLoad99: 8, MCPUA: 4, MCPUB: 4.5, MSoftirq: 1},
+		"bridgehead-chachapoly": {MTCP1: 1500, MTCPN: 1800, MTCPRev: 1400, MRetransmits: 120, MUDPPPS: 140000, MUDPLoss: 55, MRTTIdle50: 0.3, MRTTIdle99: 1.2, MRTTLoad50: 2.5, MRTTLoad99: 9, MCPUA: 5, MCPUB: 5.5, MSoftirq: 1.1},
+		"wireguard-go":          {MTCP1: 1600, MTCPN: 2000, MTCPRev: 1500, MRetransmits: 20, MUDPPPS: 100000, MUDPLoss: 60, MRTTIdle50: 0.4, MRTTIdle99: 1.5, MRTTLoad50: 8, MRTTLoad99: 30, MCPUA: 2.5, MCPUB: 2.6, MSoftirq: 0.8},
+	}
+	for run := 1; run <= 3; run++ {
+		for _, v := range r.Variants {
+			vals := map[string]float64{}
+			for k, x := range base[v] {
+				vals[k] = x * (1 + 0.1*float64(run-2)) // median: run 2's
+			}
+			r.Samples = append(r.Samples, Sample{Variant: v, Run: run, Values: vals})
+		}
+	}
+	r.Samples = append(r.Samples, Sample{Variant: "wireguard-go", Run: 4, Values: map[string]float64{MRTTIdle99: math.NaN()}, Error: "wg-a exited during the measurement: signal: killed\nlog line"})
+	r.Summarize()
+	return r
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./bench -run Golden -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (go test ./bench -run Golden -update rewrites it):\n%s", name, path, got)
+	}
+}
+
+func TestGoldenMarkdown(t *testing.T) {
+	r := sampleReport()
+	md := r.Markdown()
+	golden(t, "results.md", []byte(md))
+	for _, want := range []string{"| TCP 1 stream A→B (Mbit/s) | 10,000 | 2,000 | 1,500 | 1,600 |", "bridgehead-aesgcm ÷ wireguard-go", "| runs completed | 3/3 | 3/3 | 3/3 | 3/3 |", "wireguard-go run 4: wg-a exited"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}
+
+func TestGoldenJSON(t *testing.T) {
+	b, err := sampleReport().JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "results.json", b)
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Medians["bridgehead-aesgcm"][MTCP1]; got != 2000 {
+		t.Errorf("round trip: median tcp1 = %g", got)
+	}
+	if _, ok := back.Medians["kernel"][MCPUA]; ok {
+		t.Error("kernel has a gateway CPU median")
+	}
+}
+
+func TestGoldenSVG(t *testing.T) {
+	svg := sampleReport().SVG()
+	golden(t, "results.svg", []byte(svg))
+	if !strings.HasPrefix(svg, "<svg ") || !strings.HasSuffix(svg, "</svg>\n") || strings.Contains(svg, "NaN") {
+		t.Error("malformed SVG")
+	}
+	// Well-formed XML.
+	dec := xmlDecoder(svg)
+	for {
+		if _, err := dec.Token(); err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("SVG is not well-formed XML: %v", err)
+			}
+			break
+		}
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for x, want := range map[float64]float64{0: 1, 0.3: 0.5, 1: 1, 1.2: 2, 2.2: 2.5, 4: 5, 7: 10, 10.5: 20, 12000: 20000} {
+		if got := niceCeil(x); math.Abs(got-want) > 1e-9 {
+			t.Errorf("niceCeil(%g) = %g, want %g", x, got, want)
+		}
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "out")
+	paths, err := sampleReport().WriteFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 3 {
+		t.Fatalf("paths %v", paths)
+	}
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

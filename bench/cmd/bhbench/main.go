@@ -1,0 +1,246 @@
+// Command bhbench is the benchmark harness of bridgehead. It builds
+// pod A — gateway A — WAN — gateway B — pod B in network namespaces, and
+// for each mode (kernel forwarding, bridgehead with each cipher,
+// wireguard-go) measures TCP and small-packet UDP throughput, ICMP
+// round-trip time idle and under load, and gateway CPU per GB, then
+// prints a Markdown table and writes results.json, results.md and
+// results.svg. Run it as root from the repository root after `make build`:
+//
+//	go run ./bench/cmd/bhbench            # full run: 3 runs of 10 s per measurement
+//	go run ./bench/cmd/bhbench --quick    # smoke: 1 run, 3 s, kernel + bridgehead aesgcm
+//
+// See bench/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bridgehead/bridgehead/bench"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bhbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		duration  = fs.Duration("duration", 10*time.Second, "length of each measurement (iperf3 -t rounds up to whole seconds)")
+		runs      = fs.Int("runs", 3, "runs of every mode; the report gives the medians")
+		modes     = fs.String("modes", "kernel,bridgehead,wireguard-go", "modes to measure: kernel, bridgehead, wireguard-go (skipped with a note when its binaries are missing, unless named explicitly)")
+		ciphers   = fs.String("cipher", "aesgcm,chachapoly", "bridgehead ciphers, comma-separated; each is a column")
+		mtu       = fs.Int("mtu", 1420, "MTU of the tunnel interfaces (bridgehead interface.mtu, wg interface)")
+		wanMTU    = fs.Int("wan-mtu", 1500, "MTU of the WAN veth between the gateways")
+		streams   = fs.Int("streams", 4, "parallel streams of the multi-stream TCP test")
+		udpSize   = fs.Int("udp-size", 64, "UDP payload bytes of the small-packet test")
+		udpRate   = fs.String("udp-bitrate", "0", "iperf3 -b of the small-packet test (0: as fast as the sender can)")
+		pingEvery = fs.Duration("ping-interval", 20*time.Millisecond, "gap between ICMP echo requests")
+		out       = fs.String("out", "", "output folder (default bench/results/YYYYMMDD-HHMMSS)")
+		binDir    = fs.String("bin", "bin", "folder with the bridgehead binary (make build)")
+		wgGo      = fs.String("wireguard-go", "", "wireguard-go binary (default: wireguard-go or wireguard on PATH or in $(go env GOPATH)/bin)")
+		quick     = fs.Bool("quick", false, "smoke run: 1 run, 3 s per measurement, modes kernel,bridgehead, cipher aesgcm (explicit flags still win)")
+		verbose   = fs.Bool("v", false, "print every command")
+	)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bhbench: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *quick {
+		if !set["runs"] {
+			*runs = 1
+		}
+		if !set["duration"] {
+			*duration = 3 * time.Second
+		}
+		if !set["modes"] {
+			*modes = "kernel,bridgehead"
+		}
+		if !set["cipher"] {
+			*ciphers = "aesgcm"
+		}
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "bhbench: "+format+"\n", a...)
+		return 1
+	}
+	if os.Geteuid() != 0 {
+		return fail("needs root (network namespaces, TUN devices)")
+	}
+	if *runs < 1 || *duration < time.Second || *streams < 1 || *udpSize < 16 || *pingEvery <= 0 {
+		return fail("want -runs >= 1, -duration >= 1s, -streams >= 1, -udp-size >= 16, -ping-interval > 0")
+	}
+
+	var tools bench.Tools
+	var err error
+	if tools.Iperf3, err = exec.LookPath("iperf3"); err != nil {
+		return fail("iperf3 not found; install it: apt-get update && apt-get install -y iperf3")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fail("ip not found; install iproute2")
+	}
+
+	var variants []bench.Variant
+	for _, m := range splitList(*modes) {
+		switch m {
+		case bench.ModeKernel:
+			variants = append(variants, bench.Variant{Mode: m})
+		case bench.ModeBridgehead:
+			bh, err := filepath.Abs(filepath.Join(*binDir, "bridgehead"))
+			if err != nil {
+				return fail("%v", err)
+			}
+			if _, err := os.Stat(bh); err != nil {
+				return fail("%s missing: run `make build` in the repository root, or pass -bin", bh)
+			}
+			tools.Bridgehead = bh
+			for _, c := range splitList(*ciphers) {
+				variants = append(variants, bench.Variant{Mode: m, Cipher: c})
+			}
+		case bench.ModeWireguardGo:
+			wg, wgErr := exec.LookPath("wg")
+			wgo := findWireguardGo(*wgGo)
+			if wgErr != nil || wgo == "" {
+				msg := "wireguard-go mode needs wireguard-go (go install golang.zx2c4.com/wireguard@latest) and wg (apt-get install -y wireguard-tools)"
+				if set["modes"] {
+					return fail("%s", msg)
+				}
+				fmt.Fprintf(stdout, "note: skipping wireguard-go: %s\n", msg)
+				continue
+			}
+			tools.Wg, tools.WireguardGo = wg, wgo
+			variants = append(variants, bench.Variant{Mode: m})
+		default:
+			return fail("unknown mode %q (want kernel, bridgehead, wireguard-go)", m)
+		}
+	}
+	if len(variants) == 0 {
+		return fail("no mode to measure")
+	}
+	// Columns in a fixed order: kernel first, wireguard-go last.
+	slices.SortStableFunc(variants, func(a, b bench.Variant) int { return modeRank(a.Mode) - modeRank(b.Mode) })
+
+	if *out == "" {
+		*out = filepath.Join("bench", "results", time.Now().Format("20060102-150405"))
+	}
+	outDir, err := filepath.Abs(*out)
+	if err != nil {
+		return fail("%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg := bench.Config{
+		Tools:        tools,
+		Variants:     variants,
+		Runs:         *runs,
+		Duration:     *duration,
+		TunMTU:       *mtu,
+		WANMTU:       *wanMTU,
+		Streams:      *streams,
+		UDPSize:      *udpSize,
+		UDPBitrate:   *udpRate,
+		PingInterval: *pingEvery,
+		OutDir:       outDir,
+		Prefix:       fmt.Sprintf("bhb%d", os.Getpid()),
+		Progress:     stdout,
+		Verbose:      *verbose,
+	}
+	var names []string
+	for _, v := range variants {
+		names = append(names, v.String())
+	}
+	fmt.Fprintf(stdout, "bhbench: %d run(s) of %s, %s per measurement, output %s\n", cfg.Runs, strings.Join(names, ", "), cfg.Duration, outDir)
+	rep, runErr := bench.Run(ctx, cfg)
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, rep.Markdown())
+	paths, err := rep.WriteFiles(outDir)
+	if err != nil {
+		return fail("writing results: %v", err)
+	}
+	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			fmt.Fprintln(stderr, "bhbench: interrupted; everything started was cleaned up")
+			return 130
+		}
+		return fail("%v", runErr)
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func modeRank(m string) int {
+	switch m {
+	case bench.ModeKernel:
+		return 0
+	case bench.ModeBridgehead:
+		return 1
+	}
+	return 2
+}
+
+// findWireguardGo is flag, or wireguard-go / wireguard (the name `go
+// install golang.zx2c4.com/wireguard@latest` gives it) on PATH or in the
+// Go bin folder; "" when none is found.
+func findWireguardGo(flagValue string) string {
+	if flagValue != "" {
+		if p, err := exec.LookPath(flagValue); err == nil {
+			return p
+		}
+		return ""
+	}
+	for _, n := range []string{"wireguard-go", "wireguard"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	var dirs []string
+	if gb := os.Getenv("GOBIN"); gb != "" {
+		dirs = append(dirs, gb)
+	}
+	if gp := os.Getenv("GOPATH"); gp != "" {
+		for _, d := range filepath.SplitList(gp) {
+			dirs = append(dirs, filepath.Join(d, "bin"))
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, "go", "bin"))
+	}
+	for _, d := range dirs {
+		for _, n := range []string{"wireguard-go", "wireguard"} {
+			p := filepath.Join(d, n)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return p
+			}
+		}
+	}
+	return ""
+}

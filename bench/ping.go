@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PingResult holds the round-trip times of one ping series.
+type PingResult struct {
+	Sent int
+	// RTTs are the times of the replies received, in milliseconds.
+	RTTs []float64
+}
+
+// Lost is the number of requests without a reply.
+func (p PingResult) Lost() int { return p.Sent - len(p.RTTs) }
+
+// inNetns runs fn on an OS thread moved into the named network namespace
+// (/run/netns/NAME, as `ip netns add` makes it). Sockets fn opens belong
+// to that namespace for their whole life, wherever they are used later.
+func inNetns(name string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is handed back to the runtime only if it returns to
+		// the original namespace; otherwise it dies with this goroutine.
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open("/run/netns/" + name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := setns(target); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", name, err)
+			return
+		}
+		ferr := fn()
+		if err := setns(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("setns back: %w", err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func setns(f *os.File) error {
+	return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+}
+
+// Ping sends ICMP echo requests from src (an IPv4 address of namespace ns)
+// to dst every interval for dur, then waits up to a second for the last
+// replies. It implements what bhprobe ping lacks for a benchmark: a short
+// interval, so that a few seconds give enough samples for a 99th
+// percentile.
+func Ping(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time.Duration) (PingResult, error) {
+	var conn net.PacketConn
+	err := inNetns(ns, func() error {
+		var err error
+		conn, err = net.ListenPacket("ip4:icmp", src.String())
+		return err
+	})
+	if err != nil {
+		return PingResult{}, fmt.Errorf("ping in %s: %w", ns, err)
+	}
+	defer conn.Close()
+
+	id := uint16(rand.Uint32())
+	var mu sync.Mutex
+	sentAt := map[uint16]time.Time{}
+	var rtts []float64
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			// IPv4 raw sockets deliver the ICMP message without the IP header.
+			if n < 8 || buf[0] != 0 || binary.BigEndian.Uint16(buf[4:]) != id {
+				continue
+			}
+			seq := binary.BigEndian.Uint16(buf[6:])
+			mu.Lock()
+			if t, ok := sentAt[seq]; ok {
+				rtts = append(rtts, float64(now.Sub(t).Nanoseconds())/1e6)
+				delete(sentAt, seq)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	dstAddr := &net.IPAddr{IP: dst.AsSlice()}
+	sent := 0
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	end := time.Now().Add(dur)
+	var werr error
+loop:
+	for seq := uint16(1); time.Now().Before(end); seq++ {
+		msg := EchoRequest(id, seq, 56)
+		mu.Lock()
+		sentAt[seq] = time.Now()
+		mu.Unlock()
+		if _, err := conn.WriteTo(msg, dstAddr); err != nil {
+			// A full queue under load (ENOBUFS) is a lost echo, not a failure.
+			if !errors.Is(err, syscall.ENOBUFS) {
+				werr = err
+				break loop
+			}
+		}
+		sent++
+		select {
+		case <-ctx.Done():
+			werr = ctx.Err()
+			break loop
+		case <-tick.C:
+		}
+	}
+	// Wait for stragglers: up to a second, less once all have come back.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		mu.Lock()
+		left := len(sentAt)
+		mu.Unlock()
+		if left == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return PingResult{Sent: sent, RTTs: rtts}, werr
+}
+
+// EchoRequest is an ICMPv4 echo request message with size payload bytes.
+func EchoRequest(id, seq uint16, size int) []byte {
+	b := make([]byte, 8+size)
+	b[0] = 8 // echo request
+	binary.BigEndian.PutUint16(b[4:], id)
+	binary.BigEndian.PutUint16(b[6:], seq)
+	for i := range size {
+		b[8+i] = byte(i)
+	}
+	binary.BigEndian.PutUint16(b[2:], inetChecksum(b))
+	return b
+}
+
+// inetChecksum is the RFC 1071 Internet checksum.
+func inetChecksum(b []byte) uint16 {
+	var sum uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return ^uint16(sum)
+}

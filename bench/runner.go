@@ -1,0 +1,412 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config is one benchmark invocation.
+type Config struct {
+	Tools    Tools
+	Variants []Variant
+	Runs     int
+	// Duration of each measurement.
+	Duration time.Duration
+	// TunMTU is the MTU of the tunnel interfaces (bridgehead's
+	// interface.mtu, the wg interface); WANMTU the WAN veth's.
+	TunMTU, WANMTU int
+	// Streams is the number of parallel streams of the multi-stream test.
+	Streams int
+	// UDPSize is the payload of the small-packet test; UDPBitrate its
+	// iperf3 -b (0: as fast as the sender can).
+	UDPSize    int
+	UDPBitrate string
+	// PingInterval is the gap between ICMP echo requests.
+	PingInterval time.Duration
+	// OutDir receives results.{json,md,svg} and, under work/, the configs
+	// and logs of each run.
+	OutDir string
+	// Prefix names the namespaces (PREFIX-a-node, ...); unique per process.
+	Prefix string
+	// Progress receives what the harness is doing; Verbose adds every
+	// command.
+	Progress io.Writer
+	Verbose  bool
+}
+
+// Metric keys of Sample.Values and Summary.Medians.
+const (
+	MTCP1        = "tcp1_mbps"
+	MTCPN        = "tcpN_mbps"
+	MTCPRev      = "tcp1_reverse_mbps"
+	MUDPPPS      = "udp_small_delivered_pps"
+	MUDPLoss     = "udp_small_loss_pct"
+	MRTTIdle50   = "rtt_idle_p50_ms"
+	MRTTIdle99   = "rtt_idle_p99_ms"
+	MRTTLoad50   = "rtt_load_p50_ms"
+	MRTTLoad99   = "rtt_load_p99_ms"
+	MRTTLoadLoss = "rtt_load_lost_pct"
+	MCPUA        = "cpu_gw_a_s_per_gb"
+	MCPUB        = "cpu_gw_b_s_per_gb"
+	MSoftirq     = "softirq_s_per_gb"
+	MRetransmits = "tcp1_retransmits"
+)
+
+// Sample is one run of one variant.
+type Sample struct {
+	Variant string             `json:"variant"`
+	Run     int                `json:"run"`
+	Values  map[string]float64 `json:"values"`
+	Error   string             `json:"error,omitempty"`
+}
+
+// Run runs the benchmark and returns its report, complete or as far as it
+// got (ctx cancelled, a variant failing). Every namespace and process it
+// starts is gone when it returns.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Runs < 1 {
+		cfg.Runs = 1
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	rep := &Report{
+		Started:  time.Now().UTC().Format(time.RFC3339),
+		Host:     hostInfo(cfg.Tools),
+		Settings: settingsOf(cfg),
+	}
+	for _, v := range cfg.Variants {
+		rep.Variants = append(rep.Variants, v.String())
+	}
+	var errs []error
+	for run := 1; run <= cfg.Runs; run++ {
+		// Interleave: every variant once per run, the starting variant
+		// rotating so that none is always measured first or last.
+		n := len(cfg.Variants)
+		for i := range n {
+			v := cfg.Variants[(i+run-1)%n]
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(cfg.Progress, "== run %d/%d: %s\n", run, cfg.Runs, v)
+			s, err := runOne(ctx, cfg, v, run)
+			if err != nil {
+				s.Error = err.Error()
+				errs = append(errs, fmt.Errorf("%s run %d: %w", v, run, err))
+				fmt.Fprintf(cfg.Progress, "   FAILED: %v\n", err)
+			}
+			rep.Samples = append(rep.Samples, s)
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+		errs = append(errs, ctx.Err())
+	}
+	rep.Finished = time.Now().UTC().Format(time.RFC3339)
+	rep.Summarize()
+	return rep, errors.Join(errs...)
+}
+
+// runOne builds a fresh topology, starts variant v, measures, tears down.
+func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err error) {
+	s = Sample{Variant: v.String(), Run: run, Values: map[string]float64{}}
+	say := func(format string, a ...any) { fmt.Fprintf(cfg.Progress, "   "+format+"\n", a...) }
+	t := &Topology{
+		Prefix: cfg.Prefix,
+		WANMTU: cfg.WANMTU,
+		Dir:    filepath.Join(cfg.OutDir, "work", fmt.Sprintf("%s-run%d", v, run)),
+	}
+	if cfg.Verbose {
+		t.Log = cfg.Progress
+	}
+	defer func() {
+		if derr := t.Down(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", derr))
+		}
+	}()
+	say("building topology %s-{a-node,a-gw,b-gw,b-node}", t.Prefix)
+	if err := t.Up(ctx); err != nil {
+		return s, err
+	}
+	say("starting %s", v)
+	gw, err := startMode(ctx, t, v, cfg.Tools, cfg.TunMTU)
+	if err != nil {
+		return s, err
+	}
+	srv, err := t.Start("iperf3-server", BNode, nil, cfg.Tools.Iperf3, "-s", "-B", PodB.String(), "-p", "5201")
+	if err != nil {
+		return s, err
+	}
+	if err := waitFor(ctx, 10*time.Second, func() (bool, error) {
+		if done, perr := srv.Exited(); done {
+			return false, fmt.Errorf("iperf3 server exited: %v\n%s", perr, srv.LogTail())
+		}
+		out, _ := t.Exec(ctx, BNode, "ss", "-Hltn", "sport = :5201")
+		return strings.TrimSpace(out) != "", nil
+	}); err != nil {
+		return s, fmt.Errorf("iperf3 server: %w", err)
+	}
+	// Path up end to end (handshakes done) before anything is timed.
+	if err := waitFor(ctx, 15*time.Second, func() (bool, error) {
+		r, err := Ping(ctx, t.NS(ANode), PodA, PodB, 100*time.Millisecond, 100*time.Millisecond)
+		return err == nil && len(r.RTTs) > 0, nil
+	}); err != nil {
+		return s, fmt.Errorf("pod A cannot reach pod B: %w", err)
+	}
+
+	d := cfg.Duration
+	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+	base := []string{cfg.Tools.Iperf3, "-c", PodB.String(), "-B", PodA.String(), "-p", "5201", "-t", secs, "-J"}
+	iperf := func(extra ...string) (IperfResult, error) {
+		return runIperf(ctx, t, append(append([]string{}, base...), extra...), d)
+	}
+	cpu := newCPUMeter(gw)
+	checkGW := func() error {
+		for _, p := range []*Proc{gw.A, gw.B} {
+			if p == nil {
+				continue
+			}
+			if done, perr := p.Exited(); done {
+				return fmt.Errorf("%s exited during the measurement: %v\n%s", p.Name, perr, p.LogTail())
+			}
+		}
+		return nil
+	}
+
+	// 1. ICMP round-trip time, idle.
+	say("measuring ICMP RTT idle (%s, every %s)", d, cfg.PingInterval)
+	pr, err := Ping(ctx, t.NS(ANode), PodA, PodB, cfg.PingInterval, d)
+	if err != nil {
+		return s, err
+	}
+	s.Values[MRTTIdle50] = Percentile(pr.RTTs, 50)
+	s.Values[MRTTIdle99] = Percentile(pr.RTTs, 99)
+	say("  p50 %.3f ms, p99 %.3f ms (%d/%d replies)", s.Values[MRTTIdle50], s.Values[MRTTIdle99], len(pr.RTTs), pr.Sent)
+
+	// 2. TCP one stream A→B, with ICMP RTT under that load.
+	say("measuring TCP 1 stream pod A -> pod B (%ss) with ICMP RTT under load", secs)
+	cpu.start()
+	var (
+		wg     sync.WaitGroup
+		lr     PingResult
+		lerr   error
+		loaded = max(d-time.Second, time.Second)
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+		lr, lerr = Ping(ctx, t.NS(ANode), PodA, PodB, cfg.PingInterval, loaded)
+	}()
+	r, err := iperf()
+	wg.Wait()
+	if err != nil {
+		return s, err
+	}
+	if lerr != nil {
+		return s, lerr
+	}
+	cpu.stop(r.Bytes)
+	s.Values[MTCP1] = r.BitsPerSecond / 1e6
+	s.Values[MRetransmits] = r.Retransmits
+	s.Values[MRTTLoad50] = Percentile(lr.RTTs, 50)
+	s.Values[MRTTLoad99] = Percentile(lr.RTTs, 99)
+	if lr.Sent > 0 {
+		s.Values[MRTTLoadLoss] = 100 * float64(lr.Lost()) / float64(lr.Sent)
+	}
+	say("  %.0f Mbit/s (%.0f retransmits); RTT under load p50 %.3f ms, p99 %.3f ms (%d/%d replies)",
+		s.Values[MTCP1], r.Retransmits, s.Values[MRTTLoad50], s.Values[MRTTLoad99], len(lr.RTTs), lr.Sent)
+	if err := checkGW(); err != nil {
+		return s, err
+	}
+
+	// 3. TCP N streams A→B.
+	say("measuring TCP %d streams pod A -> pod B (%ss)", cfg.Streams, secs)
+	cpu.start()
+	if r, err = iperf("-P", strconv.Itoa(cfg.Streams)); err != nil {
+		return s, err
+	}
+	cpu.stop(r.Bytes)
+	s.Values[MTCPN] = r.BitsPerSecond / 1e6
+	say("  %.0f Mbit/s", s.Values[MTCPN])
+
+	// 4. TCP one stream B→A (reverse).
+	say("measuring TCP 1 stream reverse, pod B -> pod A (%ss)", secs)
+	cpu.start()
+	if r, err = iperf("-R"); err != nil {
+		return s, err
+	}
+	cpu.stop(r.Bytes)
+	s.Values[MTCPRev] = r.BitsPerSecond / 1e6
+	say("  %.0f Mbit/s", s.Values[MTCPRev])
+	if err := checkGW(); err != nil {
+		return s, err
+	}
+	cpu.report(s.Values)
+	say("  gateway CPU per GB over the TCP tests: A %s, B %s; machine softirq %s",
+		fmtOpt(s.Values, MCPUA, "%.2f s"), fmtOpt(s.Values, MCPUB, "%.2f s"), fmtOpt(s.Values, MSoftirq, "%.2f s"))
+
+	// 5. Small-packet UDP A→B.
+	say("measuring UDP %d-byte payload pod A -> pod B, bitrate %s (%ss)", cfg.UDPSize, cfg.UDPBitrate, secs)
+	if r, err = iperf("-u", "-l", strconv.Itoa(cfg.UDPSize), "-b", cfg.UDPBitrate); err != nil {
+		return s, err
+	}
+	s.Values[MUDPPPS] = r.DeliveredPPS()
+	s.Values[MUDPLoss] = r.LostPercent
+	say("  %.0f packets/s delivered, %.1f%% lost", s.Values[MUDPPPS], s.Values[MUDPLoss])
+	return s, checkGW()
+}
+
+func fmtOpt(m map[string]float64, k, format string) string {
+	v, ok := m[k]
+	if !ok {
+		return "n/a"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// runIperf runs an iperf3 client in pod A, retrying a few times when the
+// server is not ready for the next test yet.
+func runIperf(ctx context.Context, t *Topology, args []string, d time.Duration) (IperfResult, error) {
+	var last error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return IperfResult{}, ctx.Err()
+			case <-time.After(time.Second):
+			}
+		}
+		cctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+		out, err := t.Exec(cctx, ANode, args...)
+		cancel()
+		// iperf3 -J prints JSON (with "error" on failure) even when it
+		// exits non-zero.
+		if i := strings.IndexByte(out, '{'); i >= 0 {
+			r, perr := ParseIperf([]byte(out[i:]))
+			if perr == nil {
+				return r, nil
+			}
+			last = perr
+		} else if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("iperf3: no JSON output")
+		}
+		if ctx.Err() != nil {
+			return IperfResult{}, ctx.Err()
+		}
+	}
+	return IperfResult{}, last
+}
+
+// cpuMeter accumulates gateway CPU time and machine softirq time over the
+// intervals between start and stop, and the bytes carried meanwhile.
+type cpuMeter struct {
+	gw                  gateways
+	a0, b0, s0          float64
+	a, b, soft, bytes   float64
+	aErr, bErr, softErr error
+}
+
+func newCPUMeter(gw gateways) *cpuMeter { return &cpuMeter{gw: gw} }
+
+func (m *cpuMeter) read() (a, b, s float64) {
+	var err error
+	if m.gw.A != nil {
+		if a, err = processCPU(m.gw.A.PID()); err != nil {
+			m.aErr = err
+		}
+	}
+	if m.gw.B != nil {
+		if b, err = processCPU(m.gw.B.PID()); err != nil {
+			m.bErr = err
+		}
+	}
+	if s, err = softirqSeconds(); err != nil {
+		m.softErr = err
+	}
+	return
+}
+
+func (m *cpuMeter) start() { m.a0, m.b0, m.s0 = m.read() }
+
+func (m *cpuMeter) stop(bytes float64) {
+	a, b, s := m.read()
+	m.a += a - m.a0
+	m.b += b - m.b0
+	m.soft += s - m.s0
+	m.bytes += bytes
+}
+
+// report stores seconds per GB (10^9 bytes) carried.
+func (m *cpuMeter) report(v map[string]float64) {
+	if m.bytes <= 0 {
+		return
+	}
+	gb := m.bytes / 1e9
+	if m.gw.A != nil && m.aErr == nil {
+		v[MCPUA] = m.a / gb
+	}
+	if m.gw.B != nil && m.bErr == nil {
+		v[MCPUB] = m.b / gb
+	}
+	if m.softErr == nil {
+		v[MSoftirq] = m.soft / gb
+	}
+}
+
+func settingsOf(cfg Config) Settings {
+	return Settings{
+		Runs:         cfg.Runs,
+		DurationS:    cfg.Duration.Seconds(),
+		TunMTU:       cfg.TunMTU,
+		WANMTU:       cfg.WANMTU,
+		Streams:      cfg.Streams,
+		UDPSize:      cfg.UDPSize,
+		UDPBitrate:   cfg.UDPBitrate,
+		PingInterval: cfg.PingInterval.String(),
+	}
+}
+
+func hostInfo(tools Tools) Host {
+	h := Host{CPUs: numCPU()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		h.Kernel = strings.TrimSpace(string(b))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	ver := func(name string, args ...string) string {
+		if name == "" {
+			return ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, _ := execCommand(ctx, name, args...).CombinedOutput()
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return line
+	}
+	h.Bridgehead = ver(tools.Bridgehead, "version")
+	h.Iperf3 = ver(tools.Iperf3, "--version")
+	h.WireguardGo = ver(tools.WireguardGo, "--version")
+	return h
+}

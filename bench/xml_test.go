@@ -1,0 +1,8 @@
+package bench
+
+import (
+	"encoding/xml"
+	"strings"
+)
+
+func xmlDecoder(s string) *xml.Decoder { return xml.NewDecoder(strings.NewReader(s)) }
