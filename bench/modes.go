@@ -137,6 +137,9 @@ func startBridgehead(ctx context.Context, t *Topology, bin, cipher string, tunMT
 func BridgeheadConfig(s, keyPath, cipher string, tunMTU int, pubA, pubB string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "site: site-%s\ngateway: gw-%s1\nprivateKeyFile: %s\nlisten: 0.0.0.0:51820\ncipher: %s\n", s, s, keyPath, cipher)
+	// Both gateways share this machine's filesystem: give each its own
+	// control socket next to its key.
+	fmt.Fprintf(&b, "controlSocket: %s\n", filepath.Join(filepath.Dir(keyPath), s+".sock"))
 	fmt.Fprintf(&b, "interface:\n  name: bh0\n  mtu: %d\nmetrics:\n  listen: 127.0.0.1:9641\n", tunMTU)
 	fmt.Fprintf(&b, `sites:
   - name: site-a

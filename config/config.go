@@ -12,6 +12,7 @@ const (
 	DefaultInterfaceName = "bh0"
 	DefaultMTU           = 1420
 	DefaultClusterName   = "bridgehead"
+	DefaultReadyWindow   = 90 * time.Second
 )
 
 // Config is one loaded configuration file. It is immutable once Load
@@ -71,6 +72,11 @@ type Cluster struct {
 // Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.
 type Metrics struct {
 	Listen string `yaml:"listen"`
+	// ReadyWindow is how recent an authenticated packet from a site's
+	// gateway must be for /readyz and `status` to call the site up
+	// (default DefaultReadyWindow). Idle links need keepalives to stay
+	// ready.
+	ReadyWindow time.Duration `yaml:"readyWindow"`
 }
 
 // Site is one location of the cluster: its address plan and gateways.

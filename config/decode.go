@@ -328,6 +328,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"metrics", func(n *yaml.Node, path string) {
 			d.mapping(n, path, []field{
 				{"listen", d.str(&c.Metrics.Listen)},
+				{"readyWindow", d.duration(&c.Metrics.ReadyWindow)},
 			})
 		}},
 		{"controlSocket", d.str(&c.ControlSocket)},

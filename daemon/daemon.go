@@ -12,13 +12,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/sdnotify"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -68,9 +69,9 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu)
 	}
 
-	dev, err := tun.OpenWater(tun.WaterConfig{Name: cfg.Interface.Name, MTU: mtu})
+	dev, err := openTUN(cfg.Interface.Name, mtu, log)
 	if err != nil {
-		return fmt.Errorf("open TUN %s: %w", cfg.Interface.Name, err)
+		return err
 	}
 	bind, err := udp.Listen(cfg.ListenAddr, udp.Options{})
 	if err != nil {
@@ -108,12 +109,14 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("kernel setup: %w", err)
 	}
 
-	g := &gateway{log: log, r: r, kern: ns, m: newMetrics(r, o.Version), id: id, mtu: mtu}
+	g := &gateway{log: log, r: r, kern: ns, m: newMetrics(r, o.Version), id: id, mtu: mtu,
+		version: o.Version, started: time.Now()}
 	g.cfg.Store(cfg)
+	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
 	g.m.lastReload.SetToCurrentTime()
 	if cfg.Metrics.Listen != "" {
-		srv, err := serveMetrics(cfg.Metrics.Listen, g.m.reg, log)
+		srv, err := serveMetrics(cfg.Metrics.Listen, g, log)
 		if err != nil {
 			dev.Close()
 			bind.Close()
@@ -121,6 +124,15 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer srv.Close()
 	}
+
+	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer ctl.Close()
+	notify := sdnotify.New(log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -139,9 +151,13 @@ func Run(ctx context.Context, o Options) error {
 			case <-ctx.Done():
 				return
 			case <-hup:
+				notify.Reloading()
 				g.reload(cfg.Path, "SIGHUP")
+				notify.Ready()
 			case <-changed:
+				notify.Reloading()
 				g.reload(cfg.Path, "file changed")
+				notify.Ready()
 			}
 		}
 	}()
@@ -151,12 +167,20 @@ func Run(ctx context.Context, o Options) error {
 		"listen", bind.LocalAddr(), "cipher", id.Cipher, "public_key", id.Public,
 		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
 		"config", cfg.Path, "config_hash", cfg.Hash())
+	ops := make(chan struct{})
+	go func() {
+		defer close(ops)
+		g.opsLoop(ctx, notify)
+	}()
+	notify.Ready()
 	if o.Ready != nil {
 		o.Ready()
 	}
 	err = r.Run(ctx)
+	notify.Stopping()
 	cancel()
 	<-reloads
+	<-ops
 	log.Info("gateway stopping")
 	return err
 }
@@ -230,16 +254,14 @@ func Overhead(ipv4 bool) int {
 	return ip + 8 + bhcrypto.TransportOverhead
 }
 
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+func serveMetrics(addr string, g *gateway, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
-	})
+	mux.Handle("/metrics", promhttp.HandlerFor(g.m.reg, promhttp.HandlerOpts{Registry: g.m.reg}))
+	g.healthHandlers(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -248,4 +270,19 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*htt
 	}()
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	return srv, nil
+}
+
+// openTUN opens the TUN with kernel offloads (TSO/USO, GRO) and falls back
+// to the portable water backend where the kernel or device lacks them.
+func openTUN(name string, mtu int, log *slog.Logger) (tun.Device, error) {
+	dev, err := tun.OpenOffload(tun.OffloadConfig{Name: name, MTU: mtu}, log)
+	if err == nil {
+		return dev, nil
+	}
+	log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
+	w, werr := tun.OpenWater(tun.WaterConfig{Name: name, MTU: mtu})
+	if werr != nil {
+		return nil, fmt.Errorf("open TUN %s: %w", name, werr)
+	}
+	return w, nil
 }

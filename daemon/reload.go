@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -34,6 +35,10 @@ type gateway struct {
 	id        *bhcrypto.Identity
 	mtu       int
 	checkOpts config.CheckOptions
+
+	version string
+	started time.Time
+	loaded  atomic.Int64 // unix nanoseconds the running config was loaded
 
 	mu  sync.Mutex
 	cfg atomic.Pointer[config.Config]
@@ -98,6 +103,7 @@ func (g *gateway) apply(path, why string) error {
 	}
 	g.m.reloads.WithLabelValues("success").Inc()
 	g.m.lastReload.SetToCurrentTime()
+	g.loaded.Store(time.Now().UnixNano())
 	added, removed := diffSites(old, next)
 	g.log.Info("config reloaded", "config", path, "trigger", why, "hash", next.Hash(),
 		"sites_added", added, "sites_removed", removed, "peers", len(g.r.Peers()))

@@ -24,7 +24,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 				return nil, fmt.Errorf("site %s gateway %s: publicKey: %w", s.Name, g.Name, err)
 			}
 			sc.Gateways = append(sc.Gateways, router.PeerConfig{
-				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr,
+				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr, Keepalive: s.Keepalive,
 			})
 		}
 		rc.Sites = append(rc.Sites, sc)

@@ -17,6 +17,7 @@ import (
 
 // lab is a running two-site lab.
 type lab struct {
+	env    []string // extra environment for lab.sh
 	t      *testing.T
 	dir    string // state dir of lab.sh
 	prefix string
@@ -78,6 +79,7 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 	t.Helper()
 	requireRoot(t)
 	l := &lab{
+		env:    extraEnv,
 		t:      t,
 		dir:    t.TempDir(),
 		prefix: fmt.Sprintf("bht%d", os.Getpid()%100000),
@@ -102,7 +104,7 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 
 func (l *lab) script(args ...string) ([]byte, error) {
 	c := exec.Command(filepath.Join(l.root, "deploy/lab/lab.sh"), args...)
-	c.Env = append(os.Environ(), "BRIDGEHEAD="+filepath.Join(l.bin, "bridgehead"))
+	c.Env = append(append(os.Environ(), "BRIDGEHEAD="+filepath.Join(l.bin, "bridgehead")), l.env...)
 	return c.CombinedOutput()
 }
 
@@ -226,4 +228,19 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func openAppend(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+}
+
+// appendPID records a process the test started in the lab, so lab.sh
+// down stops it with the rest.
+func appendPID(t *testing.T, l *lab, pid int) {
+	f, err := openAppend(filepath.Join(l.dir, "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, pid)
 }

@@ -46,6 +46,9 @@ type PeerState struct {
 	// Keepalive is the keepalive interval toward the gateway (0: off),
 	// in nanoseconds in JSON.
 	Keepalive time.Duration `json:"keepalive"`
+	// Down is set while the router reports the gateway not answering
+	// what it sent.
+	Down bool `json:"down,omitempty"`
 }
 
 // SiteReport is the readiness of one remote site.
@@ -83,6 +86,7 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			TxPackets: s.TxPackets, RxPackets: s.RxPackets,
 			SessionCreated: s.SessionCreated, QueuedPackets: s.QueuedPackets,
 			Keepalive: s.Keepalive,
+			Down:      s.Down,
 		}
 	}
 	return out

@@ -286,6 +286,7 @@ func (r *Router) jitter() time.Duration {
 // timers retransmits and abandons handshakes, forgets dead sessions and
 // logs drop summaries.
 func (r *Router) timers(now time.Time) {
+	r.timersRan.Store(now.UnixNano())
 	st := r.state.Load()
 	for idx, p := range r.pending {
 		if p.removed.Load() {
@@ -324,7 +325,8 @@ func (r *Router) timers(now time.Time) {
 
 // liveness sends keepalives and notices peers that stopped answering.
 //
-//   - With a keepalive interval configured, an empty message goes out
+//   - With a keepalive interval configured, the session is set up
+//     without waiting for traffic, and an empty message goes out
 //     whenever nothing else was sent for that long (NAT mappings stay
 //     open, and the peer sees us alive).
 //   - Without one, a peer that sent us something and got nothing back
@@ -344,6 +346,11 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
 	ka := p.keepalive.Load()
 	scratch := r.keepaliveScratch
+	if ka > 0 && (kp == nil || !usable(kp, now)) && p.hs.pending == nil {
+		// A configured keepalive means "keep this path up": set up
+		// the session without waiting for traffic.
+		r.initiate(p, now, false)
+	}
 	if kp != nil && usable(kp, now) {
 		switch {
 		case ka > 0 && ns-sent >= ka:
@@ -357,6 +364,7 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	if silent && !p.hs.down {
 		p.hs.down = true
 		p.hs.downSince = ns
+		p.down.Store(true)
 		r.log.Warn("peer not answering", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
 			"last_receive", unixTime(recv), "unanswered_since", unixTime(first))
 		if kp != nil && p.hs.pending == nil {
@@ -366,6 +374,7 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	}
 	if p.hs.down && recv > p.hs.downSince {
 		p.hs.down = false
+		p.down.Store(false)
 		r.log.Info("peer answering again", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	}
 }

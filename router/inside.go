@@ -43,7 +43,10 @@ func (r *Router) insideLoop(ctx context.Context) error {
 			}
 			return err
 		}
-		r.routeBatch(b, n, r.clock.Now())
+		now := r.clock.Now()
+		r.insideBusy.Store(now.UnixNano())
+		r.routeBatch(b, n, now)
+		r.insideBusy.Store(0)
 	}
 }
 

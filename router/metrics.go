@@ -24,6 +24,9 @@ type Collector struct {
 	endpoint       *prometheus.Desc
 	handshakes     *prometheus.Desc
 	handshakeQueue *prometheus.Desc
+	dhOps          *prometheus.Desc
+	cookieReplies  *prometheus.Desc
+	peerUp         *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -43,13 +46,17 @@ func NewCollector(r *Router) *Collector {
 		endpoint:       prometheus.NewDesc("bridgehead_peer_endpoint_info", "Current UDP endpoint of a remote gateway.", append(peer, "endpoint"), nil),
 		handshakes:     prometheus.NewDesc("bridgehead_handshakes_total", "Handshakes by outcome.", []string{"result"}, nil),
 		handshakeQueue: prometheus.NewDesc("bridgehead_handshake_queue_length", "Handshake messages waiting to be processed.", nil, nil),
+		dhOps:          prometheus.NewDesc("bridgehead_handshake_dh_operations_total", "Handshake messages that reached Diffie-Hellman work (valid mac1, and a cookie under load).", nil, nil),
+		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
+		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway answers (authenticated packet since we last expected one), 0 when it is reported down.", peer, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
-		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue} {
+		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
+		c.dhOps, c.cookieReplies, c.peerUp} {
 		ch <- d
 	}
 }
@@ -79,6 +86,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sessionAge, prometheus.GaugeValue, age, l...)
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.QueuedPackets), l...)
 		ch <- prometheus.MustNewConstMetric(c.endpoint, prometheus.GaugeValue, 1, s.Site, s.Name, s.Endpoint.String())
+		up := 1.0
+		if s.Down || s.LastReceive.IsZero() {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(c.peerUp, prometheus.GaugeValue, up, l...)
 	}
 	h := c.r.Handshakes()
 	for _, v := range []struct {
@@ -88,6 +100,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.handshakes, prometheus.CounterValue, float64(v.n), v.result)
 	}
 	ch <- prometheus.MustNewConstMetric(c.handshakeQueue, prometheus.GaugeValue, float64(len(c.r.hsQueue)))
+	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
+	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 }
 
 func unixSeconds(t time.Time) float64 {

@@ -8,6 +8,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -28,8 +29,15 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 		bufs: make([][]byte, n), sizes: make([]int, n),
 		eps: make([]netip.AddrPort, n), out: make([][]byte, 0, n),
 	}
+	// A TUN that coalesces writes (GRO) appends the following segments of
+	// a flow into the first packet's buffer: give each buffer the spare
+	// capacity it needs. The pages are touched only when used.
+	capacity := r.bufSize
+	if r.tun.BatchSize() > 1 {
+		capacity = max(capacity, bufHeadroom+tun.OffloadWriteBufferSize)
+	}
 	for i := range b.bufs {
-		b.bufs[i] = make([]byte, r.bufSize)
+		b.bufs[i] = make([]byte, r.bufSize, capacity)
 	}
 	return b
 }
@@ -45,7 +53,10 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 			}
 			return err
 		}
-		r.receiveBatch(b, n, r.clock.Now())
+		now := r.clock.Now()
+		r.outsideBusy.Store(now.UnixNano())
+		r.receiveBatch(b, n, now)
+		r.outsideBusy.Store(0)
 	}
 }
 
@@ -95,6 +106,17 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 	e, ok := r.index.lookup(idx)
 	if !ok {
 		r.drops.Add(Outside, ReasonUnknownIndex, 1)
+		// A configured peer sending on a session we do not have: we
+		// restarted, or forgot it. Offer a new handshake rather than
+		// wait for the peer's no-answer timer. The source address is
+		// not authenticated, so this only ever starts a handshake
+		// (rate-bounded by the handshake loop) and only when we have
+		// no usable session with that peer.
+		if p := st.byEndpoint[from]; p != nil {
+			if kp := p.current.Load(); kp == nil || !usable(kp, now) {
+				r.wantHandshake(p)
+			}
+		}
 		return nil, false
 	}
 	if now.Sub(e.kp.Created) >= RejectAfterTime {

@@ -35,6 +35,7 @@ type Peer struct {
 	// endpoint alone.
 	configEndpoint atomic.Pointer[netip.AddrPort]
 	removed        atomic.Bool
+	down           atomic.Bool // mirrors hs.down for readers outside the handshake loop
 
 	// current is the session senders use. previous keeps receiving
 	// packets still in flight after a rekey. next is a session we
@@ -114,6 +115,8 @@ type PeerStats struct {
 	SessionCreated     time.Time // zero without a current session
 	QueuedPackets      int
 	Keepalive          time.Duration
+	// Down is set while the peer is reported not answering.
+	Down bool
 }
 
 // Stats returns a snapshot of the peer's counters.
@@ -126,6 +129,7 @@ func (p *Peer) Stats() PeerStats {
 		LastReceive:   unixTime(p.lastReceive.Load()),
 		QueuedPackets: p.queue.len(),
 		Keepalive:     time.Duration(p.keepalive.Load()),
+		Down:          p.down.Load(),
 	}
 	if kp := p.current.Load(); kp != nil {
 		s.SessionCreated = kp.Created

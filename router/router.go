@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/ratelimit"
@@ -64,6 +65,12 @@ type Router struct {
 	trigger chan *Peer
 
 	handshakes handshakeCounters
+
+	// Loop liveness for the watchdog: when each data loop started the
+	// batch it is working on (0 while it waits for input), and when the
+	// handshake loop last ran its timers.
+	insideBusy, outsideBusy atomic.Int64
+	timersRan               atomic.Int64
 
 	// DoS resistance: under handshake load, initiations and responses
 	// need a cookie (mac2) and pass a per-source token bucket.
@@ -192,6 +199,28 @@ func (r *Router) retire(kps ...*bhcrypto.Keypair) {
 			}
 		}
 	})
+}
+
+// StuckAfter is how long a loop may spend on one batch, or the handshake
+// loop go without running its timers, before Healthy reports it wedged.
+const StuckAfter = 10 * time.Second
+
+// Healthy reports whether every loop is making progress at now: a data
+// loop waiting for input is healthy, one stuck in a batch for StuckAfter
+// is not; the handshake loop must have run its timers within StuckAfter.
+// The daemon feeds the systemd watchdog only while this returns nil.
+func (r *Router) Healthy(now time.Time) error {
+	ns := now.UnixNano()
+	if t := r.insideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
+		return fmt.Errorf("inside loop stuck on one batch for %s", time.Duration(ns-t))
+	}
+	if t := r.outsideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
+		return fmt.Errorf("outside loop stuck on one batch for %s", time.Duration(ns-t))
+	}
+	if t := r.timersRan.Load(); t != 0 && ns-t > int64(StuckAfter) {
+		return fmt.Errorf("handshake loop has not run for %s", time.Duration(ns-t))
+	}
+	return nil
 }
 
 // Drops returns the drop counters.

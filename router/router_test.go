@@ -59,6 +59,9 @@ func TestPairBothWays(t *testing.T) {
 					}
 				}
 			}
+			// Counters are bumped after Send returns: the far side may
+			// have the packets first.
+			waitFor(t, "A's counters", func() bool { return a.r.Peers()[0].TxPackets >= 203 })
 			ps := a.r.Peers()
 			if len(ps) != 1 || ps[0].TxPackets < 203 || ps[0].RxPackets < 2 || ps[0].LastHandshake.IsZero() {
 				t.Errorf("peer stats of A: %+v", ps)

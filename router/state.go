@@ -54,6 +54,10 @@ type routingState struct {
 	local *site
 	// order is the peers in config order, for timers and status.
 	order []*Peer
+	// byEndpoint maps configured endpoints to peers: a hint (never
+	// trusted for data) used to start a handshake when a peer keeps
+	// sending on a session we no longer have, as after our restart.
+	byEndpoint map[netip.AddrPort]*Peer
 }
 
 type peerKey struct {
@@ -66,8 +70,9 @@ type peerKey struct {
 // It returns the new state and the peers of old that are gone.
 func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(PeerConfig) *Peer) (*routingState, []*Peer, error) {
 	st := &routingState{
-		sites: make(map[string]*site),
-		peers: make(map[bhcrypto.PublicKey]*Peer),
+		sites:      make(map[string]*site),
+		peers:      make(map[bhcrypto.PublicKey]*Peer),
+		byEndpoint: make(map[netip.AddrPort]*Peer),
 	}
 	reuse := make(map[peerKey]*Peer)
 	if old != nil {
@@ -121,6 +126,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p
 			st.order = append(st.order, p)
+			st.byEndpoint[gc.Endpoint] = p
 		}
 	}
 	if st.local == nil {

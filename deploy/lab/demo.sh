@@ -66,6 +66,12 @@ say "the WAN carries only UDP to port 51820 (encrypted); gateway A's tunnel rout
 run ip -n $PREFIX-a-gw route show dev bh0
 run ip -n $PREFIX-a-gw -6 route show dev bh0
 
+say "what an operator looks at: bridgehead status on gateway A"
+run "$BRIDGEHEAD" status --socket "$STATE/a.sock"
+
+say "gateway A's readiness probe (/readyz, what a load balancer asks)"
+run ip netns exec $PREFIX-a-gw "$PROBE" http-get http://127.0.0.1:9641/readyz
+
 say "gateway A's log"
 sed 's/^/      /' "$STATE/a.log"
 

@@ -22,6 +22,8 @@ BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
 CIPHER=${CIPHER:-aesgcm}
 TUN_MTU=${TUN_MTU:-1420}
 WAN_MTU=${WAN_MTU:-1500}
+KEEPALIVE=${KEEPALIVE:-10s}
+READY_WINDOW=${READY_WINDOW:-60s}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -97,8 +99,10 @@ up() {
 			echo "interface:"
 			echo "  name: bh0"
 			echo "  mtu: $TUN_MTU"
+			echo "controlSocket: $dir/$s.sock"
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
+			echo "  readyWindow: $READY_WINDOW"
 			cat "$dir/sites.yaml"
 		} >"$dir/$s.yaml"
 	done
@@ -141,6 +145,7 @@ sites:
   - name: site-a
     nodeCIDRs: [10.224.0.0/16, fd00:224::/64]
     podCIDRs: [10.244.0.0/16, fd00:244::/56]
+    keepalive: $KEEPALIVE
     gateways:
       - name: gw-a1
         address: 10.224.0.4
@@ -152,6 +157,7 @@ sites:
   - name: site-b
     nodeCIDRs: [192.168.50.0/24, fd00:50::/64]
     podCIDRs: [10.245.0.0/16, fd00:245::/56]
+    keepalive: $KEEPALIVE
     gateways:
       - name: gw-b1
         address: 192.168.50.2
