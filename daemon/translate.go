@@ -13,7 +13,13 @@ import (
 // routerConfig is the routing part of c: every site's node and pod CIDRs
 // and the remote gateways.
 func routerConfig(c *config.Config) (*router.Config, error) {
-	rc := &router.Config{LocalSite: c.Site}
+	rc := &router.Config{LocalSite: c.Site, ClampMSS: c.ClampMSSEnabled()}
+	if gw := c.LocalGateway(); gw != nil {
+		rc.ICMPSource4, rc.ICMPSource6 = gw.Address, gw.Address6
+		if gw.Address.Is6() {
+			rc.ICMPSource4, rc.ICMPSource6 = netip.Addr{}, gw.Address
+		}
+	}
 	for _, s := range c.Sites {
 		sc := router.SiteConfig{Name: s.Name}
 		sc.Prefixes = append(sc.Prefixes, s.NodeCIDRs...)

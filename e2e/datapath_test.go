@@ -65,6 +65,18 @@ func TestTwoSiteDataPath(t *testing.T) {
 		l.waitMetric("b", unknown, u0+2)
 		l.probe("a-node", "ping", "-src", podA, "-count", "1", podB)
 	})
+	t.Run("path MTU: pods at 1500, tunnel at 1420", func(t *testing.T) {
+		l.t = t
+		// 1500-byte packets with DF: the gateway answers "fragmentation
+		// needed" / "packet too big" and the sender adapts. One echo
+		// per direction may be lost while each end learns the path MTU
+		// (the request, then the equally large reply).
+		l.probe("a-node", "ping", "-src", podA, "-size", "1472", "-count", "5", "-allow-loss", "2", podB)
+		l.probe("a-node", "ping", "-src", podA6, "-size", "1452", "-count", "5", "-allow-loss", "2", podB6)
+		// Large exchanges that must be fragmented at the source.
+		l.probe("b-node", "ping", "-src", podB, "-size", "8000", "-count", "3", "-allow-loss", "1", podA)
+		l.probe("b-node", "ping", "-src", podB6, "-size", "8000", "-count", "3", "-allow-loss", "1", podA6)
+	})
 	t.Run("node routes come from bridgehead routes", func(t *testing.T) {
 		l.t = t
 		routes := l.mustExec("a-node", "ip", "route")

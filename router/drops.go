@@ -53,6 +53,8 @@ const (
 	ReasonCookieRequired                 // handshake under load without a valid cookie (mac2): answered with a cookie reply
 	ReasonRateLimited                    // handshake over the per-source rate under load
 	ReasonBadCookie                      // cookie reply that does not decrypt or answers nothing we sent
+	ReasonTUNReadError                   // reading the TUN failed (the read, not one packet)
+	ReasonUDPReadError                   // receiving from the UDP socket failed
 	numReasons
 )
 
@@ -84,6 +86,8 @@ var reasonNames = [numReasons]string{
 	ReasonCookieRequired:   "cookie_required",
 	ReasonRateLimited:      "rate_limited",
 	ReasonBadCookie:        "bad_cookie",
+	ReasonTUNReadError:     "tun_read_error",
+	ReasonUDPReadError:     "udp_read_error",
 }
 
 func (r Reason) String() string {

@@ -320,6 +320,7 @@ func (r *Router) timers(now time.Time) {
 	r.logDrops(now)
 	if now.Unix()%10 == 0 {
 		r.limiter.GC()
+		r.icmpLimit.GC()
 	}
 }
 

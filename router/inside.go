@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -35,13 +36,25 @@ func (r *Router) newInsideBatch() *insideBatch {
 // insideLoop reads plain packets from the TUN, seals them and sends them.
 func (r *Router) insideLoop(ctx context.Context) error {
 	b := r.newInsideBatch()
+	failures := 0
 	for {
 		n, err := r.tun.Read(b.bufs, b.sizes, bufHeadroom)
 		if err != nil {
 			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}
-			return err
+			// One bad read (a packet too big for its buffer, a
+			// transient device error) must not stop the gateway;
+			// a device that only fails must.
+			r.drops.Add(Inside, ReasonTUNReadError, 1)
+			if failures++; failures >= maxConsecutiveErrors {
+				return fmt.Errorf("TUN read failed %d times in a row: %w", failures, err)
+			}
+			if n == 0 {
+				continue
+			}
+		} else {
+			failures = 0
 		}
 		now := r.clock.Now()
 		r.insideBusy.Store(now.UnixNano())
@@ -77,8 +90,11 @@ func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
 			continue
 		}
 		if size > r.mtu {
-			r.drops.Add(Inside, ReasonTooBig, 1)
+			r.tooBig(st, pkt)
 			continue
+		}
+		if st.clampMSS {
+			r.clampMSS(pkt)
 		}
 		p := s.pick()
 		if p == nil {
@@ -163,4 +179,47 @@ func (r *Router) wantHandshake(p *Peer) {
 	default:
 		p.wantHandshake.Store(false)
 	}
+}
+
+// clampMSS lowers the MSS option of a TCP SYN or SYN-ACK to what fits the
+// tunnel: the MTU minus the IP and TCP headers. The cheap protocol test
+// keeps everything that is not TCP off ClampMSS.
+func (r *Router) clampMSS(pkt []byte) {
+	switch pkt[0] >> 4 {
+	case 4:
+		if len(pkt) > 9 && pkt[9] == packet.ProtoTCP {
+			packet.ClampMSS(pkt, uint16(r.mtu-40))
+		}
+	case 6:
+		if len(pkt) > 6 && pkt[6] == packet.ProtoTCP {
+			packet.ClampMSS(pkt, uint16(r.mtu-60))
+		}
+	}
+}
+
+// tooBig drops a packet larger than the tunnel MTU and, when the sender
+// asked not to fragment (IPv4 DF, or any IPv6 packet), tells it the MTU
+// with an ICMP "fragmentation needed" / "packet too big", at most
+// icmpRate per second, so path-MTU discovery works through us.
+func (r *Router) tooBig(st *routingState, pkt []byte) {
+	r.drops.Add(Inside, ReasonTooBig, 1)
+	info, err := packet.Parse(pkt)
+	if err != nil || !info.DontFragment {
+		return
+	}
+	src := st.icmp4
+	if info.Version == 6 {
+		src = st.icmp6
+	}
+	if !src.IsValid() || !r.icmpLimit.Allow(info.Src) {
+		return
+	}
+	r.icmpMu.Lock()
+	defer r.icmpMu.Unlock()
+	n := packet.ICMPTooBig(r.icmpBuf[bufHeadroom:], pkt, src, r.mtu)
+	if n == 0 {
+		return
+	}
+	r.icmpOut[0] = r.icmpBuf[:bufHeadroom+n]
+	r.writeTUN(r.icmpOut)
 }

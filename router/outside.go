@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -45,13 +46,22 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 // outsideLoop reads datagrams from peers and delivers what authenticates.
 func (r *Router) outsideLoop(ctx context.Context) error {
 	b := r.newOutsideBatch()
+	failures := 0
 	for {
 		n, err := r.bind.Receive(b.bufs, b.sizes, b.eps)
 		if err != nil {
 			if errors.Is(err, udp.ErrClosed) || ctx.Err() != nil {
 				return nil
 			}
-			return err
+			r.drops.Add(Outside, ReasonUDPReadError, 1)
+			if failures++; failures >= maxConsecutiveErrors {
+				return fmt.Errorf("UDP receive failed %d times in a row: %w", failures, err)
+			}
+			if n == 0 {
+				continue
+			}
+		} else {
+			failures = 0
 		}
 		now := r.clock.Now()
 		r.outsideBusy.Store(now.UnixNano())
@@ -85,7 +95,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	if len(b.out) == 0 {
 		return
 	}
-	if _, err := r.tun.Write(b.out, bufHeadroom); err != nil {
+	if _, err := r.writeTUN(b.out); err != nil {
 		r.drops.Add(Outside, ReasonTUNWriteError, uint64(len(b.out)))
 	}
 }
@@ -164,6 +174,13 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 		return nil, false
 	}
 	p.rxBytes.Add(uint64(info.Length))
+	if st.clampMSS && info.Protocol == packet.ProtoTCP {
+		mss := r.mtu - 40
+		if info.Version == 6 {
+			mss = r.mtu - 60
+		}
+		packet.ClampMSS(plain[:info.Length], uint16(mss))
+	}
 	return plain[:info.Length], true
 }
 
@@ -181,4 +198,13 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	if p.queue.len() > 0 {
 		r.wantHandshake(p)
 	}
+}
+
+// writeTUN writes packets at bufHeadroom. The outside loop and the ICMP
+// errors of the inside loop both write; the TUN takes one writer at a
+// time.
+func (r *Router) writeTUN(bufs [][]byte) (int, error) {
+	r.tunMu.Lock()
+	defer r.tunMu.Unlock()
+	return r.tun.Write(bufs, bufHeadroom)
 }

@@ -77,6 +77,14 @@ type Router struct {
 	cookies *bhcrypto.CookieChecker
 	limiter *ratelimit.Limiter
 
+	// tunMu serializes TUN writes (outside loop, ICMP errors).
+	tunMu sync.Mutex
+	// ICMP errors sent back to local hosts, rate limited per source.
+	icmpMu    sync.Mutex
+	icmpBuf   []byte
+	icmpOut   [][]byte
+	icmpLimit *ratelimit.Limiter
+
 	// Owned by the handshake loop.
 	pending          map[uint32]*Peer
 	keepaliveScratch []byte
@@ -148,6 +156,9 @@ func New(o Options) (*Router, error) {
 	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
+	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
+	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
+	r.icmpOut = make([][]byte, 1)
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}}
 	r.state.Store(empty)
 	return r, nil

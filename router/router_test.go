@@ -3,7 +3,11 @@ package router
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
 
 	"go.uber.org/goleak"
 
@@ -123,4 +127,113 @@ func TestInsideDrops(t *testing.T) {
 		a.tun.Inject(tc.pkt)
 		waitDrop(t, a.r, Inside, tc.want, before+1)
 	}
+}
+
+// tcpSYN builds a TCP SYN with an MSS option.
+func tcpSYN(t *testing.T, src, dst netip.Addr, mss uint16) []byte {
+	t.Helper()
+	tcp := &layers.TCP{SrcPort: 40000, DstPort: 80, SYN: true, Window: 65535, Seq: 1,
+		Options: []layers.TCPOption{{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{byte(mss >> 8), byte(mss)}}}}
+	var ipl gopacket.SerializableLayer
+	var nl gopacket.NetworkLayer
+	if src.Is4() {
+		l := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice(), Flags: layers.IPv4DontFragment}
+		ipl, nl = l, l
+	} else {
+		l := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolTCP, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+		ipl, nl = l, l
+	}
+	tcp.SetNetworkLayerForChecksum(nl)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ipl, tcp); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+// mssOf decodes a delivered SYN, checks its TCP checksum, returns its MSS.
+func mssOf(t *testing.T, pkt []byte) uint16 {
+	t.Helper()
+	first := layers.LayerTypeIPv4
+	if pkt[0]>>4 == 6 {
+		first = layers.LayerTypeIPv6
+	}
+	p := gopacket.NewPacket(pkt, first, gopacket.Default)
+	tcp, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	if !ok {
+		t.Fatalf("no TCP layer in % x", pkt)
+	}
+	nl := p.NetworkLayer()
+	tcp.SetNetworkLayerForChecksum(nl)
+	if err, res := tcp.VerifyChecksum(); err != nil || !res.Valid {
+		t.Fatalf("TCP checksum invalid after clamping (%v %+v)", err, res)
+	}
+	for _, o := range tcp.Options {
+		if o.OptionType == layers.TCPOptionKindMSS {
+			return uint16(o.OptionData[0])<<8 | uint16(o.OptionData[1])
+		}
+	}
+	t.Fatal("no MSS option")
+	return 0
+}
+
+// TestClampMSSBothWays: SYNs leaving and entering through the tunnel carry
+// an MSS that fits the tunnel MTU (1420 - 40 for IPv4, - 60 for IPv6).
+func TestClampMSSBothWays(t *testing.T) {
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, nil)
+	for _, g := range []*gateway{a, b} {
+		local := "site-a"
+		if g == b {
+			local = "site-b"
+		}
+		cfg := twoSiteConfig(local, a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+		cfg.ClampMSS = true
+		if err := g.r.SetConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		from, to *gateway
+		src, dst netip.Addr
+		in, want uint16
+	}{
+		{a, b, podA, podB, 1460, 1380},
+		{b, a, podB, podA, 8960, 1380},
+		{a, b, podA6, podB6, 1440, 1360},
+		{a, b, podA, podB, 1200, 1200}, // already small: untouched
+	}
+	for _, tc := range cases {
+		tc.from.tun.Inject(tcpSYN(t, tc.src, tc.dst, tc.in))
+		if got := mssOf(t, tc.to.expectPacket(t)); got != tc.want {
+			t.Errorf("%s -> %s MSS %d: delivered %d, want %d", tc.src, tc.dst, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestTooBigICMP: a packet over the tunnel MTU with DF set is dropped and
+// its sender gets an ICMP "fragmentation needed" carrying the MTU.
+func TestTooBigICMP(t *testing.T) {
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, nil)
+	cfg := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	cfg.ICMPSource4 = netip.MustParseAddr("10.224.0.4")
+	if err := a.r.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	big := udpPacket(t, podA, podB, make([]byte, 1440-28)) // DF set by udpPacket
+	a.tun.Inject(big)
+	reply := a.expectPacket(t)
+	p := gopacket.NewPacket(reply, layers.LayerTypeIPv4, gopacket.Default)
+	ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	icmp, _ := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+	if ip == nil || icmp == nil {
+		t.Fatalf("not an ICMP packet: % x", reply)
+	}
+	if !ip.SrcIP.Equal(cfg.ICMPSource4.AsSlice()) || !ip.DstIP.Equal(podA.AsSlice()) {
+		t.Errorf("ICMP from %s to %s, want from the gateway to the sender", ip.SrcIP, ip.DstIP)
+	}
+	if icmp.TypeCode != layers.CreateICMPv4TypeCode(3, 4) || icmp.Seq != 1420 {
+		t.Errorf("ICMP %s with next-hop MTU %d, want fragmentation needed, 1420", icmp.TypeCode, icmp.Seq)
+	}
+	waitDrop(t, a.r, Inside, ReasonTooBig, 1)
+	b.expectNoPacket(t)
 }

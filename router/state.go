@@ -14,6 +14,12 @@ type Config struct {
 	// LocalSite names the site this gateway serves.
 	LocalSite string
 	Sites     []SiteConfig
+	// ClampMSS lowers the MSS of TCP SYNs crossing the tunnel, both ways,
+	// so TCP never needs path-MTU discovery through it.
+	ClampMSS bool
+	// ICMPSource4 and ICMPSource6 are this gateway's own addresses, the
+	// sources of ICMP "too big" errors it sends back to local hosts.
+	ICMPSource4, ICMPSource6 netip.Addr
 }
 
 // SiteConfig is one site: the prefixes it owns (node and pod CIDRs) and
@@ -58,6 +64,9 @@ type routingState struct {
 	// trusted for data) used to start a handshake when a peer keeps
 	// sending on a session we no longer have, as after our restart.
 	byEndpoint map[netip.AddrPort]*Peer
+
+	clampMSS     bool
+	icmp4, icmp6 netip.Addr
 }
 
 type peerKey struct {
@@ -73,6 +82,9 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		sites:      make(map[string]*site),
 		peers:      make(map[bhcrypto.PublicKey]*Peer),
 		byEndpoint: make(map[netip.AddrPort]*Peer),
+		clampMSS:   c.ClampMSS,
+		icmp4:      c.ICMPSource4,
+		icmp6:      c.ICMPSource6,
 	}
 	reuse := make(map[peerKey]*Peer)
 	if old != nil {

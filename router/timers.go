@@ -36,4 +36,11 @@ const (
 	// (IPv4 address or IPv6 /64) while the handshake loop is under load.
 	HandshakeRate  = 20
 	HandshakeBurst = 5
+	// maxConsecutiveErrors: a data loop whose device failed this many
+	// reads in a row gives up and stops the router.
+	maxConsecutiveErrors = 1000
+	// ICMPRate and ICMPBurst bound the "too big" errors sent to each
+	// local source.
+	ICMPRate  = 10
+	ICMPBurst = 10
 )

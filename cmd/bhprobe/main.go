@@ -60,6 +60,7 @@ func ping(args []string) error {
 	count := fs.Int("count", 3, "echo requests")
 	timeout := fs.Duration("timeout", 2*time.Second, "wait per reply")
 	size := fs.Int("size", 56, "payload bytes")
+	allowLoss := fs.Int("allow-loss", 0, "unanswered requests tolerated (path-MTU discovery may cost the first)")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("ping: want one destination")
@@ -122,7 +123,7 @@ func ping(args []string) error {
 		}
 	}
 	fmt.Printf("%d sent, %d received\n", *count, *count-lost)
-	if lost > 0 {
+	if lost > *allowLoss {
 		return fmt.Errorf("%d of %d echo requests to %s unanswered", lost, *count, dst)
 	}
 	return nil
