@@ -142,25 +142,8 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	if err != nil {
 		return s, err
 	}
-	srv, err := t.Start("iperf3-server", BNode, nil, cfg.Tools.Iperf3, "-s", "-B", PodB.String(), "-p", "5201")
-	if err != nil {
+	if err := serveAndConnect(ctx, t, cfg.Tools.Iperf3); err != nil {
 		return s, err
-	}
-	if err := waitFor(ctx, 10*time.Second, func() (bool, error) {
-		if done, perr := srv.Exited(); done {
-			return false, fmt.Errorf("iperf3 server exited: %v\n%s", perr, srv.LogTail())
-		}
-		out, _ := t.Exec(ctx, BNode, "ss", "-Hltn", "sport = :5201")
-		return strings.TrimSpace(out) != "", nil
-	}); err != nil {
-		return s, fmt.Errorf("iperf3 server: %w", err)
-	}
-	// Path up end to end (handshakes done) before anything is timed.
-	if err := waitFor(ctx, 15*time.Second, func() (bool, error) {
-		r, err := Ping(ctx, t.NS(ANode), PodA, PodB, 100*time.Millisecond, 100*time.Millisecond)
-		return err == nil && len(r.RTTs) > 0, nil
-	}); err != nil {
-		return s, fmt.Errorf("pod A cannot reach pod B: %w", err)
 	}
 
 	d := cfg.Duration
@@ -268,6 +251,32 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	s.Values[MUDPLoss] = r.LostPercent
 	say("  %.0f packets/s delivered, %.1f%% lost", s.Values[MUDPPPS], s.Values[MUDPLoss])
 	return s, checkGW()
+}
+
+// serveAndConnect starts the iperf3 server in pod B and waits until it
+// listens and pod A reaches pod B end to end (handshakes done), so that
+// nothing timed includes the set-up.
+func serveAndConnect(ctx context.Context, t *Topology, iperf3 string) error {
+	srv, err := t.Start("iperf3-server", BNode, nil, iperf3, "-s", "-B", PodB.String(), "-p", "5201")
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 10*time.Second, func() (bool, error) {
+		if done, perr := srv.Exited(); done {
+			return false, fmt.Errorf("iperf3 server exited: %v\n%s", perr, srv.LogTail())
+		}
+		out, _ := t.Exec(ctx, BNode, "ss", "-Hltn", "sport = :5201")
+		return strings.TrimSpace(out) != "", nil
+	}); err != nil {
+		return fmt.Errorf("iperf3 server: %w", err)
+	}
+	if err := waitFor(ctx, 15*time.Second, func() (bool, error) {
+		r, err := Ping(ctx, t.NS(ANode), PodA, PodB, 100*time.Millisecond, 100*time.Millisecond)
+		return err == nil && len(r.RTTs) > 0, nil
+	}); err != nil {
+		return fmt.Errorf("pod A cannot reach pod B: %w", err)
+	}
+	return nil
 }
 
 func fmtOpt(m map[string]float64, k, format string) string {

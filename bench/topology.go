@@ -46,6 +46,19 @@ const (
 
 var roles = []string{ANode, AGW, BGW, BNode}
 
+// Flood is the role of the fifth namespace of a flood measurement (see
+// Topology.Flood).
+const Flood = "flood"
+
+// The flood link: a veth of its own between gateway B ("flood") and the
+// flood namespace ("eth0"), a /30 from TEST-NET-2. The flooder routes
+// gateway B's WAN address over it, so it hits the very address and port
+// gateway A talks to.
+var (
+	floodGW  = "198.51.100.1"
+	floodSrc = "198.51.100.2"
+)
+
 // Topology is pod A — gateway A — WAN — gateway B — pod B in four network
 // namespaces named PREFIX-ROLE. The pods hold one static route per remote
 // prefix toward their gateway and keep MTU 1500; the gateways have no
@@ -57,6 +70,9 @@ type Topology struct {
 	Dir string
 	// Log, when set, receives every command run.
 	Log io.Writer
+	// Flood adds a fifth namespace, PREFIX-flood, linked to gateway B by
+	// a veth of its own, from which gateway B's WAN address is reachable.
+	Flood bool
 
 	created []string
 	procs   []*Proc
@@ -107,7 +123,11 @@ func (t *Topology) Up(ctx context.Context) error {
 	if wanMTU == 0 {
 		wanMTU = 1500
 	}
-	for _, r := range roles {
+	all := roles
+	if t.Flood {
+		all = append(append([]string{}, roles...), Flood)
+	}
+	for _, r := range all {
 		ns := t.NS(r)
 		// A namespace of ours left by a killed run with a recycled PID.
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
@@ -168,6 +188,17 @@ func (t *Topology) Up(ctx context.Context) error {
 	}
 	for _, p := range siteAPrefixes6 {
 		cmds = append(cmds, []string{"-n", b, "-6", "route", "replace", p, "via", gwBLAN6})
+	}
+	if t.Flood {
+		f := t.NS(Flood)
+		cmds = append(cmds,
+			[]string{"-n", gb, "link", "add", "flood", "type", "veth", "peer", "name", "eth0", "netns", f},
+			[]string{"-n", gb, "addr", "add", floodGW + "/30", "dev", "flood"},
+			[]string{"-n", f, "addr", "add", floodSrc + "/30", "dev", "eth0"},
+			[]string{"-n", gb, "link", "set", "flood", "up"},
+			[]string{"-n", f, "link", "set", "eth0", "up"},
+			[]string{"-n", f, "route", "replace", wanB + "/32", "via", floodGW},
+		)
 	}
 	for _, c := range cmds {
 		if err := t.ip(ctx, c...); err != nil {

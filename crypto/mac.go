@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"crypto/subtle"
+	"hash"
 
 	"golang.org/x/crypto/blake2s"
 )
@@ -53,4 +54,35 @@ func writeMAC1(msg []byte, recipient PublicKey) {
 	computeMAC1(&m, msg, recipient)
 	copy(msg[len(msg)-2*macSize:], m[:])
 	clear(msg[len(msg)-macSize:])
+}
+
+// MAC1Checker checks mac1 for one recipient key with no allocation: the
+// key is derived once and the keyed hasher is reset, not rebuilt, per
+// message. It is what a receive loop uses under a flood of handshake
+// messages. Not safe for concurrent use; give each loop its own.
+type MAC1Checker struct {
+	h   hash.Hash
+	sum [blake2s.Size]byte
+}
+
+// NewMAC1Checker returns a checker for messages addressed to recipient.
+func NewMAC1Checker(recipient PublicKey) *MAC1Checker {
+	key := mac1Key(recipient)
+	h, err := blake2s.New128(key[:])
+	if err != nil {
+		panic("crypto: BLAKE2s rejected a 32-byte key") // fixed key length: unreachable
+	}
+	return &MAC1Checker{h: h}
+}
+
+// Check reports what CheckMAC1 reports, without allocating.
+func (c *MAC1Checker) Check(msg []byte) bool {
+	if len(msg) < 2*macSize {
+		return false
+	}
+	c.h.Reset()
+	c.h.Write(msg[:len(msg)-2*macSize])
+	want := c.h.Sum(c.sum[:0])
+	got := msg[len(msg)-2*macSize : len(msg)-macSize]
+	return subtle.ConstantTimeCompare(want[:macSize], got) == 1
 }

@@ -49,6 +49,11 @@ type PeerState struct {
 	// Down is set while the router reports the gateway not answering
 	// what it sent.
 	Down bool `json:"down,omitempty"`
+	// Handshakes with the gateway, by result.
+	HandshakesInitiated uint64 `json:"handshakesInitiated"`
+	HandshakesAnswered  uint64 `json:"handshakesAnswered"`
+	HandshakesCompleted uint64 `json:"handshakesCompleted"`
+	HandshakesFailed    uint64 `json:"handshakesFailed"`
 }
 
 // SiteReport is the readiness of one remote site.
@@ -87,6 +92,11 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			SessionCreated: s.SessionCreated, QueuedPackets: s.QueuedPackets,
 			Keepalive: s.Keepalive,
 			Down:      s.Down,
+
+			HandshakesInitiated: s.HandshakesInitiated,
+			HandshakesAnswered:  s.HandshakesAnswered,
+			HandshakesCompleted: s.HandshakesCompleted,
+			HandshakesFailed:    s.HandshakesFailed,
 		}
 	}
 	return out

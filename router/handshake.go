@@ -21,7 +21,9 @@ type hsMessage struct {
 }
 
 // queueHandshake hands a handshake message to the handshake loop, or drops
-// it when the loop is behind. Sizes are checked here, before any copy.
+// it when the loop is behind. Sizes and mac1 are checked here, before any
+// copy, without allocating: it runs in the outside loop, which a flood
+// of handshake-shaped garbage must not slow down or grow.
 func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 	want := bhcrypto.InitiationSize
 	switch msg[0] {
@@ -36,7 +38,7 @@ func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 	}
 	// mac1 needs only our public key: whoever lacks it is dropped here,
 	// before taking a queue slot, and never costs Diffie-Hellman.
-	if msg[0] != bhcrypto.MsgCookieReply && !bhcrypto.CheckMAC1(msg, r.id.Public) {
+	if msg[0] != bhcrypto.MsgCookieReply && !r.mac1.Check(msg) {
 		r.drops.Add(Outside, ReasonBadMAC, 1)
 		return
 	}
@@ -155,6 +157,7 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	p.endpoint.Store(&ep)
 	p.lastReceive.Store(now.UnixNano())
 	r.handshakes.answered.Add(1)
+	p.hsAnswered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
 		r.log.Warn("sending handshake response failed", "site", p.site, "gateway", p.name, "err", err)
 	}
@@ -174,6 +177,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	kp, err := p.hs.pending.ConsumeResponse(msg, now)
 	if err != nil {
 		r.drops.Add(Outside, handshakeDrop(err), 1)
+		p.hsFailed.Add(1)
 		return
 	}
 	delete(r.pending, idx)
@@ -187,6 +191,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	p.lastHandshake.Store(now.UnixNano())
 	p.lastReceive.Store(now.UnixNano())
 	r.handshakes.completed.Add(1)
+	p.hsCompleted.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
 	// The responder uses the session only once it sees us use it: send
 	// the queued packets, or a keepalive when there are none.
@@ -269,6 +274,7 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	p.hs.retryAfter = RekeyTimeout + r.jitter()
 	r.pending[idx] = p
 	r.handshakes.initiated.Add(1)
+	p.hsInitiated.Add(1)
 	if err := r.bind.Send([][]byte{msg}, p.Endpoint()); err != nil {
 		r.log.Warn("sending handshake initiation failed", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "err", err)
 	}
@@ -303,6 +309,7 @@ func (r *Router) timers(now time.Time) {
 				n := p.queue.clear()
 				r.drops.Add(Inside, ReasonHandshakeTimeout, uint64(n))
 				r.handshakes.timedOut.Add(1)
+				p.hsFailed.Add(1)
 				r.log.Warn("handshake gave up", "site", p.site, "gateway", p.name,
 					"endpoint", p.Endpoint(), "after", RekeyAttemptTime, "dropped_packets", n)
 			} else {
@@ -330,9 +337,10 @@ func (r *Router) timers(now time.Time) {
 //     without waiting for traffic, and an empty message goes out
 //     whenever nothing else was sent for that long (NAT mappings stay
 //     open, and the peer sees us alive).
-//   - Without one, a peer that sent us something and got nothing back
-//     for KeepaliveTimeout gets one keepalive, so one-way traffic does
-//     not look like a dead path to it.
+//   - Without one, a peer that sends to us while we have sent it
+//     nothing for KeepaliveTimeout gets a keepalive (at most one per
+//     KeepaliveTimeout), so one-way traffic does not look like a dead
+//     path to it.
 //   - If we have been sending for NoAnswerTimeout and heard nothing,
 //     the session is presumed dead (the peer restarted or the path
 //     broke) and a new handshake starts.
@@ -356,7 +364,7 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 		switch {
 		case ka > 0 && ns-sent >= ka:
 			r.sendKeepalive(p, kp, scratch, true)
-		case ka == 0 && recv > sent && ns-recv >= int64(KeepaliveTimeout) && ns-sent >= int64(KeepaliveTimeout):
+		case ka == 0 && recv > sent && ns-sent >= int64(KeepaliveTimeout):
 			r.sendKeepalive(p, kp, scratch, false)
 		}
 	}

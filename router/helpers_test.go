@@ -24,7 +24,12 @@ import (
 type fakeClock struct {
 	mu    sync.Mutex
 	now   time.Time
-	ticks []chan time.Time
+	ticks []fakeTicker
+}
+
+type fakeTicker struct {
+	c    chan time.Time
+	done chan struct{} // closed when the ticker's owner stops it
 }
 
 func newFakeClock() *fakeClock {
@@ -40,9 +45,10 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) Ticker(time.Duration) (<-chan time.Time, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time)
-	c.ticks = append(c.ticks, ch)
-	return ch, func() {}
+	t := fakeTicker{c: make(chan time.Time), done: make(chan struct{})}
+	c.ticks = append(c.ticks, t)
+	var once sync.Once
+	return t.c, func() { once.Do(func() { close(t.done) }) }
 }
 
 // Advance moves time forward by d and delivers one tick to each handshake
@@ -51,10 +57,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
 	now := c.now
-	ticks := append([]chan time.Time(nil), c.ticks...)
+	ticks := append([]fakeTicker(nil), c.ticks...)
 	c.mu.Unlock()
 	for _, t := range ticks {
-		t <- now
+		select {
+		case t.c <- now:
+		case <-t.done: // that router has stopped
+		}
 	}
 }
 

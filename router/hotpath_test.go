@@ -65,11 +65,13 @@ func newHotPair(tb testing.TB, cipher bhcrypto.CipherKind) *hotPair {
 	idA, idB := newIdentity(tb, cipher), newIdentity(tb, cipher)
 	h := &hotPair{bindA: newCaptureBind("192.0.2.1:51820"), bindB: newCaptureBind("192.0.2.2:51820"), tunB: &nullTUN{batch: 64}, now: time.Unix(1_800_000_000, 0)}
 	var err error
-	h.a, err = New(Options{TUN: &nullTUN{batch: 64}, Bind: h.bindA, Identity: idA})
+	clock := newFakeClock()
+	h.now = clock.Now()
+	h.a, err = New(Options{TUN: &nullTUN{batch: 64}, Bind: h.bindA, Identity: idA, Clock: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h.b, err = New(Options{TUN: h.tunB, Bind: h.bindB, Identity: idB})
+	h.b, err = New(Options{TUN: h.tunB, Bind: h.bindB, Identity: idB, Clock: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -254,5 +256,34 @@ func BenchmarkOpenCheck1420(b *testing.B) {
 		out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
 		out.eps[0] = h.bindA.local
 		h.b.receiveBatch(out, 1, h.now)
+	}
+}
+
+// TestFloodPathAllocs: the outside path drops garbage and bad-MAC
+// handshake messages without allocating, so a flood cannot grow the heap.
+func TestFloodPathAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need a quiet run")
+	}
+	h := newHotPair(t, bhcrypto.AESGCM)
+	out := h.b.newOutsideBatch()
+	badMAC := make([]byte, bhcrypto.InitiationSize)
+	badMAC[0] = bhcrypto.MsgInitiation
+	for i := 4; i < len(badMAC); i++ {
+		badMAC[i] = byte(i * 7)
+	}
+	garbage := []byte{4, 0, 0, 0, 9, 9, 9, 9, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	for _, msg := range [][]byte{badMAC, garbage, {7, 0, 0}} {
+		n := testing.AllocsPerRun(1000, func() {
+			out.sizes[0] = copy(out.bufs[0], msg)
+			out.eps[0] = h.bindA.local
+			h.b.receiveBatch(out, 1, h.now)
+		})
+		if n != 0 {
+			t.Errorf("dropping % x...: %.1f allocations per datagram", msg[:4], n)
+		}
+	}
+	if h.b.drops.Get(Outside, ReasonBadMAC) < 1000 || h.b.Handshakes().DH != 0 {
+		t.Fatalf("bad-MAC drops %d, DH %d", h.b.drops.Get(Outside, ReasonBadMAC), h.b.Handshakes().DH)
 	}
 }

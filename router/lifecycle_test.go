@@ -54,39 +54,62 @@ func TestKeepalive(t *testing.T) {
 	b.expectNoPacket(t) // keepalives are not written to the TUN
 }
 
-// TestDeadPeerRehandshake: when a peer stops answering while we send, a
-// new handshake starts after NoAnswerTimeout; when it answers again, the
-// new session carries traffic.
+// TestDeadPeerRehandshake: when a peer stops answering while we send, it
+// is reported down and a new handshake starts after NoAnswerTimeout.
 func TestDeadPeerRehandshake(t *testing.T) {
 	clock := newFakeClock()
 	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
 	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
 	b.expectPacket(t)
-	// B replies once so A has heard from it.
 	b.tun.Inject(udpPacket(t, podB, podA, []byte("back")))
 	a.expectPacket(t)
 	before := a.r.Handshakes().Initiated
-	// B goes away: its sessions are forgotten (as after a restart).
-	b.r.retire(b.r.state.Load().peers[a.id.Public].current.Swap(nil), b.r.state.Load().peers[a.id.Public].previous.Swap(nil))
-	for range int(NoAnswerTimeout/time.Second) + 2 {
+	b.close(t) // B's process is gone: nothing answers any more
+	for i := range int(NoAnswerTimeout/time.Second) + 2 {
 		tx := a.r.Peers()[0].TxPackets
 		a.tun.Inject(udpPacket(t, podA, podB, []byte("into the void")))
 		waitFor(t, "send", func() bool { return a.r.Peers()[0].TxPackets > tx })
+		if a.r.Peers()[0].Down && i < int(NoAnswerTimeout/time.Second) {
+			t.Fatalf("peer reported down after %d s, before NoAnswerTimeout", i)
+		}
 		clock.Advance(time.Second)
 	}
 	waitFor(t, "a new handshake", func() bool { return a.r.Handshakes().Initiated > before })
-	good := udpPacket(t, podA, podB, []byte("after recovery"))
-	// Drain what B delivered (nothing: unknown index) and send again.
-	waitFor(t, "new session", func() bool { return a.r.Handshakes().Completed > 1 })
-	a.tun.Inject(good)
-	// Packets sent after the new session came up may arrive first.
-	for got := b.expectPacket(t); !bytes.Equal(got, good); got = b.expectPacket(t) {
-		if !bytes.Contains(got, []byte("into the void")) {
-			t.Fatalf("unexpected packet % x", got)
+	waitFor(t, "peer reported down", func() bool { return a.r.Peers()[0].Down })
+}
+
+// TestForgottenSessionRecovers: a gateway that lost its sessions (it
+// restarted) and sees a configured peer keep sending on one of them
+// starts a handshake itself; traffic recovers without waiting for the
+// sender's timers.
+func TestForgottenSessionRecovers(t *testing.T) {
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, nil)
+	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
+	b.expectPacket(t)
+	pa := b.r.state.Load().peers[a.id.Public]
+	b.r.retire(pa.current.Swap(nil), pa.previous.Swap(nil))
+	initiated := b.r.Handshakes().Initiated
+	good := udpPacket(t, podA, podB, []byte("again"))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.tun.Inject(good)
+		select {
+		case got := <-b.tun.Outbound():
+			if !bytes.Equal(got, good) {
+				t.Fatalf("unexpected packet % x", got)
+			}
+			if b.r.Handshakes().Initiated <= initiated {
+				t.Fatal("recovered without B starting a handshake")
+			}
+			if b.r.drops.Get(Outside, ReasonUnknownIndex) == 0 {
+				t.Fatal("B should have dropped packets for its forgotten session")
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
 		}
-	}
-	if b.r.drops.Get(Outside, ReasonUnknownIndex) == 0 {
-		t.Fatal("B should have dropped the packets for its forgotten session")
+		if time.Now().After(deadline) {
+			t.Fatal("traffic did not recover")
+		}
 	}
 }
 

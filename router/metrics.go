@@ -27,6 +27,7 @@ type Collector struct {
 	dhOps          *prometheus.Desc
 	cookieReplies  *prometheus.Desc
 	peerUp         *prometheus.Desc
+	peerHandshakes *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -48,6 +49,7 @@ func NewCollector(r *Router) *Collector {
 		handshakeQueue: prometheus.NewDesc("bridgehead_handshake_queue_length", "Handshake messages waiting to be processed.", nil, nil),
 		dhOps:          prometheus.NewDesc("bridgehead_handshake_dh_operations_total", "Handshake messages that reached Diffie-Hellman work (valid mac1, and a cookie under load).", nil, nil),
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
+		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed.", append(peer, "result"), nil),
 		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway answers (authenticated packet since we last expected one), 0 when it is reported down.", peer, nil),
 	}
 }
@@ -56,7 +58,7 @@ func NewCollector(r *Router) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
-		c.dhOps, c.cookieReplies, c.peerUp} {
+		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes} {
 		ch <- d
 	}
 }
@@ -91,6 +93,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			up = 0
 		}
 		ch <- prometheus.MustNewConstMetric(c.peerUp, prometheus.GaugeValue, up, l...)
+		for _, h := range []struct {
+			result string
+			n      uint64
+		}{{"initiated", s.HandshakesInitiated}, {"answered", s.HandshakesAnswered}, {"completed", s.HandshakesCompleted}, {"failed", s.HandshakesFailed}} {
+			ch <- prometheus.MustNewConstMetric(c.peerHandshakes, prometheus.CounterValue, float64(h.n), s.Site, s.Name, h.result)
+		}
 	}
 	h := c.r.Handshakes()
 	for _, v := range []struct {

@@ -194,6 +194,7 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	r.retire(p.previous.Swap(prev))
 	p.lastHandshake.Store(now.UnixNano())
 	r.handshakes.completed.Add(1)
+	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.
 	if p.queue.len() > 0 {
 		r.wantHandshake(p)

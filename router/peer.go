@@ -37,6 +37,11 @@ type Peer struct {
 	removed        atomic.Bool
 	down           atomic.Bool // mirrors hs.down for readers outside the handshake loop
 
+	// Handshakes with this peer: initiations we sent, initiations we
+	// answered, sessions completed either way, and failures (responses
+	// that did not verify, attempts that gave up).
+	hsInitiated, hsAnswered, hsCompleted, hsFailed atomic.Uint64
+
 	// current is the session senders use. previous keeps receiving
 	// packets still in flight after a rekey. next is a session we
 	// answered as responder: it becomes current on its first
@@ -117,6 +122,8 @@ type PeerStats struct {
 	Keepalive          time.Duration
 	// Down is set while the peer is reported not answering.
 	Down bool
+	// Handshakes with this peer.
+	HandshakesInitiated, HandshakesAnswered, HandshakesCompleted, HandshakesFailed uint64
 }
 
 // Stats returns a snapshot of the peer's counters.
@@ -130,6 +137,11 @@ func (p *Peer) Stats() PeerStats {
 		QueuedPackets: p.queue.len(),
 		Keepalive:     time.Duration(p.keepalive.Load()),
 		Down:          p.down.Load(),
+
+		HandshakesInitiated: p.hsInitiated.Load(),
+		HandshakesAnswered:  p.hsAnswered.Load(),
+		HandshakesCompleted: p.hsCompleted.Load(),
+		HandshakesFailed:    p.hsFailed.Load(),
 	}
 	if kp := p.current.Load(); kp != nil {
 		s.SessionCreated = kp.Created

@@ -74,6 +74,7 @@ type Router struct {
 
 	// DoS resistance: under handshake load, initiations and responses
 	// need a cookie (mac2) and pass a per-source token bucket.
+	mac1    *bhcrypto.MAC1Checker // used by the outside loop only
 	cookies *bhcrypto.CookieChecker
 	limiter *ratelimit.Limiter
 
@@ -154,6 +155,7 @@ func New(o Options) (*Router, error) {
 	}
 	r.trigger = make(chan *Peer, 1024)
 	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
+	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)

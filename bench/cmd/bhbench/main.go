@@ -35,6 +35,11 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// The flooder of -flood: bhbench runs itself with `ip netns exec` in
+	// the flood namespace. Not meant to be run by hand.
+	if len(args) > 0 && args[0] == "flood-worker" {
+		return bench.FloodWorkerMain(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("bhbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -53,6 +58,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wgGo      = fs.String("wireguard-go", "", "wireguard-go binary (default: wireguard-go or wireguard on PATH or in $(go env GOPATH)/bin)")
 		quick     = fs.Bool("quick", false, "smoke run: 1 run, 3 s per measurement, modes kernel,bridgehead, cipher aesgcm (explicit flags still win)")
 		verbose   = fs.Bool("v", false, "print every command")
+		flood     = fs.Bool("flood", false, "flood measurement instead of the mode comparison: bridgehead only, one TCP stream unflooded, under a garbage flood and under a bad-MAC handshake flood of gateway B (see bench/README.md, Flood)")
+		floodPPS  = fs.Float64("flood-pps", 150000, "with -flood: packets per second the flooder aims at")
+		floodBat  = fs.Int("flood-batch", 64, "with -flood: datagrams per sendmmsg call of the flooder")
+		floodCtl  = fs.Bool("flood-control", false, "with -flood: add a control phase that sends the garbage flood to a closed port of gateway B (the cost of the flood to the machine, without bridgehead)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -95,6 +104,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fail("ip not found; install iproute2")
+	}
+	if *flood {
+		if set["modes"] && *modes != bench.ModeBridgehead {
+			return fail("-flood measures bridgehead only; drop -modes or give -modes bridgehead")
+		}
+		if set["runs"] || set["streams"] || set["udp-size"] || set["udp-bitrate"] || set["ping-interval"] {
+			fmt.Fprintln(stdout, "note: -flood makes one run of one TCP stream per phase; -runs, -streams, -udp-*, -ping-interval are ignored")
+		}
+		cipher := "aesgcm"
+		if set["cipher"] {
+			cs := splitList(*ciphers)
+			if len(cs) != 1 {
+				return fail("-flood takes one -cipher")
+			}
+			cipher = cs[0]
+		}
+		if *floodPPS <= 0 || *floodBat < 1 || *floodBat > 1024 {
+			return fail("want -flood-pps > 0 and 1 <= -flood-batch <= 1024")
+		}
+		return runFlood(bench.FloodConfig{
+			Tools:    tools,
+			Cipher:   cipher,
+			Duration: *duration,
+			PPS:      *floodPPS,
+			Batch:    *floodBat,
+			Control:  *floodCtl,
+			TunMTU:   *mtu,
+			WANMTU:   *wanMTU,
+			Prefix:   fmt.Sprintf("bhb%d", os.Getpid()),
+			Progress: stdout,
+			Verbose:  *verbose,
+		}, *binDir, *out, stdout, stderr)
 	}
 
 	var variants []bench.Variant
@@ -173,6 +214,56 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, rep.Markdown())
 	paths, err := rep.WriteFiles(outDir)
+	if err != nil {
+		return fail("writing results: %v", err)
+	}
+	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			fmt.Fprintln(stderr, "bhbench: interrupted; everything started was cleaned up")
+			return 130
+		}
+		return fail("%v", runErr)
+	}
+	return 0
+}
+
+// runFlood is bhbench -flood: it completes cfg (binaries, output folder)
+// and runs bench.RunFlood. Exit status as for the comparison: 0 when every
+// phase was measured, whether or not the targets were met (the report
+// says), 1 on a failure, 130 when interrupted.
+func runFlood(cfg bench.FloodConfig, binDir, out string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "bhbench: "+format+"\n", a...)
+		return 1
+	}
+	bh, err := filepath.Abs(filepath.Join(binDir, "bridgehead"))
+	if err != nil {
+		return fail("%v", err)
+	}
+	if _, err := os.Stat(bh); err != nil {
+		return fail("%s missing: run `make build` in the repository root, or pass -bin", bh)
+	}
+	cfg.Tools.Bridgehead = bh
+	// The flooder is this binary's flood-worker subcommand (with `go
+	// run`, the temporary binary, which lives as long as we do).
+	if cfg.Worker, err = os.Executable(); err != nil {
+		return fail("cannot find the bhbench binary for the flooder: %v", err)
+	}
+	if out == "" {
+		out = filepath.Join("bench", "results", time.Now().Format("20060102-150405")+"-flood")
+	}
+	if cfg.OutDir, err = filepath.Abs(out); err != nil {
+		return fail("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stdout, "bhbench: flood measurement of bridgehead-%s, %s per phase, flood %.0f packets/s, output %s\n",
+		cfg.Cipher, cfg.Duration, cfg.PPS, cfg.OutDir)
+	rep, runErr := bench.RunFlood(ctx, cfg)
+	fmt.Fprintln(stdout)
+	fmt.Fprint(stdout, rep.Markdown())
+	paths, err := rep.WriteFiles(cfg.OutDir)
 	if err != nil {
 		return fail("writing results: %v", err)
 	}

@@ -1,0 +1,148 @@
+package router
+
+import (
+	"net/netip"
+	"testing"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+)
+
+// loadUp fills a router's handshake queue past the "under load" mark, as
+// a flood would.
+func loadUp(r *Router) {
+	for len(r.hsQueue) < cap(r.hsQueue)/8 {
+		m := <-r.hsFree
+		m.n = 0
+		r.hsQueue <- m
+	}
+}
+
+// TestCookieUnderLoad: under load, an initiation without a cookie costs
+// the responder no Diffie-Hellman: it gets a cookie reply no larger than
+// itself. The initiator's retransmission carries mac2 and is answered.
+func TestCookieUnderLoad(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	scratch := make([]byte, h.b.bufSize)
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	h.a.initiate(peerB, h.now, false)
+	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+
+	loadUp(h.b)
+	dh := h.b.Handshakes().DH
+	h.b.handleHandshake(init1, h.bindA.local, h.now, scratch)
+	if got := h.b.Handshakes(); got.DH != dh || got.CookieReplies != 1 {
+		t.Fatalf("under load without cookie: DH %d -> %d, cookie replies %d; want no DH and one reply", dh, got.DH, got.CookieReplies)
+	}
+	reply := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
+	if reply[0] != bhcrypto.MsgCookieReply || len(reply) > len(init1) {
+		t.Fatalf("reply type %d, %d bytes for a %d-byte initiation", reply[0], len(reply), len(init1))
+	}
+	if h.b.drops.Get(Outside, ReasonCookieRequired) != 1 {
+		t.Fatal("cookie_required not counted")
+	}
+
+	h.a.handleCookieReply(reply)
+	if h.a.drops.Get(Outside, ReasonBadCookie) != 0 {
+		t.Fatal("A refused the cookie")
+	}
+	h.a.initiate(peerB, h.now, true)
+	init2 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+	answered := h.b.Handshakes().Answered
+	h.b.handleHandshake(init2, h.bindA.local, h.now, scratch)
+	if got := h.b.Handshakes(); got.DH != dh+1 || got.Answered != answered+1 {
+		t.Fatalf("initiation with a valid cookie not answered: %+v", got)
+	}
+	// The same cookie from another address is no good.
+	h.a.initiate(peerB, h.now, true)
+	init3 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+	h.b.handleHandshake(init3, netip.MustParseAddrPort("192.0.2.99:51820"), h.now, scratch)
+	if got := h.b.Handshakes(); got.DH != dh+1 || got.CookieReplies != 2 {
+		t.Fatalf("cookie accepted from another address: %+v", got)
+	}
+}
+
+// TestHandshakeRateLimitUnderLoad: under load, one source with valid
+// cookies is held to the token bucket's burst.
+func TestHandshakeRateLimitUnderLoad(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	scratch := make([]byte, h.b.bufSize)
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	h.a.initiate(peerB, h.now, false)
+	loadUp(h.b)
+	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
+	h.a.handleCookieReply(append([]byte(nil), h.bindB.last[:h.bindB.n]...))
+	for range 3 * HandshakeBurst {
+		h.a.initiate(peerB, h.now, true)
+		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
+	}
+	if got := h.b.drops.Get(Outside, ReasonRateLimited); got != 2*HandshakeBurst {
+		t.Fatalf("rate_limited drops %d, want %d (burst %d of %d)", got, 2*HandshakeBurst, HandshakeBurst, 3*HandshakeBurst)
+	}
+}
+
+// TestTruncatedAndUnsolicitedHandshakes: a truncated initiation is
+// dropped by size, and a following valid one still completes; a response
+// nobody asked for is dropped as unknown_index.
+func TestTruncatedAndUnsolicitedHandshakes(t *testing.T) {
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, nil)
+	now := a.r.clock.Now()
+	_, init, err := a.id.CreateInitiation(b.id.Public, 42, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRaw(t, b.bind.LocalAddr(), init[:100])
+	waitDrop(t, b.r, Outside, ReasonBadSize, 1)
+	// The real gateway A now handshakes normally.
+	a.tun.Inject(udpPacket(t, podA, podB, []byte("after truncation")))
+	b.expectPacket(t)
+
+	// A response to an initiation A never sent.
+	ri, err := b.id.ConsumeInitiation(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := b.id.CreateResponse(ri, 77, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendRaw(t, a.bind.LocalAddr(), resp)
+	waitDrop(t, a.r, Outside, ReasonUnknownIndex, 1)
+}
+
+// TestReloadPeerChanges: a changed endpoint moves only that peer and keeps
+// its session; a changed key replaces the peer and forgets its sessions.
+func TestReloadPeerChanges(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	old := h.a.state.Load().peers[h.b.id.Public]
+	kp := old.current.Load()
+	moved := netip.MustParseAddrPort("192.0.2.77:51820")
+	cfg := twoSiteConfig("site-a", h.a.id.Public, h.b.id.Public, h.bindA.local, moved)
+	if err := h.a.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	p := h.a.state.Load().peers[h.b.id.Public]
+	if p != old || p.current.Load() != kp || p.Endpoint() != moved {
+		t.Fatalf("endpoint change: same peer %v, same session %v, endpoint %s", p == old, p.current.Load() == kp, p.Endpoint())
+	}
+	// Reapplying the same config changes nothing (idempotent).
+	if err := h.a.SetConfig(cfg); err != nil || h.a.state.Load().peers[h.b.id.Public] != old {
+		t.Fatal("reapplying the same config replaced the peer")
+	}
+	newKey := newIdentity(t, bhcrypto.AESGCM).Public
+	if err := h.a.SetConfig(twoSiteConfig("site-a", h.a.id.Public, newKey, h.bindA.local, moved)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.a.index.lookup(kp.LocalIndex); ok {
+		t.Fatal("the session of a peer whose key changed still matches incoming packets")
+	}
+	if p := h.a.state.Load().peers[newKey]; p == nil || p == old || p.current.Load() != nil {
+		t.Fatal("key change did not create a fresh peer")
+	}
+	// A bad config is refused whole and the running one stays.
+	before := h.a.state.Load()
+	bad := twoSiteConfig("site-a", h.a.id.Public, newKey, h.bindA.local, moved)
+	bad.Sites[1].Prefixes = append(bad.Sites[1].Prefixes, bad.Sites[0].Prefixes[0])
+	if err := h.a.SetConfig(bad); err == nil || h.a.state.Load() != before {
+		t.Fatalf("overlapping config accepted (err %v) or state replaced", err)
+	}
+}
