@@ -33,6 +33,8 @@ type captureBind struct {
 	last  []byte
 	n     int
 	sent  int
+	// discard counts datagrams without copying them (benchmarks).
+	discard bool
 }
 
 func newCaptureBind(local string) *captureBind {
@@ -41,6 +43,10 @@ func newCaptureBind(local string) *captureBind {
 
 func (b *captureBind) Receive([][]byte, []int, []netip.AddrPort) (int, error) { return 0, nil }
 func (b *captureBind) Send(bufs [][]byte, _ netip.AddrPort) error {
+	if b.discard {
+		b.sent += len(bufs)
+		return nil
+	}
 	for _, m := range bufs {
 		b.n = copy(b.last, m)
 		b.sent++
@@ -226,6 +232,7 @@ func TestOutsideGarbage(t *testing.T) {
 
 func benchmarkInside(b *testing.B, size int) {
 	h := newHotPair(b, bhcrypto.AESGCM)
+	h.bindA.discard = true
 	pkt := udpPacket(b, podA, podB, make([]byte, size-28))
 	in := h.a.newInsideBatch()
 	b.SetBytes(int64(size))
@@ -236,7 +243,9 @@ func benchmarkInside(b *testing.B, size int) {
 }
 
 // BenchmarkSealRoute measures the inside path per packet: parse, route,
-// pad, seal in place, hand to the bind.
+// pad, seal in place, hand to the bind (which discards). Each iteration
+// also copies the packet back in, since sealing is in place; compare
+// with crypto's BenchmarkBareAEADSeal of the same size.
 func BenchmarkSealRoute64(b *testing.B)   { benchmarkInside(b, 64) }
 func BenchmarkSealRoute512(b *testing.B)  { benchmarkInside(b, 512) }
 func BenchmarkSealRoute1420(b *testing.B) { benchmarkInside(b, 1420) }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/bridgehead/bridgehead/daemon"
 )
@@ -11,6 +13,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	cfgPath := fs.String("config", "/etc/bridgehead/bridgehead.yaml", "config file")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -23,6 +26,17 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
 	return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion()})
 }
