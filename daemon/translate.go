@@ -58,6 +58,3 @@ func kernelState(c *config.Config, mtu int) netsetup.Want {
 	}
 	return w
 }
-
-// tunnelPrefixes lists the prefixes routed into the TUN, for logs.
-func tunnelPrefixes(w netsetup.Want) []netip.Prefix { return w.Tunnel }

@@ -70,19 +70,26 @@ func (s *recvState) prepare(bufs [][]byte, n int) {
 // recv is the RawConn.Read callback: it returns false to wait for the socket
 // to become readable, true when done (s.got or s.err set).
 func (s *recvState) recv(fd uintptr) bool {
+	return recvmmsg(fd, s.hdrs, s.n, &s.got, &s.err)
+}
+
+// recvmmsg receives up to n messages into hdrs, retrying on EINTR. It
+// reports false (wait for readability) on EAGAIN, and true once *got or
+// *err is set. It is the body of every RawConn.Read callback here.
+func recvmmsg(fd uintptr, hdrs []unix.Mmsghdr, n int, got *int, err *error) bool {
 	for {
 		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.n), 0, 0, 0)
+			uintptr(unsafe.Pointer(&hdrs[0])), uintptr(n), 0, 0, 0)
 		switch errno {
 		case 0:
-			s.got = int(r)
+			*got = int(r)
 			return true
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN:
 			return false
 		default:
-			s.err = os.NewSyscallError("recvmmsg", errno)
+			*err = os.NewSyscallError("recvmmsg", errno)
 			return true
 		}
 	}

@@ -4,7 +4,6 @@ package udp
 
 import (
 	"net/netip"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -189,22 +188,7 @@ func (s *groState) prepare(n int) {
 
 // recv is the RawConn.Read callback, as recvState.recv.
 func (s *groState) recv(fd uintptr) bool {
-	for {
-		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(s.n), 0, 0, 0)
-		switch errno {
-		case 0:
-			s.got = int(r)
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			s.err = os.NewSyscallError("recvmmsg", errno)
-			return true
-		}
-	}
+	return recvmmsg(fd, s.hdrs, s.n, &s.got, &s.err)
 }
 
 // parse records each received message's source and segment size.
