@@ -452,3 +452,35 @@ func withinAny(ps []netip.Prefix, q netip.Prefix) bool {
 	}
 	return false
 }
+
+// CheckFile loads path and reports every problem in it at once: those
+// found while decoding (syntax, unknown fields, values that do not parse)
+// together with the address-plan rules of Check, run on whatever decoded.
+// A Check problem on a field that already failed to decode is left out, so
+// one mistake is reported once. It returns the config only when there are
+// no problems.
+func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, decodeErrs := defaultLoader().parseAll(path, data)
+	if c == nil {
+		return nil, decodeErrs, nil, nil
+	}
+	problems, warnings := Check(c, opts)
+	bad := map[string]bool{}
+	for _, e := range decodeErrs {
+		bad[e.Field] = true
+	}
+	all := append(ErrorList(nil), decodeErrs...)
+	for _, p := range problems {
+		if !bad[p.Field] {
+			all = append(all, p)
+		}
+	}
+	if len(all) > 0 {
+		return nil, all.sorted(), warnings, nil
+	}
+	return c, nil, warnings, nil
+}

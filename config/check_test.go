@@ -3,6 +3,7 @@ package config
 import (
 	"io/fs"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +300,52 @@ func TestCheckIPv6NextHops(t *testing.T) {
 				t.Errorf("no problem reported for %s; got %v", tc.field, problems)
 			}
 		})
+	}
+}
+
+// TestCheckFileReportsEverything: a file with a decoding mistake and an
+// address-plan mistake gets both reported, each once.
+func TestCheckFileReportsEverything(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/bad.yaml"
+	data := `site: a
+gateway: gw-a1
+privateKeyFile: k
+interfaces: {name: bh0}
+sites:
+  - name: a
+    nodeCIDRs: [10.1.0.0/16]
+    podCIDRs: [10.2.0.0/16, 10.0.0.0/33]
+    gateways:
+      - {name: gw-a1, address: 10.1.0.4, endpoint: 192.0.2.10:51820, publicKey: "+8LmPyXzYa4l3t2q8oB9W2nH4M7xXyR0Qd4C5sQ1U0Y="}
+  - name: b
+    nodeCIDRs: [10.1.128.0/17]
+    podCIDRs: [10.3.0.0/16]
+    gateways:
+      - {name: gw-b1, address: 10.1.128.4, endpoint: 192.0.2.11:51820, publicKey: "b2x6q0Q6S3kq5y0l0Zb7nQ8aW1r4fV2cX9uT3jK5mHE="}
+`
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, problems, _, err := CheckFile(path, CheckOptions{SkipPrivateKey: true})
+	if err != nil || c != nil {
+		t.Fatalf("CheckFile: config %v, err %v", c, err)
+	}
+	var text []string
+	for _, p := range problems {
+		text = append(text, p.Error())
+	}
+	all := strings.Join(text, "\n")
+	for _, want := range []string{`:4: interfaces`, `podCIDRs[1]`, `overlaps`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range text {
+		if seen[l] {
+			t.Errorf("reported twice: %s", l)
+		}
+		seen[l] = true
 	}
 }

@@ -51,6 +51,16 @@ func Parse(path string, data []byte) (*Config, error) {
 }
 
 func (l loader) parse(path string, data []byte) (*Config, error) {
+	c, errs := l.parseAll(path, data)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
+// parseAll decodes and validates like parse but also returns what decoded
+// when there were problems (nil only if the YAML itself did not parse).
+func (l loader) parseAll(path string, data []byte) (*Config, ErrorList) {
 	sum := sha256.Sum256(data)
 	c := &Config{Path: path, hash: hex.EncodeToString(sum[:])[:12]}
 	d := &decoder{reporter{file: path, lines: map[string]int{}}}
@@ -66,7 +76,7 @@ func (l loader) parse(path string, data []byte) (*Config, error) {
 	applyDefaults(c)
 	validateBasic(c, &d.reporter, l)
 	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+		return c, d.errs.sorted()
 	}
 	return c, nil
 }

@@ -66,20 +66,21 @@ func (g *gateway) reload(path, why string) error {
 
 func (g *gateway) apply(path, why string) error {
 	old := g.cfg.Load()
-	next, err := config.Load(path)
+	// Decoding and address-plan problems are reported together, the
+	// same list `bridgehead check` prints for the file.
+	next, problems, warnings, err := config.CheckFile(path, g.checkOpts)
 	if err != nil {
 		return err
+	}
+	if len(problems) > 0 {
+		return problems
 	}
 	if next.Hash() == old.Hash() {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
 		return nil
 	}
-	problems, warnings := config.Check(next, g.checkOpts)
 	for _, w := range warnings {
 		g.log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
-	}
-	if len(problems) > 0 {
-		return problems
 	}
 	if err := g.restartOnly(old, next); err != nil {
 		return err

@@ -125,7 +125,7 @@ func TestReload(t *testing.T) {
 
 	t.Run("invalid file refused, traffic continues", func(t *testing.T) {
 		l.t = t
-		bad := strings.Replace(l.readConfig("a"), "podCIDRs: [10.246.0.0/16]", "podCIDRs: [10.246.0.0/33]", 1)
+		bad := strings.Replace(l.readConfig("a"), "podCIDRs: [10.246.0.0/16]", "podCIDRs: [10.244.0.0/16]", 1)
 		bad = strings.Replace(bad, "mtu: 1420", "mtuu: 1420", 1)
 		l.writeConfig("a", bad)
 		log := l.waitLog("a", "config reload refused", 1)
@@ -149,8 +149,8 @@ func TestReload(t *testing.T) {
 		if compared < 2 {
 			t.Errorf("check printed %d errors for a file with two problems:\n%s", compared, out)
 		}
-		if !strings.Contains(string(out), "mtuu") {
-			t.Errorf("check output lacks the unknown field:\n%s", out)
+		if !strings.Contains(string(out), "mtuu") || !strings.Contains(string(out), "overlaps") {
+			t.Errorf("check output lacks the unknown field or the overlap:\n%s", out)
 		}
 	})
 

@@ -23,18 +23,17 @@ func cmdCheck(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{errUnexpectedArgs(fs.Args())}
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errReported
 	}
-	problems, warnings := config.Check(cfg, config.CheckOptions{SkipPrivateKey: *noKey})
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, problems)
-		fmt.Fprintf(stderr, "%s: %d problem(s)\n", cfg.Path, len(problems))
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", *cfgPath, len(problems))
 		return errReported
 	}
 	fmt.Fprintf(stdout, "%s: ok: site %s, gateway %s, %d sites, %d gateways, config %s\n",
