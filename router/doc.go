@@ -13,8 +13,22 @@
 //     gateway's site and that the destination is local, and writes the
 //     packets to the TUN in one call;
 //   - the handshake loop owns all handshake state: it answers initiations,
-//     completes its own, retransmits, gives up, and flushes the packets
-//     queued while a session was being set up.
+//     completes its own, retransmits, gives up, flushes the packets
+//     queued while a session was being set up, sends keepalives and
+//     notices peers that stopped answering.
+//
+// Handshake messages are filtered in the outside loop before they take a
+// queue slot: wrong sizes and a wrong mac1 (keyed by our public key) are
+// dropped there without allocating, so strangers never cost
+// Diffie-Hellman. When the handshake queue is an eighth full the loop is
+// "under load": messages without a valid cookie (mac2) get a cookie reply
+// no larger than themselves instead of DH work, and each source is held
+// to HandshakeRate per second.
+//
+// Path MTU: TCP SYNs crossing the tunnel in either direction get their
+// MSS clamped to the tunnel MTU; packets over the MTU with DF set (or any
+// IPv6 packet) are answered with ICMP "too big" from the gateway's own
+// address, rate limited per source.
 //
 // Buffers are allocated once per loop; a packet is never copied on the way
 // through except when it has to wait in a peer's bounded queue for a
