@@ -52,6 +52,9 @@ type Interface struct {
 	Name string `yaml:"name"`
 	// MTU is a number or "auto" (derived from the WAN interface).
 	MTU MTU `yaml:"mtu"`
+	// Offload opens the TUN with TSO/USO and GRO (nil means the default,
+	// on); false forces the portable backend, one packet per system call.
+	Offload *bool `yaml:"offload"`
 }
 
 // MTU is either a fixed value or Auto.
@@ -121,4 +124,10 @@ type Node struct {
 	// Address6 and PodCIDR6 describe a dual-stack node's IPv6 side.
 	Address6 netip.Addr   `yaml:"address6"`
 	PodCIDR6 netip.Prefix `yaml:"podCIDR6"`
+}
+
+// OffloadEnabled reports whether the TUN should use kernel offloads
+// (default true).
+func (c *Config) OffloadEnabled() bool {
+	return c.Interface.Offload == nil || *c.Interface.Offload
 }

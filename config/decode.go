@@ -316,6 +316,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			d.mapping(n, path, []field{
 				{"name", d.str(&c.Interface.Name)},
 				{"mtu", d.mtu(&c.Interface.MTU)},
+				{"offload", d.boolPtr(&c.Interface.Offload)},
 			})
 		}},
 		{"cluster", func(n *yaml.Node, path string) {

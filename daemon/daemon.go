@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu)
 	}
 
-	dev, err := openTUN(cfg.Interface.Name, mtu, log)
+	dev, err := openTUN(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), log)
 	if err != nil {
 		return err
 	}
@@ -274,12 +274,16 @@ func serveMetrics(addr string, g *gateway, log *slog.Logger) (*http.Server, erro
 
 // openTUN opens the TUN with kernel offloads (TSO/USO, GRO) and falls back
 // to the portable water backend where the kernel or device lacks them.
-func openTUN(name string, mtu int, log *slog.Logger) (tun.Device, error) {
-	dev, err := tun.OpenOffload(tun.OffloadConfig{Name: name, MTU: mtu}, log)
-	if err == nil {
-		return dev, nil
+func openTUN(name string, mtu int, offload bool, log *slog.Logger) (tun.Device, error) {
+	if offload {
+		dev, err := tun.OpenOffload(tun.OffloadConfig{Name: name, MTU: mtu}, log)
+		if err == nil {
+			return dev, nil
+		}
+		log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
+	} else {
+		log.Info("TUN offloads turned off by interface.offload; using the portable backend (one packet per system call)", "interface", name)
 	}
-	log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
 	w, werr := tun.OpenWater(tun.WaterConfig{Name: name, MTU: mtu})
 	if werr != nil {
 		return nil, fmt.Errorf("open TUN %s: %w", name, werr)

@@ -128,6 +128,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("cipher", old.Cipher, next.Cipher)
 	same("interface.name", old.Interface.Name, next.Interface.Name)
 	same("interface.mtu", old.Interface.MTU.String(), next.Interface.MTU.String())
+	same("interface.offload", fmt.Sprint(old.OffloadEnabled()), fmt.Sprint(next.OffloadEnabled()))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)

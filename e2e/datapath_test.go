@@ -87,3 +87,13 @@ func TestTwoSiteDataPath(t *testing.T) {
 		}
 	})
 }
+
+// TestPortableBackend runs the lab with TUN offloads turned off: the
+// portable water backend must carry the same traffic.
+func TestPortableBackend(t *testing.T) {
+	l := startLab(t, "OFFLOAD=false")
+	l.waitLog("a", "using the portable backend", 1)
+	l.probe("a-node", "ping", "-src", podA, "-count", "2", podB)
+	l.probe("b-node", "ping", "-src", podB6, "-count", "2", podA6)
+	l.transfer("a-node", podA, "b-node", podB, 7030, 20<<20)
+}

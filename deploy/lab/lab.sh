@@ -24,6 +24,7 @@ TUN_MTU=${TUN_MTU:-1420}
 WAN_MTU=${WAN_MTU:-1500}
 KEEPALIVE=${KEEPALIVE:-10s}
 READY_WINDOW=${READY_WINDOW:-60s}
+OFFLOAD=${OFFLOAD:-true}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -99,6 +100,7 @@ up() {
 			echo "interface:"
 			echo "  name: bh0"
 			echo "  mtu: $TUN_MTU"
+			echo "  offload: $OFFLOAD"
 			echo "controlSocket: $dir/$s.sock"
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
