@@ -337,38 +337,7 @@ func TestOffloadCloseUnblocksRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenOffload: %v", err)
 	}
-	// The link stays down: nothing will ever arrive, so Read blocks.
-	errc := make(chan error, 1)
-	go func() {
-		bufs, sizes := newBufs(dev.BatchSize(), 2000)
-		_, err := dev.Read(bufs, sizes, testOffset)
-		errc <- err
-	}()
-	select {
-	case err := <-errc:
-		t.Fatalf("Read returned before Close: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	if err := dev.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	select {
-	case err := <-errc:
-		if err != ErrClosed {
-			t.Errorf("blocked Read returned %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not unblock Read")
-	}
-	if err := dev.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	if _, err := dev.Read([][]byte{make([]byte, 100)}, make([]int, 1), testOffset); err != ErrClosed {
-		t.Errorf("Read after Close: %v, want ErrClosed", err)
-	}
-	if _, err := dev.Write([][]byte{make([]byte, 60)}, testOffset); err != ErrClosed {
-		t.Errorf("Write after Close: %v, want ErrClosed", err)
-	}
+	checkCloseUnblocksRead(t, dev)
 	// The interface is gone with its last descriptor.
 	if _, err := net.InterfaceByName(testIfName); err == nil {
 		t.Error("interface still exists after Close")

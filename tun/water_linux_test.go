@@ -141,11 +141,19 @@ func TestWaterCloseUnblocksRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenWater: %v", err)
 	}
-	// The link stays down: nothing will ever arrive, so Read blocks.
+	checkCloseUnblocksRead(t, w)
+}
+
+// checkCloseUnblocksRead checks the Close contract of device.go on a
+// device whose link is down (so Read blocks): Close unblocks a pending
+// Read with ErrClosed, a second Close is harmless, and Read and Write
+// after Close return ErrClosed.
+func checkCloseUnblocksRead(t *testing.T, dev Device) {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		bufs := [][]byte{make([]byte, 2000)}
-		_, err := w.Read(bufs, make([]int, 1), testOffset)
+		bufs, sizes := newBufs(dev.BatchSize(), 2000)
+		_, err := dev.Read(bufs, sizes, testOffset)
 		errc <- err
 	}()
 	select {
@@ -153,7 +161,7 @@ func TestWaterCloseUnblocksRead(t *testing.T) {
 		t.Fatalf("Read returned before Close: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := w.Close(); err != nil {
+	if err := dev.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	select {
@@ -164,13 +172,13 @@ func TestWaterCloseUnblocksRead(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not unblock Read")
 	}
-	if err := w.Close(); err != nil {
+	if err := dev.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := w.Read([][]byte{make([]byte, 100)}, make([]int, 1), 0); err != ErrClosed {
+	if _, err := dev.Read([][]byte{make([]byte, 100)}, make([]int, 1), testOffset); err != ErrClosed {
 		t.Errorf("Read after Close: %v, want ErrClosed", err)
 	}
-	if _, err := w.Write([][]byte{make([]byte, 40)}, 0); err != ErrClosed {
+	if _, err := dev.Write([][]byte{make([]byte, 60)}, testOffset); err != ErrClosed {
 		t.Errorf("Write after Close: %v, want ErrClosed", err)
 	}
 }
