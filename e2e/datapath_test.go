@@ -97,3 +97,16 @@ func TestPortableBackend(t *testing.T) {
 	l.probe("b-node", "ping", "-src", podB6, "-count", "2", podA6)
 	l.transfer("a-node", podA, "b-node", podB, 7030, 20<<20)
 }
+
+// TestAutoMTU: with interface.mtu: auto the tunnel MTU is the WAN link's
+// (1500) minus bridgehead's IPv4 encapsulation overhead (20 + 8 + 32).
+func TestAutoMTU(t *testing.T) {
+	l := startLab(t, "TUN_MTU=auto", "WAN_MTU=1400")
+	link := l.mustExec("a-gw", "ip", "link", "show", "bh0")
+	if !strings.Contains(link, "mtu 1340 ") {
+		t.Fatalf("bh0 with a 1400-byte WAN: want mtu 1340 (1400 - 60):\n%s", link)
+	}
+	l.waitLog("a", "tunnel MTU derived from the WAN path", 1)
+	// Full-size packets still cross: MSS clamping keeps TCP within it.
+	l.transfer("a-node", podA, "b-node", podB, 7040, 8<<20)
+}
