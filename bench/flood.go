@@ -786,18 +786,7 @@ func (r *FloodReport) WriteFiles(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var paths []string
-	for _, f := range []struct {
-		name string
-		b    []byte
-	}{{"results.json", j}, {"results.md", []byte(r.Markdown())}} {
-		p := filepath.Join(dir, f.name)
-		if err := os.WriteFile(p, f.b, 0o644); err != nil {
-			return paths, err
-		}
-		paths = append(paths, p)
-	}
-	return paths, nil
+	return writeResults(dir, []resultFile{{"results.json", j}, {"results.md", []byte(r.Markdown())}})
 }
 
 func (r *FloodReport) phase(name string) *FloodPhase {

@@ -140,15 +140,26 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := map[string][]byte{
-		"results.json": j,
-		"results.md":   []byte(r.Markdown()),
-		"results.svg":  []byte(r.SVG()),
-	}
+	return writeResults(dir, []resultFile{
+		{"results.json", j},
+		{"results.md", []byte(r.Markdown())},
+		{"results.svg", []byte(r.SVG())},
+	})
+}
+
+// resultFile is one output file of a run.
+type resultFile struct {
+	name string
+	b    []byte
+}
+
+// writeResults writes files into dir, in order, and returns the paths
+// written (up to the first error).
+func writeResults(dir string, files []resultFile) ([]string, error) {
 	var paths []string
-	for _, name := range []string{"results.json", "results.md", "results.svg"} {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, files[name], 0o644); err != nil {
+	for _, f := range files {
+		p := filepath.Join(dir, f.name)
+		if err := os.WriteFile(p, f.b, 0o644); err != nil {
 			return paths, err
 		}
 		paths = append(paths, p)

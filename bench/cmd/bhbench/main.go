@@ -211,21 +211,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "bhbench: %d run(s) of %s, %s per measurement, output %s\n", cfg.Runs, strings.Join(names, ", "), cfg.Duration, outDir)
 	rep, runErr := bench.Run(ctx, cfg)
-	fmt.Fprintln(stdout)
-	fmt.Fprint(stdout, rep.Markdown())
-	paths, err := rep.WriteFiles(outDir)
-	if err != nil {
-		return fail("writing results: %v", err)
-	}
-	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
-	if runErr != nil {
-		if errors.Is(runErr, context.Canceled) {
-			fmt.Fprintln(stderr, "bhbench: interrupted; everything started was cleaned up")
-			return 130
-		}
-		return fail("%v", runErr)
-	}
-	return 0
+	return finish(rep, runErr, outDir, stdout, stderr)
 }
 
 // runFlood is bhbench -flood: it completes cfg (binaries, output folder)
@@ -261,11 +247,25 @@ func runFlood(cfg bench.FloodConfig, binDir, out string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "bhbench: flood measurement of bridgehead-%s, %s per phase, flood %.0f packets/s, output %s\n",
 		cfg.Cipher, cfg.Duration, cfg.PPS, cfg.OutDir)
 	rep, runErr := bench.RunFlood(ctx, cfg)
+	return finish(rep, runErr, cfg.OutDir, stdout, stderr)
+}
+
+// report is what both measurements produce.
+type report interface {
+	Markdown() string
+	WriteFiles(dir string) ([]string, error)
+}
+
+// finish prints the report, writes its files (also after a failed or
+// interrupted run, so partial results are kept) and returns the exit
+// status: 0, 1 on failure, 130 when interrupted.
+func finish(rep report, runErr error, outDir string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout)
 	fmt.Fprint(stdout, rep.Markdown())
-	paths, err := rep.WriteFiles(cfg.OutDir)
+	paths, err := rep.WriteFiles(outDir)
 	if err != nil {
-		return fail("writing results: %v", err)
+		fmt.Fprintf(stderr, "bhbench: writing results: %v\n", err)
+		return 1
 	}
 	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(paths, ", "))
 	if runErr != nil {
@@ -273,7 +273,8 @@ func runFlood(cfg bench.FloodConfig, binDir, out string, stdout, stderr io.Write
 			fmt.Fprintln(stderr, "bhbench: interrupted; everything started was cleaned up")
 			return 130
 		}
-		return fail("%v", runErr)
+		fmt.Fprintf(stderr, "bhbench: %v\n", runErr)
+		return 1
 	}
 	return 0
 }
