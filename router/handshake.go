@@ -325,7 +325,8 @@ func (r *Router) timers(now time.Time) {
 		}
 	}
 	r.logDrops(now)
-	if now.Unix()%10 == 0 {
+	if now.UnixNano()-r.lastGC >= int64(limiterGCInterval) {
+		r.lastGC = now.UnixNano()
 		r.limiter.GC()
 		r.icmpLimit.GC()
 	}

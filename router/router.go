@@ -91,6 +91,7 @@ type Router struct {
 	keepaliveScratch []byte
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
+	lastGC           int64
 }
 
 // handshakeCounters count handshakes this gateway took part in.

@@ -36,6 +36,9 @@ const (
 	// (IPv4 address or IPv6 /64) while the handshake loop is under load.
 	HandshakeRate  = 20
 	HandshakeBurst = 5
+	// limiterGCInterval is how often idle sources leave the rate
+	// limiters' tables.
+	limiterGCInterval = 10 * time.Second
 	// maxConsecutiveErrors: a data loop whose device failed this many
 	// reads in a row gives up and stops the router.
 	maxConsecutiveErrors = 1000
