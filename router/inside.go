@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -11,10 +12,18 @@ import (
 	"github.com/bridgehead/bridgehead/tun"
 )
 
-// insideBatch is one inside loop's buffers, allocated once.
+// insideBatch is the buffers of one TUN read, allocated once, and the run
+// of sealed datagrams they feed.
 type insideBatch struct {
 	bufs  [][]byte
 	sizes []int
+	n     int      // packets read into bufs (pipeline only)
+	run   *sealRun // where routeBatch collects sealed datagrams
+}
+
+// sealRun is the sealed datagrams waiting for one sendmmsg: a run of
+// consecutive packets to the same peer.
+type sealRun struct {
 	out   [][]byte // sealed datagrams of the current run
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
@@ -22,52 +31,176 @@ type insideBatch struct {
 }
 
 func (r *Router) newInsideBatch() *insideBatch {
-	n := r.tun.BatchSize()
-	if n < 1 {
-		n = 1
-	}
-	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n), out: make([][]byte, 0, n)}
+	b := r.newInsideSlot()
+	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs))}
+	return b
+}
+
+// newInsideSlot returns buffers for one TUN read, without a run.
+func (r *Router) newInsideSlot() *insideBatch {
+	n := max(r.tun.BatchSize(), 1)
+	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, r.bufSize)
 	}
 	return b
 }
 
-// insideLoop reads plain packets from the TUN, seals them and sends them.
+// The inside path runs on two goroutines that share one sealer state
+// (sealMu). The reader reads the TUN. A read of several packets (a TCP
+// super-packet split by the offload TUN) and a read after a quiet spell
+// are sealed and sent by the reader itself, run to completion, so bulk
+// flows keep their data on one core and a lone packet (an idle ping) pays
+// no hand-off. A single packet that follows closely on the previous read
+// goes to a queue instead, and the sealer goroutine takes everything
+// queued at once into one run and one sendmmsg: small packets, which the
+// TUN hands over one per read, get batched that way, and reading overlaps
+// with sealing. Whoever holds sealMu first seals what is queued, so
+// packets leave in the order they were read.
+const (
+	// insideSlots is how many TUN reads can wait for the sealer.
+	insideSlots = 16
+	// insideQuietGap is how long the TUN must have been quiet for a
+	// single packet to be sealed by the reader instead of queued.
+	insideQuietGap = 50 * time.Microsecond
+)
+
+// insidePipe is the inside path's state shared by its two goroutines.
+type insidePipe struct {
+	free chan *insideBatch // slots ready for a TUN read
+	full chan *insideBatch // reads waiting for the sealer, in read order
+	wake chan struct{}     // the sealer has work; capacity 1
+	run  *sealRun
+
+	mu    sync.Mutex // held while sealing; guards run and draining full
+	taken []*insideBatch
+}
+
+// insideLoop reads plain packets from the TUN, seals them and sends them,
+// until the TUN is closed or fails for good.
 func (r *Router) insideLoop(ctx context.Context) error {
-	b := r.newInsideBatch()
+	bs := max(r.tun.BatchSize(), 1)
+	p := &insidePipe{
+		free:  make(chan *insideBatch, insideSlots),
+		full:  make(chan *insideBatch, insideSlots),
+		wake:  make(chan struct{}, 1),
+		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs)},
+		taken: make([]*insideBatch, 0, insideSlots),
+	}
+	for range insideSlots {
+		b := r.newInsideSlot()
+		b.run = p.run
+		p.free <- b
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range p.wake {
+			r.sealQueued(p, nil)
+		}
+		r.sealQueued(p, nil)
+	}()
+	err := r.readTUN(ctx, p)
+	close(p.wake)
+	<-done
+	return err
+}
+
+// readTUN is the inside reader: it reads the TUN into free slots and seals
+// or queues each read (see insidePipe).
+func (r *Router) readTUN(ctx context.Context, p *insidePipe) error {
 	failures := 0
+	var last time.Time
 	for {
+		b := <-p.free
 		n, err := r.tun.Read(b.bufs, b.sizes, bufHeadroom)
 		if err != nil {
 			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
+				p.free <- b // cannot block: b came from free
 				return nil
 			}
 			// One bad read (a packet too big for its buffer, a
 			// transient device error) must not stop the gateway;
-			// a device that only fails must.
+			// a device that only fails must. Packets read before
+			// the error still go out.
 			r.drops.Add(Inside, ReasonTUNReadError, 1)
 			if failures++; failures >= maxConsecutiveErrors {
+				p.free <- b
 				return fmt.Errorf("TUN read failed %d times in a row: %w", failures, err)
-			}
-			if n == 0 {
-				continue
 			}
 		} else {
 			failures = 0
 		}
+		if n == 0 {
+			p.free <- b
+			continue
+		}
+		b.n = n
 		now := r.clock.Now()
-		r.insideBusy.Store(now.UnixNano())
-		r.routeBatch(b, n, now)
-		r.insideBusy.Store(0)
+		quiet := now.Sub(last) > insideQuietGap
+		last = now
+		if n > 1 || quiet {
+			r.sealQueued(p, b)
+			continue
+		}
+		p.full <- b
+		select {
+		case p.wake <- struct{}{}:
+		default: // the sealer will look at the queue anyway
+		}
 	}
 }
 
-// routeBatch routes and seals the n packets in b and sends them. It is the
-// inside hot path and allocates nothing.
+// sealQueued seals and sends every queued read, then own (if not nil),
+// holding p.mu, and gives the slots back.
+func (r *Router) sealQueued(p *insidePipe, own *insideBatch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	taken := p.taken[:0]
+drain:
+	for len(taken) < cap(taken) {
+		select {
+		case b := <-p.full:
+			taken = append(taken, b)
+		default:
+			break drain
+		}
+	}
+	if own != nil {
+		taken = append(taken, own)
+	}
+	if len(taken) == 0 {
+		return
+	}
+	now := r.clock.Now()
+	r.insideBusy.Store(now.UnixNano())
+	p.run.now = now.UnixNano()
+	for _, b := range taken {
+		r.route(b, b.n, now)
+	}
+	r.flushInside(p.run)
+	r.insideBusy.Store(0)
+	for i, b := range taken {
+		b.n = 0
+		p.free <- b
+		taken[i] = nil
+	}
+	p.taken = taken[:0]
+}
+
+// routeBatch routes and seals the n packets in b and sends them.
 func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
+	b.run.now = now.UnixNano()
+	r.route(b, n, now)
+	r.flushInside(b.run)
+}
+
+// route routes and seals the n packets in b into b.run, sending the run
+// whenever the peer changes; the caller flushes the last run. It is the
+// inside hot path and allocates nothing.
+func (r *Router) route(b *insideBatch, n int, now time.Time) {
 	st := r.state.Load()
-	b.now = now.UnixNano()
+	run := b.run
 	for i := 0; i < n; i++ {
 		size := b.sizes[i]
 		pkt := b.bufs[i][bufHeadroom : bufHeadroom+size]
@@ -120,18 +253,17 @@ func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
 			r.wantHandshake(p)
 			continue
 		}
-		if p != b.peer {
-			r.flushInside(b)
-			b.peer = p
+		if p != run.peer {
+			r.flushInside(run)
+			run.peer = p
 		}
-		b.out = append(b.out, msg)
-		b.bytes += uint64(size)
+		run.out = append(run.out, msg)
+		run.bytes += uint64(size)
 	}
-	r.flushInside(b)
 }
 
 // flushInside sends the current run of sealed datagrams to its peer.
-func (r *Router) flushInside(b *insideBatch) {
+func (r *Router) flushInside(b *sealRun) {
 	if len(b.out) == 0 {
 		return
 	}
@@ -146,6 +278,7 @@ func (r *Router) flushInside(b *insideBatch) {
 			p.unanswered.CompareAndSwap(0, b.now)
 		}
 	}
+	clear(b.out) // drop references to buffers that go back to the reader
 	b.out = b.out[:0]
 	b.bytes = 0
 	b.peer = nil
