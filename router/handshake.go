@@ -324,6 +324,7 @@ func (r *Router) timers(now time.Time) {
 			r.retire(p.next.Swap(nil))
 		}
 	}
+	r.pollFilter()
 	r.logDrops(now)
 	if now.UnixNano()-r.lastGC >= int64(limiterGCInterval) {
 		r.lastGC = now.UnixNano()

@@ -74,8 +74,11 @@ type gateway struct {
 	bind  udp.Bind
 	id    *bhcrypto.Identity
 	clock Clock
-	done  chan error
-	stop  context.CancelFunc
+	// filter, if set before start, is the router's KernelFilter; a
+	// *recordingFilter also gets the router, to check ordering.
+	filter KernelFilter
+	done   chan error
+	stop   context.CancelFunc
 }
 
 func newIdentity(t testing.TB, cipher bhcrypto.CipherKind) *bhcrypto.Identity {
@@ -130,9 +133,14 @@ func newLoopbackPair(t *testing.T, cipher bhcrypto.CipherKind, clock Clock) (a, 
 
 func (g *gateway) start(t *testing.T, cfg *Config) {
 	t.Helper()
-	r, err := New(Options{TUN: g.tun, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t)})
+	r, err := New(Options{TUN: g.tun, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t), Filter: g.filter})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rf, ok := g.filter.(*recordingFilter); ok {
+		rf.mu.Lock()
+		rf.r = r
+		rf.mu.Unlock()
 	}
 	if err := r.SetConfig(cfg); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,9 @@ type indexEntry struct {
 type indexTable struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[uint32]indexEntry]
+	// onChange, if set, sees every update before it is published, with
+	// the old and the new map (both read-only), under mu.
+	onChange func(old, cur map[uint32]indexEntry)
 }
 
 func (t *indexTable) lookup(idx uint32) (indexEntry, bool) {
@@ -49,6 +52,13 @@ func (t *indexTable) update(f func(m map[uint32]indexEntry)) {
 		}
 	}
 	f(n)
+	if t.onChange != nil {
+		var o map[uint32]indexEntry
+		if old != nil {
+			o = *old
+		}
+		t.onChange(o, n)
+	}
 	t.m.Store(&n)
 }
 

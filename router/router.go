@@ -35,6 +35,9 @@ type Options struct {
 	// HandshakeQueueLen bounds handshake messages waiting for the
 	// handshake loop (default 256); more are dropped as handshake_busy.
 	HandshakeQueueLen int
+	// Filter, if not nil, is the kernel early-drop filter attached to
+	// Bind's socket; the Router keeps it current (see KernelFilter).
+	Filter KernelFilter
 }
 
 // Router forwards packets between the TUN device and the peers.
@@ -77,6 +80,13 @@ type Router struct {
 	mac1    *bhcrypto.MAC1Checker // used by the outside loop only
 	cookies *bhcrypto.CookieChecker
 	limiter *ratelimit.Limiter
+
+	// The kernel early-drop filter, nil when there is none or after it
+	// was detached; filterSeen (under filterMu) is how much of its
+	// counts Drops already has.
+	filter     atomic.Pointer[KernelFilter]
+	filterMu   sync.Mutex
+	filterSeen [4]uint64
 
 	// tunMu serializes TUN writes (outside loop, ICMP errors).
 	tunMu sync.Mutex
@@ -162,6 +172,10 @@ func New(o Options) (*Router, error) {
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
 	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
 	r.icmpOut = make([][]byte, 1)
+	if o.Filter != nil {
+		r.filter.Store(&o.Filter)
+	}
+	r.index.onChange = r.syncFilterIndices
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}}
 	r.state.Store(empty)
 	return r, nil
@@ -181,6 +195,7 @@ func (r *Router) SetConfig(c *Config) error {
 	if err != nil {
 		return err
 	}
+	r.syncFilterEndpoints(st)
 	r.state.Store(st)
 	for _, p := range gone {
 		p.removed.Store(true)

@@ -315,6 +315,10 @@ func (b *LinuxBind) BatchSize() int { return b.batch }
 // wildcard socket).
 func (b *LinuxBind) LocalAddr() netip.AddrPort { return b.local }
 
+// SyscallConn gives access to the socket, for attaching a socket filter
+// (package earlydrop). It implements syscall.Conn.
+func (b *LinuxBind) SyscallConn() (syscall.RawConn, error) { return b.conn.SyscallConn() }
+
 // Close closes the socket, waking a blocked Receive and any Send waiting
 // for buffer space; they return ErrClosed. Only the first call does
 // anything; later calls return nil.

@@ -1,0 +1,254 @@
+package router
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/earlydrop"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// recordingFilter is a KernelFilter that remembers what it was told.
+type recordingFilter struct {
+	mu        sync.Mutex
+	r         *Router // to check ordering against the index table
+	indices   map[uint32]bool
+	endpoints []netip.AddrPort
+	counts    [4]uint64
+	failAdd   error
+	detached  bool
+	early     int // AddIndex calls made before the index was published
+	late      int // ... made after
+}
+
+func newRecordingFilter() *recordingFilter {
+	return &recordingFilter{indices: map[uint32]bool{}}
+}
+
+func (f *recordingFilter) AddIndex(idx uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failAdd != nil {
+		return f.failAdd
+	}
+	if f.r != nil && f.r.index.has(idx) {
+		f.late++
+	} else {
+		f.early++
+	}
+	f.indices[idx] = true
+	return nil
+}
+
+func (f *recordingFilter) RemoveIndex(idx uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.indices, idx)
+	return nil
+}
+
+func (f *recordingFilter) SetEndpoints(eps []netip.AddrPort) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.endpoints = slices.Clone(eps)
+	return nil
+}
+
+func (f *recordingFilter) Counts() ([4]uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts, nil
+}
+
+func (f *recordingFilter) Detach() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.detached = true
+	return nil
+}
+
+func (f *recordingFilter) snapshot() (map[uint32]bool, []netip.AddrPort, int, int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := map[uint32]bool{}
+	for k := range f.indices {
+		m[k] = true
+	}
+	return m, slices.Clone(f.endpoints), f.early, f.late, f.detached
+}
+
+// newFilteredPair is newLoopbackPair with kernel filters made by mk (nil:
+// no filter) for A and B.
+func newFilteredPair(t *testing.T, mkA, mkB func(*udp.LinuxBind) KernelFilter) (a, b *gateway) {
+	t.Helper()
+	a = &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420)}
+	b = &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420)}
+	for _, g := range []struct {
+		gw *gateway
+		mk func(*udp.LinuxBind) KernelFilter
+	}{{a, mkA}, {b, mkB}} {
+		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.gw.bind = bind
+		if g.mk != nil {
+			g.gw.filter = g.mk(bind)
+		}
+	}
+	cfgA := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	a.start(t, cfgA)
+	b.start(t, cfgB)
+	return a, b
+}
+
+func use(f KernelFilter) func(*udp.LinuxBind) KernelFilter {
+	return func(*udp.LinuxBind) KernelFilter { return f }
+}
+
+// TestKernelFilterSync: the router tells the filter every receiver index
+// before the index can be used, forgets retired ones, gives it the
+// configured endpoints, and adds its counts to Drops.
+func TestKernelFilterSync(t *testing.T) {
+	fa, fb := newRecordingFilter(), newRecordingFilter()
+	a, b := newFilteredPair(t, use(fa), use(fb))
+	pkt := udpPacket(t, podA, podB, []byte("through the filter"))
+	if err := a.tun.Inject(pkt); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	if err := b.tun.Inject(udpPacket(t, podB, podA, []byte("back"))); err != nil {
+		t.Fatal(err)
+	}
+	a.expectPacket(t)
+	for _, g := range []struct {
+		name  string
+		gw    *gateway
+		f     *recordingFilter
+		other *gateway
+	}{{"A", a, fa, b}, {"B", b, fb, a}} {
+		idx, eps, early, late, detached := g.f.snapshot()
+		want := map[uint32]bool{}
+		if m := g.gw.r.index.m.Load(); m != nil {
+			for k := range *m {
+				want[k] = true
+			}
+		}
+		if len(want) == 0 || !mapsEqual(idx, want) {
+			t.Errorf("%s: filter indices %v, index table %v", g.name, idx, want)
+		}
+		if late != 0 || early == 0 {
+			t.Errorf("%s: %d indices reached the filter before the table, %d after", g.name, early, late)
+		}
+		// Only remote peers: the local gateway's endpoint is not one.
+		wantEps := []netip.AddrPort{g.other.bind.LocalAddr()}
+		if !slices.Equal(eps, wantEps) {
+			t.Errorf("%s: filter endpoints %v, want %v", g.name, eps, wantEps)
+		}
+		if detached || !g.gw.r.FilterAttached() {
+			t.Errorf("%s: filter detached", g.name)
+		}
+	}
+	// Retiring a session removes its index from the filter.
+	p := b.r.state.Load().order[0]
+	kp := p.current.Load()
+	b.r.retire(p.current.Swap(nil))
+	if idx, _, _, _, _ := fb.snapshot(); idx[kp.LocalIndex] {
+		t.Error("retired index still in the filter")
+	}
+	// Kernel drops show up in Drops by reason.
+	fb.mu.Lock()
+	fb.counts = [4]uint64{1, 2, 3, 4}
+	fb.mu.Unlock()
+	waitDrop(t, b.r, Outside, ReasonRunt, 1)
+	waitDrop(t, b.r, Outside, ReasonUnknownType, 2)
+	waitDrop(t, b.r, Outside, ReasonBadSize, 3)
+	waitDrop(t, b.r, Outside, ReasonUnknownIndex, 4)
+}
+
+func mapsEqual(a, b map[uint32]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestKernelFilterDetachOnError: a filter that cannot learn an index is
+// detached, and traffic flows without it.
+func TestKernelFilterDetachOnError(t *testing.T) {
+	fb := newRecordingFilter()
+	fb.failAdd = errors.New("map full")
+	a, b := newFilteredPair(t, nil, use(fb))
+	pkt := udpPacket(t, podA, podB, []byte("after detach"))
+	if err := a.tun.Inject(pkt); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	if _, _, _, _, detached := fb.snapshot(); !detached {
+		t.Error("filter not detached after a failed AddIndex")
+	}
+	if b.r.FilterAttached() {
+		t.Error("router still reports the filter attached")
+	}
+}
+
+// TestKernelFilterReal runs the pair with real earlydrop filters (root):
+// traffic flows both ways, and garbage aimed at B is dropped in the kernel
+// and counted in B's Drops.
+func TestKernelFilterReal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading eBPF needs root")
+	}
+	a, b := newFilteredPair(t, attachReal(t), attachReal(t))
+	for i := range 3 {
+		if err := a.tun.Inject(udpPacket(t, podA, podB, []byte{byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+		b.expectPacket(t)
+		if err := b.tun.Inject(udpPacket(t, podB, podA, []byte{byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+		a.expectPacket(t)
+	}
+	if !a.r.FilterAttached() || !b.r.FilterAttached() {
+		t.Fatal("a filter was detached")
+	}
+	garbage := make([]byte, 100)
+	garbage[0] = bhcrypto.MsgTransport
+	garbage[4] = 0x77 // an index B does not have
+	for range 10 {
+		sendRaw(t, b.bind.LocalAddr(), garbage)
+	}
+	sendRaw(t, b.bind.LocalAddr(), []byte{9, 9})
+	waitDrop(t, b.r, Outside, ReasonUnknownIndex, 10)
+	waitDrop(t, b.r, Outside, ReasonRunt, 1)
+	// Still working afterwards.
+	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("after"))); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+}
+
+// attachReal attaches an earlydrop filter to the bind.
+func attachReal(t *testing.T) func(*udp.LinuxBind) KernelFilter {
+	return func(b *udp.LinuxBind) KernelFilter {
+		f, err := earlydrop.Attach(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+}
