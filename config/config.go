@@ -35,8 +35,13 @@ type Config struct {
 	ControlSocket  string    `yaml:"controlSocket"`
 	// ClampMSS rewrites the MSS option of TCP SYNs crossing the tunnel.
 	// nil means the default (on).
-	ClampMSS *bool  `yaml:"clampMSS"`
-	Sites    []Site `yaml:"sites"`
+	ClampMSS *bool `yaml:"clampMSS"`
+	// EarlyDrop attaches an eBPF socket filter that drops datagrams that
+	// cannot be bridgehead messages in the kernel (package earlydrop).
+	// nil means the default (on); without the capability or kernel
+	// support the gateway runs without it and says so in the log.
+	EarlyDrop *bool  `yaml:"earlyDrop"`
+	Sites     []Site `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`

@@ -199,6 +199,12 @@ func (s *Site) GatewayByName(name string) *Gateway {
 	return nil
 }
 
+// EarlyDropEnabled reports whether the kernel early-drop filter should be
+// attached (the default).
+func (c *Config) EarlyDropEnabled() bool {
+	return c.EarlyDrop == nil || *c.EarlyDrop
+}
+
 // ClampMSSEnabled reports whether TCP MSS clamping is on (the default).
 func (c *Config) ClampMSSEnabled() bool {
 	return c.ClampMSS == nil || *c.ClampMSS

@@ -187,6 +187,8 @@ func TestParseValues(t *testing.T) {
 		{"mtu hex", map[int]string{9: "  mtu: 0x5dc"}, func(c *Config) any { return c.Interface.MTU }, MTU{Value: 1500}},
 		{"clampMSS true", map[int]string{18: "clampMSS: true"}, func(c *Config) any { return c.ClampMSSEnabled() }, true},
 		{"clampMSS null is default", map[int]string{18: "clampMSS:"}, func(c *Config) any { return c.ClampMSSEnabled() }, true},
+		{"earlyDrop default", map[int]string{}, func(c *Config) any { return c.EarlyDropEnabled() }, true},
+		{"earlyDrop false", map[int]string{18: "earlyDrop: false"}, func(c *Config) any { return c.EarlyDropEnabled() }, false},
 		{"ipv6 listen", map[int]string{5: "listen: '[::]:51820'"}, func(c *Config) any { return c.ListenAddr }, netip.MustParseAddrPort("[::]:51820")},
 		// Listening on the IPv6 wildcard, the first answer is taken.
 		{"dual-stack listener takes first answer", map[int]string{5: "listen: '[::]:51820'"}, func(c *Config) any { return c.Sites[1].Gateways[0].EndpointAddr }, netip.MustParseAddrPort("[2001:db8::b]:51821")},
@@ -256,6 +258,8 @@ func TestParseErrors(t *testing.T) {
 			[]want{{9, "interface.mtu", "is not a number"}}},
 		{"clampMSS not bool", map[int]string{18: "clampMSS: yes"},
 			[]want{{18, "clampMSS", `"yes" is not true or false`}}},
+		{"earlyDrop not bool", map[int]string{18: "earlyDrop: 1"},
+			[]want{{18, "earlyDrop", `"1" is not true or false`}}},
 		{"cipher", map[int]string{6: "cipher: rot13"},
 			[]want{{6, "cipher", `"rot13" is not a cipher`}}},
 		{"listen without port", map[int]string{5: "listen: 0.0.0.0"},

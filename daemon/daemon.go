@@ -17,6 +17,7 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/earlydrop"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/sdnotify"
@@ -78,7 +79,20 @@ func Run(ctx context.Context, o Options) error {
 		dev.Close()
 		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
-	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log})
+	var filter router.KernelFilter
+	if cfg.EarlyDropEnabled() {
+		f, err := earlydrop.Attach(bind)
+		if err != nil {
+			log.Warn("kernel early-drop filter unavailable; every datagram is checked in userspace", "err", err)
+		} else {
+			defer f.Close()
+			filter = f
+			log.Info("kernel early-drop filter attached to the outside socket", "listen", bind.LocalAddr())
+		}
+	} else {
+		log.Info("kernel early-drop filter turned off by earlyDrop")
+	}
+	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter})
 	if err != nil {
 		dev.Close()
 		bind.Close()

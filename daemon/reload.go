@@ -129,6 +129,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("interface.name", old.Interface.Name, next.Interface.Name)
 	same("interface.mtu", old.Interface.MTU.String(), next.Interface.MTU.String())
 	same("interface.offload", fmt.Sprint(old.OffloadEnabled()), fmt.Sprint(next.OffloadEnabled()))
+	same("earlyDrop", fmt.Sprint(old.EarlyDropEnabled()), fmt.Sprint(next.EarlyDropEnabled()))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)

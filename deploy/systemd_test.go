@@ -71,7 +71,8 @@ func TestUnitKeys(t *testing.T) {
 		{"Service", "WatchdogSec", "30s"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "RuntimeDirectory", "bridgehead"},
-		{"Service", "CapabilityBoundingSet", "CAP_NET_ADMIN"},
+		{"Service", "CapabilityBoundingSet", "CAP_NET_ADMIN CAP_BPF"},
+		{"Service", "SystemCallFilter", "bpf"},
 		{"Service", "NoNewPrivileges", "yes"},
 		{"Service", "ProtectSystem", "strict"},
 		{"Service", "ProtectHome", "yes"},
@@ -109,9 +110,10 @@ func TestUnitKeys(t *testing.T) {
 	if len(u["Service"]["SystemCallFilter"]) > 0 && len(u["Service"]["SystemCallErrorNumber"]) == 0 {
 		t.Error("SystemCallFilter without SystemCallErrorNumber")
 	}
-	// One capability only; the tunnel port is unprivileged.
-	if caps := u["Service"]["CapabilityBoundingSet"]; len(caps) != 1 || strings.Fields(caps[0])[0] != "CAP_NET_ADMIN" || len(strings.Fields(caps[0])) != 1 {
-		t.Errorf("CapabilityBoundingSet = %q, want exactly CAP_NET_ADMIN", caps)
+	// Two capabilities only (network setup, the eBPF filter); the
+	// tunnel port is unprivileged.
+	if caps := u["Service"]["CapabilityBoundingSet"]; len(caps) != 1 || !slices.Equal(strings.Fields(caps[0]), []string{"CAP_NET_ADMIN", "CAP_BPF"}) {
+		t.Errorf("CapabilityBoundingSet = %q, want exactly CAP_NET_ADMIN CAP_BPF", caps)
 	}
 	// The ProtectKernelTunables read-only /proc/sys needs the net subtree
 	// re-opened, or enabling forwarding fails.

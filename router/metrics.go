@@ -28,6 +28,7 @@ type Collector struct {
 	cookieReplies  *prometheus.Desc
 	peerUp         *prometheus.Desc
 	peerHandshakes *prometheus.Desc
+	filterAttached *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -50,6 +51,7 @@ func NewCollector(r *Router) *Collector {
 		dhOps:          prometheus.NewDesc("bridgehead_handshake_dh_operations_total", "Handshake messages that reached Diffie-Hellman work (valid mac1, and a cookie under load).", nil, nil),
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
 		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed.", append(peer, "result"), nil),
+		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
 		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway answers (authenticated packet since we last expected one), 0 when it is reported down.", peer, nil),
 	}
 }
@@ -58,7 +60,7 @@ func NewCollector(r *Router) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
-		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes} {
+		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached} {
 		ch <- d
 	}
 }
@@ -66,6 +68,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. Every drop reason is exported,
 // zero included, so alerts see the series before the first drop.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.r.pollFilter()
+	attached := 0.0
+	if c.r.FilterAttached() {
+		attached = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.filterAttached, prometheus.GaugeValue, attached)
 	snap := c.r.drops.snapshot()
 	for d := range snap {
 		for reason, n := range snap[d] {
