@@ -37,8 +37,24 @@ type Filter struct {
 // CAP_BPF (or CAP_SYS_ADMIN) and a kernel with eBPF socket filters
 // (Linux 4.18 or later). The caller owns the Filter and must Close it;
 // closing conn does not.
-func Attach(conn syscall.Conn) (_ *Filter, err error) {
-	f := &Filter{conn: conn, eps: map[[endpointKeySize]byte]bool{}}
+func Attach(conn syscall.Conn) (*Filter, error) {
+	f, err := load(0)
+	if err != nil {
+		return nil, err
+	}
+	if err = link.AttachSocketFilter(conn, f.prog); err != nil {
+		f.closeMaps()
+		return nil, fmt.Errorf("earlydrop: attach: %w", err)
+	}
+	f.conn = conn
+	f.attached = true
+	return f, nil
+}
+
+// load creates the maps and loads the program for data whose UDP header
+// starts at udp (see program).
+func load(udp int32) (_ *Filter, err error) {
+	f := &Filter{eps: map[[endpointKeySize]byte]bool{}}
 	defer func() {
 		if err != nil {
 			f.closeMaps()
@@ -63,14 +79,10 @@ func Attach(conn syscall.Conn) (_ *Filter, err error) {
 		Name:         "bh_earlydrop",
 		Type:         ebpf.SocketFilter,
 		License:      "MIT",
-		Instructions: program(f.indices.FD(), f.endpoints.FD(), f.counts.FD()),
+		Instructions: program(f.indices.FD(), f.endpoints.FD(), f.counts.FD(), udp),
 	}); err != nil {
 		return nil, fmt.Errorf("earlydrop: load program: %w", err)
 	}
-	if err = link.AttachSocketFilter(conn, f.prog); err != nil {
-		return nil, fmt.Errorf("earlydrop: attach: %w", err)
-	}
-	f.attached = true
 	return f, nil
 }
 

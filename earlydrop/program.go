@@ -72,8 +72,10 @@ func be16(v uint16) int32 {
 
 // program returns the filter's instructions for the three maps' file
 // descriptors. Return value: 0 drops the datagram, 0xffffffff keeps all
-// of it.
-func program(indices, endpoints, counts int) asm.Instructions {
+// of it. udp is where the UDP header starts in the data the program sees:
+// 0 on a socket; tests run the same program on whole IP packets with
+// BPF_PROG_TEST_RUN, where it starts after the IP header.
+func program(indices, endpoints, counts int, udp int32) asm.Instructions {
 	drop := func(label string, r Reason) asm.Instructions {
 		return asm.Instructions{
 			asm.Mov.Imm(asm.R8, int32(r)).WithSymbol(label),
@@ -85,7 +87,7 @@ func program(indices, endpoints, counts int) asm.Instructions {
 	load := func(off int32, stack int32, n int32) asm.Instructions {
 		return asm.Instructions{
 			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, off),
+			asm.Mov.Imm(asm.R2, udp+off),
 			asm.Mov.Reg(asm.R3, asm.RFP),
 			asm.Add.Imm(asm.R3, stack),
 			asm.Mov.Imm(asm.R4, n),
@@ -129,8 +131,8 @@ func program(indices, endpoints, counts int) asm.Instructions {
 		asm.LoadMem(asm.R7, asm.R6, skbLen, asm.Word),
 		asm.LoadMem(asm.R0, asm.R6, skbGSOSegs, asm.Word),
 		asm.JGT.Imm(asm.R0, 1, "pass"),
-		asm.JLT.Imm(asm.R7, udpHeaderLen+4, "runt"),
-		asm.Sub.Imm(asm.R7, udpHeaderLen), // R7: UDP payload length
+		asm.JLT.Imm(asm.R7, udp+udpHeaderLen+4, "runt"),
+		asm.Sub.Imm(asm.R7, udp+udpHeaderLen), // R7: UDP payload length
 		load(udpHeaderLen, stHeader, 4),
 		asm.LoadMem(asm.R0, asm.RFP, stHeader, asm.Byte),
 		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgTransport), "transport"),
