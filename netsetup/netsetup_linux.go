@@ -70,6 +70,9 @@ func New(log *slog.Logger) (*Setup, error) {
 func (s *Setup) Apply(w Want) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.link != "" && w.Link != s.link {
+		return fmt.Errorf("link changed from %s to %s: routes on %s would be left behind", s.link, w.Link, s.link)
+	}
 	link, err := s.h.LinkByName(w.Link)
 	if err != nil {
 		return fmt.Errorf("link %s: %w", w.Link, err)
@@ -109,30 +112,19 @@ func (s *Setup) Apply(w Want) error {
 	for _, v := range w.Via {
 		wantVia[v.Prefix.Masked()] = v.Via
 	}
-	// Remove what we added and no longer want, before adding, so a prefix
-	// that moves from tunnel to via (or back) does not collide.
-	for _, p := range sortedKeys(s.tunnel) {
-		if !wantTunnel[p] {
-			if err := s.h.RouteDel(tunnelRoute(idx, p)); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("remove route %s dev %s: %w", p, w.Link, err))
-				continue
-			}
-			delete(s.tunnel, p)
-			s.log.Info("route removed", "prefix", p, "dev", w.Link)
-		}
+	// What the kernel has now: a route recorded as ours may have gone
+	// (the link went down, someone deleted it), and must come back.
+	have, err := s.kernelRoutes()
+	if err != nil {
+		errs = append(errs, err)
 	}
-	for _, p := range sortedKeys(s.via) {
-		if gw, ok := wantVia[p]; !ok || gw != s.via[p] {
-			if err := s.h.RouteDel(viaRoute(p, s.via[p])); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("remove route %s via %s: %w", p, s.via[p], err))
-				continue
-			}
-			delete(s.via, p)
-			s.log.Info("route removed", "prefix", p)
-		}
-	}
+	// Install what is wanted first, and remove what is no longer wanted
+	// only afterwards: RouteReplace overwrites a route to the same prefix
+	// (a prefix moving between tunnel and via, a new next hop), and if it
+	// fails the old route stays, so the prefix never loses its route and
+	// never falls through to the default route, unencrypted.
 	for _, p := range sortedKeys(wantTunnel) {
-		if s.tunnel[p] {
+		if s.tunnel[p] && have[kernelRoute{p, idx, netip.Addr{}}] {
 			continue
 		}
 		if err := s.h.RouteReplace(tunnelRoute(idx, p)); err != nil {
@@ -140,20 +132,84 @@ func (s *Setup) Apply(w Want) error {
 			continue
 		}
 		s.tunnel[p] = true
+		delete(s.via, p) // replaced
 		s.log.Info("route added", "prefix", p, "dev", w.Link)
 	}
 	for _, p := range sortedKeys(wantVia) {
-		if gw, ok := s.via[p]; ok && gw == wantVia[p] {
+		gw := wantVia[p]
+		if old, ok := s.via[p]; ok && old == gw && have[kernelRoute{p, -1, gw}] {
 			continue
 		}
-		if err := s.h.RouteReplace(viaRoute(p, wantVia[p])); err != nil {
-			errs = append(errs, fmt.Errorf("route %s via %s: %w", p, wantVia[p], err))
+		if err := s.h.RouteReplace(viaRoute(p, gw)); err != nil {
+			errs = append(errs, fmt.Errorf("route %s via %s: %w", p, gw, err))
 			continue
 		}
-		s.via[p] = wantVia[p]
-		s.log.Info("route added", "prefix", p, "via", wantVia[p])
+		s.via[p] = gw
+		delete(s.tunnel, p) // replaced
+		s.log.Info("route added", "prefix", p, "via", gw)
+	}
+	for _, p := range sortedKeys(s.tunnel) {
+		if wantTunnel[p] {
+			continue
+		}
+		if _, ok := wantVia[p]; ok {
+			continue // its via route failed above; keep the tunnel route
+		}
+		if err := s.h.RouteDel(tunnelRoute(idx, p)); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("remove route %s dev %s: %w", p, w.Link, err))
+			continue
+		}
+		delete(s.tunnel, p)
+		s.log.Info("route removed", "prefix", p, "dev", w.Link)
+	}
+	for _, p := range sortedKeys(s.via) {
+		if _, ok := wantVia[p]; ok || wantTunnel[p] {
+			continue // still wanted, or its replacement failed above
+		}
+		if err := s.h.RouteDel(viaRoute(p, s.via[p])); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("remove route %s via %s: %w", p, s.via[p], err))
+			continue
+		}
+		delete(s.via, p)
+		s.log.Info("route removed", "prefix", p)
 	}
 	return errors.Join(errs...)
+}
+
+// kernelRoute identifies a route of the main table: a tunnel route by its
+// prefix and link (via invalid), a via route by its prefix and next hop
+// (link -1).
+type kernelRoute struct {
+	prefix netip.Prefix
+	link   int
+	via    netip.Addr
+}
+
+// kernelRoutes lists the main table's routes with the default metric, the
+// only ones Apply installs.
+func (s *Setup) kernelRoutes() (map[kernelRoute]bool, error) {
+	rs, err := s.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("list routes: %w", err)
+	}
+	have := make(map[kernelRoute]bool, len(rs))
+	for _, r := range rs {
+		if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(r.Dst.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		p := netip.PrefixFrom(ip.Unmap(), ones)
+		if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+			have[kernelRoute{p, -1, gw.Unmap()}] = true
+		} else {
+			have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
+		}
+	}
+	return have, nil
 }
 
 // Routes returns the prefixes currently routed into the tunnel and via
