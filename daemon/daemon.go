@@ -158,12 +158,18 @@ func Run(ctx context.Context, o Options) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reloads := make(chan struct{})
+	repair := time.NewTicker(routeRepairInterval)
+	defer repair.Stop()
 	go func() {
 		defer close(reloads)
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-repair.C:
+				g.mu.Lock()
+				g.repairRoutes()
+				g.mu.Unlock()
 			case <-hup:
 				notify.Reloading()
 				g.reload(cfg.Path, "SIGHUP")

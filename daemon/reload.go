@@ -64,6 +64,20 @@ func (g *gateway) reload(path, why string) error {
 	return err
 }
 
+// repairRoutes re-applies the running config's kernel state. Called under
+// g.mu, on reloads of an unchanged file and every routeRepairInterval.
+func (g *gateway) repairRoutes() error {
+	if err := g.kern.Apply(kernelState(g.cfg.Load(), g.mtu)); err != nil {
+		g.log.Error("kernel routes of the running config could not all be restored", "err", err)
+		return fmt.Errorf("kernel routes: %w", err)
+	}
+	return nil
+}
+
+// routeRepairInterval is how often the daemon checks that the kernel still
+// has the running config's routes.
+const routeRepairInterval = 30 * time.Second
+
 func (g *gateway) apply(path, why string) error {
 	old := g.cfg.Load()
 	// Decoding and address-plan problems are reported together, the
@@ -77,7 +91,11 @@ func (g *gateway) apply(path, why string) error {
 	}
 	if next.Hash() == old.Hash() {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
-		return nil
+		// Still make the kernel match: routes can vanish under us (the
+		// TUN taken down and up flushes them), and a reload is how an
+		// operator asks for them back. Apply touches only what is
+		// missing.
+		return g.repairRoutes()
 	}
 	for _, w := range warnings {
 		g.log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)

@@ -301,8 +301,18 @@ func TestReloadRefusals(t *testing.T) {
 		})
 	}
 	os.WriteFile(pathA, []byte(good), 0o644)
+	// The good file is the running one: the reload changes no config
+	// but still re-applies the kernel state, which repairs routes that
+	// vanished under the gateway.
+	calls := kernA.calls
 	if err := ga.reload(pathA, "test"); err != nil {
 		t.Fatal(err)
+	}
+	if kernA.calls != calls+1 || len(kernA.tunnel()) == 0 {
+		t.Fatalf("reload of the unchanged file: %d kernel applies (want 1), tunnel routes %v", kernA.calls-calls, kernA.tunnel())
+	}
+	if ga.cfg.Load() != before {
+		t.Fatal("reload of the unchanged file replaced the running config")
 	}
 	if v := testutil.ToFloat64(ga.m.reloads.WithLabelValues("error")); v != float64(len(cases)) {
 		t.Fatalf("failed reloads counted %v, want %d", v, len(cases))
