@@ -15,7 +15,11 @@
 //   - a handshake message (types 1, 2, 3) of the wrong size: bad size;
 //   - a transport message whose receiver index is not one of ours, unless
 //     it comes from a configured peer endpoint (the router uses those to
-//     notice a peer that still has a session we forgot): unknown index.
+//     notice a peer that still has a session we forgot): unknown index;
+//   - an initiation or response from a source address the router blocked
+//     with Block (it sent handshake messages with a bad MAC faster than an
+//     honest gateway ever does), unless it comes from a configured peer
+//     endpoint: blocked. The MAC itself is checked in userspace only.
 //
 // Everything else, and anything the program cannot read, is passed on; the
 // router applies every check again, so the filter only ever moves work

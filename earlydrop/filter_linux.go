@@ -9,9 +9,11 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Map sizes. Receiver indices: a few per peer (current, previous, next
@@ -19,6 +21,9 @@ import (
 const (
 	MaxIndices   = 1 << 16
 	MaxEndpoints = 1 << 12
+	// MaxBlocked bounds the blocked sources; the least recently used
+	// goes first when it is full.
+	MaxBlocked = 1 << 14
 )
 
 // Filter is an attached early-drop filter. Create it with Attach.
@@ -29,6 +34,7 @@ type Filter struct {
 	indices   *ebpf.Map // [4]byte receiver index (wire order) -> uint8
 	endpoints *ebpf.Map // endpointKey -> uint8
 	counts    *ebpf.Map // per-CPU uint64 per Reason
+	blocked   *ebpf.Map // [16]byte source address -> uint64 CLOCK_MONOTONIC ns until which it is blocked
 	eps       map[[endpointKeySize]byte]bool
 	attached  bool
 }
@@ -75,11 +81,16 @@ func load(udp int32) (_ *Filter, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("earlydrop: counter map: %w", err)
 	}
+	if f.blocked, err = ebpf.NewMap(&ebpf.MapSpec{
+		Name: "bh_blocked", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 8, MaxEntries: MaxBlocked,
+	}); err != nil {
+		return nil, fmt.Errorf("earlydrop: blocked-source map: %w", err)
+	}
 	if f.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         "bh_earlydrop",
 		Type:         ebpf.SocketFilter,
 		License:      "MIT",
-		Instructions: program(f.indices.FD(), f.endpoints.FD(), f.counts.FD(), udp),
+		Instructions: program(f.indices.FD(), f.endpoints.FD(), f.counts.FD(), f.blocked.FD(), udp),
 	}); err != nil {
 		return nil, fmt.Errorf("earlydrop: load program: %w", err)
 	}
@@ -162,6 +173,30 @@ func (f *Filter) SetEndpoints(eps []netip.AddrPort) error {
 	return nil
 }
 
+// Block drops initiations and responses from addr in the kernel for d,
+// except from configured peer endpoints (SetEndpoints). A later Block of
+// the same address replaces the deadline; d <= 0 unblocks.
+func (f *Filter) Block(addr netip.Addr, d time.Duration) error {
+	k := endpointKey(netip.AddrPortFrom(addr, 0))
+	var key [16]byte
+	copy(key[:], k[:16])
+	if d <= 0 {
+		if err := f.blocked.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("earlydrop: unblock: %w", err)
+		}
+		return nil
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return fmt.Errorf("earlydrop: clock: %w", err)
+	}
+	until := uint64(ts.Nano()) + uint64(d)
+	if err := f.blocked.Update(key, until, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("earlydrop: block: %w", err)
+	}
+	return nil
+}
+
 // Counts returns the datagrams dropped so far, by Reason, summed over CPUs.
 func (f *Filter) Counts() (c [NumReasons]uint64, err error) {
 	var per []uint64
@@ -205,7 +240,7 @@ func (f *Filter) closeMaps() {
 	if f.prog != nil {
 		f.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{f.indices, f.endpoints, f.counts} {
+	for _, m := range []*ebpf.Map{f.indices, f.endpoints, f.counts, f.blocked} {
 		if m != nil {
 			m.Close()
 		}

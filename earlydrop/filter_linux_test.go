@@ -74,9 +74,10 @@ func newPair(t *testing.T, network, rxAddr, txAddr string) *pair {
 	return &pair{t: t, rx: rx, tx: tx, f: f, buf: make([]byte, 2048)}
 }
 
-// marker passes the filter whatever its state: a well-sized initiation.
+// marker passes the filter whatever its state: a well-sized cookie reply
+// (not subject to blocking).
 func marker(n int) []byte {
-	b := msg(bhcrypto.MsgInitiation, bhcrypto.InitiationSize, 0)
+	b := msg(bhcrypto.MsgCookieReply, bhcrypto.CookieReplySize, 0)
 	binary.LittleEndian.PutUint32(b[4:8], uint32(n))
 	b[8] = 0x5a
 	return b
@@ -216,6 +217,54 @@ func TestFilter(t *testing.T) {
 			if p.passes(transport(idx, 100)) {
 				t.Error("unknown index passed after its endpoint was removed")
 			}
+
+			// A blocked source's handshakes are dropped, except from
+			// a configured endpoint; transport messages are not
+			// affected; unblocking lets them through again.
+			if err := p.f.Block(from.Addr(), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.f.AddIndex(idx); err != nil {
+				t.Fatal(err)
+			}
+			c0 := p.counts()
+			if p.passes(msg(1, bhcrypto.InitiationSize, 3)) {
+				t.Error("initiation from a blocked source passed")
+			}
+			if p.passes(msg(2, bhcrypto.ResponseSize, 3)) {
+				t.Error("response from a blocked source passed")
+			}
+			if !p.passes(msg(3, bhcrypto.CookieReplySize, 3)) {
+				t.Error("cookie reply from a blocked source dropped")
+			}
+			if !p.passes(transport(idx, 100)) {
+				t.Error("transport from a blocked source dropped")
+			}
+			if got := p.counts()[ReasonBlocked] - c0[ReasonBlocked]; got != 2 {
+				t.Errorf("blocked count +%d, want +2", got)
+			}
+			if err := p.f.SetEndpoints([]netip.AddrPort{from}); err != nil {
+				t.Fatal(err)
+			}
+			if !p.passes(msg(1, bhcrypto.InitiationSize, 3)) {
+				t.Error("initiation from a blocked peer endpoint dropped")
+			}
+			if err := p.f.SetEndpoints(nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.f.Block(from.Addr(), 0); err != nil {
+				t.Fatal(err)
+			}
+			if !p.passes(msg(1, bhcrypto.InitiationSize, 3)) {
+				t.Error("initiation dropped after unblocking")
+			}
+			if err := p.f.Block(from.Addr(), time.Nanosecond); err != nil {
+				t.Fatal(err)
+			}
+			if !p.passes(msg(1, bhcrypto.InitiationSize, 3)) {
+				t.Error("initiation dropped after the block expired")
+			}
+			p.f.RemoveIndex(idx)
 
 			// Detached: everything reaches the socket, counts stay.
 			before := p.counts()

@@ -17,6 +17,10 @@ const (
 	ReasonUnknownType
 	ReasonBadSize
 	ReasonUnknownIndex
+	// ReasonBlocked: a handshake message from a source that Block
+	// listed (it sent too many messages with a bad MAC), unless the
+	// source is a configured peer endpoint.
+	ReasonBlocked
 	NumReasons
 )
 
@@ -30,6 +34,8 @@ func (r Reason) String() string {
 		return "bad_size"
 	case ReasonUnknownIndex:
 		return "unknown_index"
+	case ReasonBlocked:
+		return "blocked"
 	}
 	return "unknown"
 }
@@ -70,12 +76,12 @@ func be16(v uint16) int32 {
 	return int32(binary.NativeEndian.Uint16(b[:]))
 }
 
-// program returns the filter's instructions for the three maps' file
+// program returns the filter's instructions for the four maps' file
 // descriptors. Return value: 0 drops the datagram, 0xffffffff keeps all
 // of it. udp is where the UDP header starts in the data the program sees:
 // 0 on a socket; tests run the same program on whole IP packets with
 // BPF_PROG_TEST_RUN, where it starts after the IP header.
-func program(indices, endpoints, counts int, udp int32) asm.Instructions {
+func program(indices, endpoints, counts, blocked int, udp int32) asm.Instructions {
 	drop := func(label string, r Reason) asm.Instructions {
 		return asm.Instructions{
 			asm.Mov.Imm(asm.R8, int32(r)).WithSymbol(label),
@@ -115,6 +121,32 @@ func program(indices, endpoints, counts int, udp int32) asm.Instructions {
 			asm.FnMapLookupElem.Call(),
 		}
 	}
+	// srcKey(l) writes the endpoint key of the datagram's source at
+	// stEndpoint (see endpointKeySize); its labels start with l.
+	srcKey := func(l string) asm.Instructions {
+		v6 := loadNet(ipv6SrcOff, stEndpoint, 16)
+		v6[0] = v6[0].WithSymbol(l + "_v6")
+		port := load(0, stEndpoint+16, 2)
+		port[0] = port[0].WithSymbol(l + "_port")
+		is := asm.Instructions{
+			asm.StoreImm(asm.RFP, stEndpoint, 0, asm.Word),
+			asm.StoreImm(asm.RFP, stEndpoint+4, 0, asm.Word),
+			asm.StoreImm(asm.RFP, stEndpoint+8, 0, asm.Word),
+			asm.StoreImm(asm.RFP, stEndpoint+12, 0, asm.Word),
+			asm.StoreImm(asm.RFP, stEndpoint+16, 0, asm.Word),
+			asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word),
+			asm.JEq.Imm(asm.R0, be16(0x86DD), l+"_v6"),
+			asm.JNE.Imm(asm.R0, be16(0x0800), "pass"), // not IP: cannot tell
+			asm.StoreImm(asm.RFP, stEndpoint+10, 0xff, asm.Byte),
+			asm.StoreImm(asm.RFP, stEndpoint+11, 0xff, asm.Byte),
+		}
+		is = append(is, loadNet(ipv4SrcOff, stEndpoint+12, 4)...)
+		is = append(is, asm.Ja.Label(l+"_port"))
+		is = append(is, v6...)
+		return append(is, port...)
+	}
+	hs := srcKey("h")
+	hs[0] = hs[0].WithSymbol("handshake")
 	var p asm.Instructions
 	add := func(is ...any) {
 		for _, i := range is {
@@ -141,9 +173,9 @@ func program(indices, endpoints, counts int, udp int32) asm.Instructions {
 		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgCookieReply), "cookie"),
 		drop("unknown_type", ReasonUnknownType),
 
-		asm.JEq.Imm(asm.R7, bhcrypto.InitiationSize, "pass").WithSymbol("initiation"),
+		asm.JEq.Imm(asm.R7, bhcrypto.InitiationSize, "handshake").WithSymbol("initiation"),
 		asm.Ja.Label("bad_size"),
-		asm.JEq.Imm(asm.R7, bhcrypto.ResponseSize, "pass").WithSymbol("response"),
+		asm.JEq.Imm(asm.R7, bhcrypto.ResponseSize, "handshake").WithSymbol("response"),
 		asm.Ja.Label("bad_size"),
 		asm.JEq.Imm(asm.R7, bhcrypto.CookieReplySize, "pass").WithSymbol("cookie"),
 		drop("bad_size", ReasonBadSize),
@@ -161,27 +193,23 @@ func program(indices, endpoints, counts int, udp int32) asm.Instructions {
 
 		// Unknown index: pass it on if it comes from a configured
 		// peer endpoint.
-		asm.StoreImm(asm.RFP, stEndpoint, 0, asm.Word),
-		asm.StoreImm(asm.RFP, stEndpoint+4, 0, asm.Word),
-		asm.StoreImm(asm.RFP, stEndpoint+8, 0, asm.Word),
-		asm.StoreImm(asm.RFP, stEndpoint+12, 0, asm.Word),
-		asm.StoreImm(asm.RFP, stEndpoint+16, 0, asm.Word),
-		asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word),
-		asm.JEq.Imm(asm.R0, be16(0x86DD), "v6"),
-		asm.JNE.Imm(asm.R0, be16(0x0800), "unknown_index"),
-		asm.StoreImm(asm.RFP, stEndpoint+10, 0xff, asm.Byte),
-		asm.StoreImm(asm.RFP, stEndpoint+11, 0xff, asm.Byte),
-		loadNet(ipv4SrcOff, stEndpoint+12, 4),
-		asm.Ja.Label("port"),
-	)
-	v6 := loadNet(ipv6SrcOff, stEndpoint, 16)
-	v6[0] = v6[0].WithSymbol("v6")
-	port := load(0, stEndpoint+16, 2)
-	port[0] = port[0].WithSymbol("port")
-	add(v6, port,
+		srcKey("t"),
 		lookup(endpoints, stEndpoint),
 		asm.JNE.Imm(asm.R0, 0, "pass"),
 		drop("unknown_index", ReasonUnknownIndex),
+
+		// A well-sized initiation or response: drop it if its source
+		// address is blocked (until a monotonic time in ns), unless
+		// the source is a configured peer endpoint.
+		hs,
+		lookup(blocked, stEndpoint),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.LoadMem(asm.R9, asm.R0, 0, asm.DWord),
+		asm.FnKtimeGetNs.Call(),
+		asm.JGE.Reg(asm.R0, asm.R9, "pass"),
+		lookup(endpoints, stEndpoint),
+		asm.JNE.Imm(asm.R0, 0, "pass"),
+		drop("blocked", ReasonBlocked),
 		drop("runt", ReasonRunt),
 
 		asm.StoreMem(asm.RFP, stReason, asm.R8, asm.Word).WithSymbol("drop"),

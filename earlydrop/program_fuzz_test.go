@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 
@@ -16,15 +17,25 @@ import (
 // reference is the filter's decision written plainly in Go, from the
 // router's outside path (router.receiveBatch, openTransport,
 // queueHandshake): what it drops and why, and what it passes.
-func reference(payload []byte, indexKnown, fromPeer bool) (pass bool, reason Reason) {
+// A blocked source's initiations and responses are dropped too, unless it
+// is a peer endpoint.
+func reference(payload []byte, indexKnown, fromPeer, blocked bool) (pass bool, reason Reason) {
 	if len(payload) < 4 {
 		return false, ReasonRunt
 	}
 	switch payload[0] {
-	case bhcrypto.MsgInitiation:
-		return len(payload) == bhcrypto.InitiationSize, ReasonBadSize
-	case bhcrypto.MsgResponse:
-		return len(payload) == bhcrypto.ResponseSize, ReasonBadSize
+	case bhcrypto.MsgInitiation, bhcrypto.MsgResponse:
+		size := bhcrypto.InitiationSize
+		if payload[0] == bhcrypto.MsgResponse {
+			size = bhcrypto.ResponseSize
+		}
+		if len(payload) != size {
+			return false, ReasonBadSize
+		}
+		if blocked && !fromPeer {
+			return false, ReasonBlocked
+		}
+		return true, 0
 	case bhcrypto.MsgCookieReply:
 		return len(payload) == bhcrypto.CookieReplySize, ReasonBadSize
 	case bhcrypto.MsgTransport:
@@ -109,7 +120,7 @@ func testFilters(t testing.TB) map[int32]*Filter {
 }
 
 // check runs the program on payload and compares it with reference.
-func check(t testing.TB, fs map[int32]*Filter, payload []byte, v6, indexKnown, fromPeer bool) {
+func check(t testing.TB, fs map[int32]*Filter, payload []byte, v6, indexKnown, fromPeer, blocked bool) {
 	t.Helper()
 	src := fuzzSrc4
 	if v6 {
@@ -137,6 +148,13 @@ func check(t testing.TB, fs map[int32]*Filter, payload []byte, v6, indexKnown, f
 	if err := f.SetEndpoints(eps); err != nil {
 		t.Fatal(err)
 	}
+	blockFor := time.Duration(0)
+	if blocked {
+		blockFor = time.Hour
+	}
+	if err := f.Block(src.Addr(), blockFor); err != nil {
+		t.Fatal(err)
+	}
 	before, err := f.Counts()
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +169,11 @@ func check(t testing.TB, fs map[int32]*Filter, payload []byte, v6, indexKnown, f
 	}
 	// An index known only because the payload is too short to hold one
 	// is not known: the reference decides on the payload.
-	wantPass, wantReason := reference(payload, indexKnown && len(payload) >= 8, fromPeer)
+	wantPass, wantReason := reference(payload, indexKnown && len(payload) >= 8, fromPeer, blocked)
 	gotPass := ret != 0
 	if gotPass != wantPass {
-		t.Fatalf("payload %x (v6 %v, index known %v, from peer %v): program passed=%v (ret %#x), reference %v (%s)",
-			payload, v6, indexKnown, fromPeer, gotPass, ret, wantPass, wantReason)
+		t.Fatalf("payload %x (v6 %v, index known %v, from peer %v, blocked %v): program passed=%v (ret %#x), reference %v (%s)",
+			payload, v6, indexKnown, fromPeer, blocked, gotPass, ret, wantPass, wantReason)
 	}
 	for r := range NumReasons {
 		want := before[r]
@@ -170,7 +188,7 @@ func check(t testing.TB, fs map[int32]*Filter, payload []byte, v6, indexKnown, f
 
 // FuzzProgram checks the eBPF program against reference on arbitrary
 // payloads, from IPv4 and IPv6 sources, with the receiver index known or
-// not and the source a peer endpoint or not.
+// not, the source a peer endpoint or not, blocked or not.
 func FuzzProgram(f *testing.F) {
 	seed := func(typ byte, size int, mod func([]byte)) []byte {
 		b := make([]byte, size)
@@ -197,12 +215,14 @@ func FuzzProgram(f *testing.F) {
 	} {
 		f.Add(p, uint8(0))
 		f.Add(p, uint8(7))
+		f.Add(p, uint8(8))
+		f.Add(p, uint8(13))
 	}
 	fs := testFilters(f)
 	f.Fuzz(func(t *testing.T, payload []byte, flags uint8) {
 		if len(payload) > 1400 {
 			payload = payload[:1400]
 		}
-		check(t, fs, payload, flags&1 != 0, flags&2 != 0, flags&4 != 0)
+		check(t, fs, payload, flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0)
 	})
 }

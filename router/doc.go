@@ -6,7 +6,10 @@
 //     looks the destination up in a longest-prefix-match table of every
 //     site's node and pod CIDRs, seals each packet in place for one gateway
 //     of the destination site and hands runs of packets for the same
-//     gateway to the UDP bind in one call;
+//     gateway to the UDP bind in one call. A reader goroutine does the
+//     reads and seals bulk reads itself; single packets arriving close
+//     together are queued for a sealer goroutine that batches them into
+//     one send (see insidePipe);
 //   - the outside loop reads datagrams in batches, finds the session by
 //     its receiver index, authenticates and decrypts in place, checks the
 //     replay window, checks that the inner source belongs to the sending
@@ -24,6 +27,15 @@
 // "under load": messages without a valid cookie (mac2) get a cookie reply
 // no larger than themselves instead of DH work, and each source is held
 // to HandshakeRate per second.
+//
+// An optional KernelFilter (package earlydrop, an eBPF socket filter)
+// applies the outside loop's first checks before datagrams are queued on
+// the socket: runts, unknown types, wrong handshake sizes and transport
+// messages for receiver indices that are not live. The router keeps its
+// index map in step (every index reaches the filter before it is
+// published), folds its counts into Drops, blocks sources that send bad
+// mac1s faster than BadMACRate, and detaches it at the first failed
+// update. Every check is still made in userspace.
 //
 // Path MTU: TCP SYNs crossing the tunnel in either direction get their
 // MSS clamped to the tunnel MTU; packets over the MTU with DF set (or any

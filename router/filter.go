@@ -3,6 +3,7 @@ package router
 import (
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // KernelFilter is an early-drop filter on the outside socket (package
@@ -16,14 +17,73 @@ type KernelFilter interface {
 	AddIndex(idx uint32) error
 	RemoveIndex(idx uint32) error
 	SetEndpoints(eps []netip.AddrPort) error
+	// Block drops initiations and responses from addr for d, except
+	// from configured peer endpoints.
+	Block(addr netip.Addr, d time.Duration) error
 	// Counts returns the drops so far by reason: runt, unknown type,
-	// bad size, unknown index.
-	Counts() ([4]uint64, error)
+	// bad size, unknown index, blocked source.
+	Counts() ([5]uint64, error)
 	Detach() error
 }
 
-// filterReasons are the Drops reasons of the KernelFilter counts, in order.
-var filterReasons = [4]Reason{ReasonRunt, ReasonUnknownType, ReasonBadSize, ReasonUnknownIndex}
+// filterReasons are the Drops reasons of the KernelFilter counts, in
+// order. Handshakes from a blocked source count as rate_limited.
+var filterReasons = [5]Reason{ReasonRunt, ReasonUnknownType, ReasonBadSize, ReasonUnknownIndex, ReasonRateLimited}
+
+// A source that sends handshake messages with a bad mac1 faster than
+// BadMACRate per second (after a burst of BadMACBurst) is blocked in the
+// kernel filter for BlockBadMACFor: its initiations and responses are then
+// dropped before they reach the socket, and counted as rate_limited. An
+// honest gateway never sends a bad mac1 (one with the wrong key for us
+// sends one per retransmission, every 5 s); configured peer endpoints are
+// never blocked. This helps only against a flood from real source
+// addresses: a flood with a new spoofed source per datagram still reaches
+// the mac1 check in userspace.
+const (
+	BadMACRate     = 20
+	BadMACBurst    = 100
+	BlockBadMACFor = 10 * time.Second
+	// maxBlocked bounds the sources this side remembers as blocked.
+	maxBlocked = 4096
+)
+
+// noteBadMAC counts a bad-mac1 message from from and blocks its source in
+// the kernel filter once it exceeds the rate. Called by the outside loop.
+func (r *Router) noteBadMAC(from netip.AddrPort) {
+	f := r.filter.Load()
+	if f == nil || r.badMAC.Allow(from.Addr()) {
+		return
+	}
+	a := from.Addr()
+	now := r.clock.Now().UnixNano()
+	r.blockMu.Lock()
+	defer r.blockMu.Unlock()
+	if until, ok := r.blockedUntil[a]; ok && until > now {
+		return // blocked; this one was already on its way
+	}
+	if len(r.blockedUntil) >= maxBlocked {
+		return
+	}
+	if err := (*f).Block(a, BlockBadMACFor); err != nil {
+		r.detachFilter("blocking a source", err)
+		return
+	}
+	r.blockedUntil[a] = now + int64(BlockBadMACFor)
+	r.log.Warn("blocking handshake messages from a source sending bad MACs",
+		"source", a, "for", BlockBadMACFor, "rate_above", BadMACRate)
+}
+
+// forgetBlocks drops expired entries of blockedUntil. Called by the
+// handshake loop with the limiter GC.
+func (r *Router) forgetBlocks(now time.Time) {
+	r.blockMu.Lock()
+	defer r.blockMu.Unlock()
+	for a, until := range r.blockedUntil {
+		if until <= now.UnixNano() {
+			delete(r.blockedUntil, a)
+		}
+	}
+}
 
 // syncFilterIndices tells the kernel filter about receiver indices that
 // appeared or went away. It runs under indexTable.mu, before the new table

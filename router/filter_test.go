@@ -2,11 +2,13 @@ package router
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/earlydrop"
@@ -20,7 +22,8 @@ type recordingFilter struct {
 	r         *Router // to check ordering against the index table
 	indices   map[uint32]bool
 	endpoints []netip.AddrPort
-	counts    [4]uint64
+	counts    [5]uint64
+	blocked   map[netip.Addr]time.Duration
 	failAdd   error
 	detached  bool
 	early     int // AddIndex calls made before the index was published
@@ -60,7 +63,17 @@ func (f *recordingFilter) SetEndpoints(eps []netip.AddrPort) error {
 	return nil
 }
 
-func (f *recordingFilter) Counts() ([4]uint64, error) {
+func (f *recordingFilter) Block(a netip.Addr, d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.blocked == nil {
+		f.blocked = map[netip.Addr]time.Duration{}
+	}
+	f.blocked[a] += d
+	return nil
+}
+
+func (f *recordingFilter) Counts() ([5]uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.counts, nil
@@ -165,12 +178,58 @@ func TestKernelFilterSync(t *testing.T) {
 	}
 	// Kernel drops show up in Drops by reason.
 	fb.mu.Lock()
-	fb.counts = [4]uint64{1, 2, 3, 4}
+	fb.counts = [5]uint64{1, 2, 3, 4, 5}
 	fb.mu.Unlock()
 	waitDrop(t, b.r, Outside, ReasonRunt, 1)
 	waitDrop(t, b.r, Outside, ReasonUnknownType, 2)
 	waitDrop(t, b.r, Outside, ReasonBadSize, 3)
 	waitDrop(t, b.r, Outside, ReasonUnknownIndex, 4)
+	waitDrop(t, b.r, Outside, ReasonRateLimited, 5)
+}
+
+// TestBadMACSourceBlocked: a source sending initiations with a bad mac1
+// faster than BadMACRate is blocked in the kernel filter, once, for
+// BlockBadMACFor; one that stays below the burst is not.
+func TestBadMACSourceBlocked(t *testing.T) {
+	clock := newFakeClock()
+	fb := newRecordingFilter()
+	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420), clock: clock}
+	b := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420), clock: clock, filter: fb}
+	a.bind, b.bind = udp.NewPair(netip.MustParseAddrPort("192.0.2.1:51820"), netip.MustParseAddrPort("192.0.2.2:51820"))
+	b.start(t, twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr()))
+	bad := make([]byte, bhcrypto.InitiationSize)
+	bad[0] = bhcrypto.MsgInitiation
+	flooder := netip.MustParseAddrPort("198.51.100.2:4000")
+	quiet := netip.MustParseAddrPort("198.51.100.3:4000")
+	send := func(from netip.AddrPort, n int) {
+		out := b.r.newOutsideBatch()
+		for range n {
+			copy(out.bufs[0], bad)
+			out.sizes[0] = len(bad)
+			out.eps[0] = from
+			b.r.receiveBatch(out, 1, clock.Now())
+		}
+	}
+	send(quiet, BadMACBurst)
+	send(flooder, BadMACBurst+50)
+	fb.mu.Lock()
+	got := maps.Clone(fb.blocked)
+	fb.mu.Unlock()
+	if len(got) != 1 || got[flooder.Addr()] != BlockBadMACFor {
+		t.Errorf("blocked %v, want only %s for %s (once)", got, flooder.Addr(), BlockBadMACFor)
+	}
+	if n := b.r.drops.Get(Outside, ReasonBadMAC); n != 2*BadMACBurst+50 {
+		t.Errorf("bad_mac drops %d, want %d", n, 2*BadMACBurst+50)
+	}
+	// After the block expires, a source still flooding is blocked again.
+	clock.Advance(BlockBadMACFor + limiterGCInterval)
+	send(flooder, BadMACBurst+1)
+	fb.mu.Lock()
+	again := fb.blocked[flooder.Addr()]
+	fb.mu.Unlock()
+	if again != 2*BlockBadMACFor {
+		t.Errorf("after expiry: blocked for %s in total, want %s", again, 2*BlockBadMACFor)
+	}
 }
 
 func mapsEqual(a, b map[uint32]bool) bool {

@@ -40,6 +40,7 @@ func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 	// before taking a queue slot, and never costs Diffie-Hellman.
 	if msg[0] != bhcrypto.MsgCookieReply && !r.mac1.Check(msg) {
 		r.drops.Add(Outside, ReasonBadMAC, 1)
+		r.noteBadMAC(from)
 		return
 	}
 	var m *hsMessage
@@ -330,6 +331,8 @@ func (r *Router) timers(now time.Time) {
 		r.lastGC = now.UnixNano()
 		r.limiter.GC()
 		r.icmpLimit.GC()
+		r.badMAC.GC()
+		r.forgetBlocks(now)
 	}
 }
 

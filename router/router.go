@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,11 @@ type Router struct {
 	// counts Drops already has.
 	filter     atomic.Pointer[KernelFilter]
 	filterMu   sync.Mutex
-	filterSeen [4]uint64
+	filterSeen [5]uint64
+	// Sources sending bad mac1s (see noteBadMAC).
+	badMAC       *ratelimit.Limiter
+	blockMu      sync.Mutex
+	blockedUntil map[netip.Addr]int64
 
 	// tunMu serializes TUN writes (outside loop, ICMP errors).
 	tunMu sync.Mutex
@@ -170,6 +175,8 @@ func New(o Options) (*Router, error) {
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
+	r.badMAC = ratelimit.New(BadMACRate, BadMACBurst, 4096, r.clock.Now)
+	r.blockedUntil = make(map[netip.Addr]int64)
 	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
 	r.icmpOut = make([][]byte, 1)
 	if o.Filter != nil {
