@@ -74,6 +74,8 @@ type gateway struct {
 	bind  udp.Bind
 	id    *bhcrypto.Identity
 	clock Clock
+	// dev, if set, is the router's TUN instead of tun (a wrapper of it).
+	dev tun.Device
 	// filter, if set before start, is the router's KernelFilter; a
 	// *recordingFilter also gets the router, to check ordering.
 	filter KernelFilter
@@ -133,7 +135,11 @@ func newLoopbackPair(t *testing.T, cipher bhcrypto.CipherKind, clock Clock) (a, 
 
 func (g *gateway) start(t *testing.T, cfg *Config) {
 	t.Helper()
-	r, err := New(Options{TUN: g.tun, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t), Filter: g.filter})
+	var dev tun.Device = g.tun
+	if g.dev != nil {
+		dev = g.dev
+	}
+	r, err := New(Options{TUN: dev, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t), Filter: g.filter})
 	if err != nil {
 		t.Fatal(err)
 	}
