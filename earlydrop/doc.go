@@ -24,8 +24,8 @@
 // Everything else, and anything the program cannot read, is passed on; the
 // router applies every check again, so the filter only ever moves work
 // into the kernel and never decides alone that a datagram is good.
-// Coalesced (GRO) datagrams, whose later segments the program cannot see,
-// are always passed on.
+// Coalesced (GSO/GRO) datagrams, whose later segments the program cannot
+// see, are always passed on.
 //
 // Counts: every drop is counted by reason in a per-CPU array; Counts sums
 // them. The router adds them to its own drop counters, so operators see one

@@ -40,8 +40,9 @@ type Filter struct {
 }
 
 // Attach loads the filter and attaches it to conn, a UDP socket. It needs
-// CAP_BPF (or CAP_SYS_ADMIN) and a kernel with eBPF socket filters
-// (Linux 4.18 or later). The caller owns the Filter and must Close it;
+// CAP_BPF (or CAP_SYS_ADMIN) and Linux 5.7 or later (the program reads
+// __sk_buff.gso_size); elsewhere loading fails and callers run without
+// the filter. The caller owns the Filter and must Close it;
 // closing conn does not.
 func Attach(conn syscall.Conn) (*Filter, error) {
 	f, err := load(0)

@@ -47,7 +47,7 @@ const (
 	udpHeaderLen = 8
 	skbLen       = 0   // offsetof(struct __sk_buff, len)
 	skbProtocol  = 16  // offsetof(struct __sk_buff, protocol), big endian
-	skbGSOSegs   = 164 // offsetof(struct __sk_buff, gso_segs)
+	skbGSOSize   = 176 // offsetof(struct __sk_buff, gso_size), Linux 5.7+
 
 	hdrStartNet = 1 // BPF_HDR_START_NET
 
@@ -161,8 +161,10 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 	add(
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R7, asm.R6, skbLen, asm.Word),
-		asm.LoadMem(asm.R0, asm.R6, skbGSOSegs, asm.Word),
-		asm.JGT.Imm(asm.R0, 1, "pass"),
+		// A GSO/GRO datagram (any gso_size, whether or not the
+		// kernel has counted its segments yet) goes to userspace.
+		asm.LoadMem(asm.R0, asm.R6, skbGSOSize, asm.Word),
+		asm.JNE.Imm(asm.R0, 0, "pass"),
 		asm.JLT.Imm(asm.R7, udp+udpHeaderLen+4, "runt"),
 		asm.Sub.Imm(asm.R7, udp+udpHeaderLen), // R7: UDP payload length
 		load(udpHeaderLen, stHeader, 4),

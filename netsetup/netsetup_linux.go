@@ -188,7 +188,21 @@ type kernelRoute struct {
 // kernelRoutes lists the main table's routes with the default metric, the
 // only ones Apply installs.
 func (s *Setup) kernelRoutes() (map[kernelRoute]bool, error) {
-	rs, err := s.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	var rs []netlink.Route
+	var err error
+	// A dump that the kernel's table changed under is incomplete; try
+	// again. If it keeps changing, an empty answer only means every
+	// wanted route is replaced, which is harmless.
+	for range 3 {
+		rs, err = s.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	if errors.Is(err, netlink.ErrDumpInterrupted) {
+		s.log.Warn("route table kept changing while listed; replacing every wanted route")
+		return map[kernelRoute]bool{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list routes: %w", err)
 	}

@@ -121,8 +121,29 @@ func New(rate float64, burst int, maxEntries int, now func() time.Time) *Limiter
 // Allow reports whether a message from ip may be processed now, and if so
 // takes a token from ip's bucket. An invalid ip is always refused.
 func (l *Limiter) Allow(ip netip.Addr) bool {
+	return l.Take(ip) == Allowed
+}
+
+// Verdict is what Take decided.
+type Verdict uint8
+
+const (
+	// Allowed: the source had a token; one was taken.
+	Allowed Verdict = iota
+	// Limited: the source is tracked and its bucket is empty.
+	Limited
+	// Untracked: the source has no bucket and the table is full, or ip
+	// is invalid; nothing is known about its rate.
+	Untracked
+)
+
+// Take is Allow telling a source over its rate (Limited) from one the
+// table had no room for (Untracked), so that callers can punish only the
+// former: a flood of distinct sources fills the table without any of
+// them being over the rate.
+func (l *Limiter) Take(ip netip.Addr) Verdict {
 	if !ip.IsValid() {
-		return false
+		return Untracked
 	}
 	k := keyOf(ip)
 	now := l.now()
@@ -133,7 +154,7 @@ func (l *Limiter) Allow(ip netip.Addr) bool {
 	if !ok {
 		if len(l.table) >= l.maxEntries {
 			l.stats.TableFull++
-			return false
+			return Untracked
 		}
 		b = bucket{tokens: l.burst, last: now}
 	} else if elapsed := now.Sub(b.last); elapsed > 0 {
@@ -143,14 +164,15 @@ func (l *Limiter) Allow(ip netip.Addr) bool {
 		b.tokens = min(l.burst, b.tokens+elapsed.Seconds()*l.rate)
 		b.last = now
 	}
-	allowed := b.tokens >= 1
-	if allowed {
+	v := Allowed
+	if b.tokens >= 1 {
 		b.tokens--
 	} else {
+		v = Limited
 		l.stats.Limited++
 	}
 	l.table[k] = b
-	return allowed
+	return v
 }
 
 // GC drops the sources that have been idle long enough for their bucket

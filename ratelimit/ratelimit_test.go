@@ -192,6 +192,29 @@ func TestTableBound(t *testing.T) {
 	}
 }
 
+// TestTakeVerdicts: Take tells a source over its own rate from one the full
+// table has no room for, and an invalid address from both.
+func TestTakeVerdicts(t *testing.T) {
+	clk := newClock()
+	l := New(10, 2, 1, clk.Now)
+	a := netip.MustParseAddr("10.0.0.1")
+	for i, want := range []Verdict{Allowed, Allowed, Limited, Limited} {
+		if got := l.Take(a); got != want {
+			t.Fatalf("take %d: %v, want %v", i, got, want)
+		}
+	}
+	if got := l.Take(netip.MustParseAddr("10.0.0.2")); got != Untracked {
+		t.Fatalf("newcomer with a full table: %v, want Untracked", got)
+	}
+	if got := l.Take(netip.Addr{}); got != Untracked {
+		t.Fatalf("invalid address: %v, want Untracked", got)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if got := l.Take(a); got != Allowed {
+		t.Fatalf("after refill: %v, want Allowed", got)
+	}
+}
+
 func TestGC(t *testing.T) {
 	clk := newClock()
 	// rate 20, burst 5: refill takes 250 ms, so the idle limit is 1 s.

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/bridgehead/bridgehead/ratelimit"
 )
 
 // KernelFilter is an early-drop filter on the outside socket (package
@@ -30,47 +32,75 @@ type KernelFilter interface {
 // order. Handshakes from a blocked source count as rate_limited.
 var filterReasons = [5]Reason{ReasonRunt, ReasonUnknownType, ReasonBadSize, ReasonUnknownIndex, ReasonRateLimited}
 
-// A source that sends handshake messages with a bad mac1 faster than
-// BadMACRate per second (after a burst of BadMACBurst) is blocked in the
-// kernel filter for BlockBadMACFor: its initiations and responses are then
-// dropped before they reach the socket, and counted as rate_limited. An
-// honest gateway never sends a bad mac1 (one with the wrong key for us
-// sends one per retransmission, every 5 s); configured peer endpoints are
-// never blocked. This helps only against a flood from real source
-// addresses: a flood with a new spoofed source per datagram still reaches
-// the mac1 check in userspace.
+// A source address that sends handshake messages with a bad mac1 faster
+// than BadMACRate per second (after a burst of BadMACBurst) is blocked in
+// the kernel filter for BlockBadMACFor: its initiations and responses are
+// then dropped before they reach the socket, and counted as rate_limited.
+// An honest gateway never sends a bad mac1 (one with the wrong key for us
+// sends one per retransmission, every 5 s). The address of any configured
+// or current peer endpoint is never blocked, whatever the port, since a
+// spoofed flood could otherwise cut that peer off. At most
+// maxBlocksPerSecond new blocks are made per second and maxBlocked are
+// remembered. This helps only against floods from real source addresses:
+// one with a new spoofed source per datagram never exceeds any source's
+// rate and still reaches the mac1 check in userspace.
 const (
 	BadMACRate     = 20
 	BadMACBurst    = 100
 	BlockBadMACFor = 10 * time.Second
-	// maxBlocked bounds the sources this side remembers as blocked.
-	maxBlocked = 4096
+
+	maxBlocked         = 4096
+	maxBlocksPerSecond = 10
+	blockLogInterval   = time.Second
 )
 
-// noteBadMAC counts a bad-mac1 message from from and blocks its source in
-// the kernel filter once it exceeds the rate. Called by the outside loop.
+// noteBadMAC counts a bad-mac1 message from from and blocks its address
+// in the kernel filter once that address is over the rate. Called by the
+// outside loop.
 func (r *Router) noteBadMAC(from netip.AddrPort) {
 	f := r.filter.Load()
-	if f == nil || r.badMAC.Allow(from.Addr()) {
+	if f == nil || r.badMAC.Take(from.Addr()) != ratelimit.Limited {
 		return
 	}
-	a := from.Addr()
-	now := r.clock.Now().UnixNano()
+	a := from.Addr().Unmap()
+	now := r.clock.Now()
 	r.blockMu.Lock()
 	defer r.blockMu.Unlock()
-	if until, ok := r.blockedUntil[a]; ok && until > now {
+	if until, ok := r.blockedUntil[a]; ok && now.Before(until) {
 		return // blocked; this one was already on its way
 	}
-	if len(r.blockedUntil) >= maxBlocked {
+	if len(r.blockedUntil) >= maxBlocked || r.isPeerAddr(a) || !r.blockBudget.Allow(netip.IPv4Unspecified()) {
 		return
 	}
 	if err := (*f).Block(a, BlockBadMACFor); err != nil {
 		r.detachFilter("blocking a source", err)
 		return
 	}
-	r.blockedUntil[a] = now + int64(BlockBadMACFor)
-	r.log.Warn("blocking handshake messages from a source sending bad MACs",
-		"source", a, "for", BlockBadMACFor, "rate_above", BadMACRate)
+	r.blockedUntil[a] = now.Add(BlockBadMACFor)
+	r.blocksUnlogged++
+	if now.Sub(r.lastBlockLog) >= blockLogInterval {
+		r.log.Warn("blocking handshake messages from sources sending bad MACs",
+			"source", a, "sources_blocked_since_last_log", r.blocksUnlogged,
+			"for", BlockBadMACFor, "rate_above", BadMACRate)
+		r.lastBlockLog, r.blocksUnlogged = now, 0
+	}
+}
+
+// isPeerAddr reports whether a is the address of a configured or current
+// endpoint of any peer.
+func (r *Router) isPeerAddr(a netip.Addr) bool {
+	st := r.state.Load()
+	for ep := range st.byEndpoint {
+		if ep.Addr().Unmap() == a {
+			return true
+		}
+	}
+	for _, p := range st.order {
+		if p.Endpoint().Addr().Unmap() == a {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetBlocks drops expired entries of blockedUntil. Called by the
@@ -79,31 +109,41 @@ func (r *Router) forgetBlocks(now time.Time) {
 	r.blockMu.Lock()
 	defer r.blockMu.Unlock()
 	for a, until := range r.blockedUntil {
-		if until <= now.UnixNano() {
+		if !now.Before(until) {
 			delete(r.blockedUntil, a)
 		}
 	}
 }
 
 // syncFilterIndices tells the kernel filter about receiver indices that
-// appeared or went away. It runs under indexTable.mu, before the new table
-// is published, so an index is known to the filter before any peer can be
-// told about it.
-func (r *Router) syncFilterIndices(old, cur map[uint32]indexEntry) {
+// appeared, and returns what to run once the new table is published: the
+// removal of indices that went away. It runs under indexTable.mu, so an
+// index is known to the filter before any peer can be told about it, and
+// stays known while the published table still has it.
+func (r *Router) syncFilterIndices(old, cur map[uint32]indexEntry) (after func()) {
 	f := r.filter.Load()
 	if f == nil {
-		return
+		return nil
 	}
 	for idx := range cur {
 		if _, ok := old[idx]; !ok {
 			if err := (*f).AddIndex(idx); err != nil {
 				r.detachFilter("adding a receiver index", err)
-				return
+				return nil
 			}
 		}
 	}
+	var gone []uint32
 	for idx := range old {
 		if _, ok := cur[idx]; !ok {
+			gone = append(gone, idx)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return func() {
+		for _, idx := range gone {
 			// A stale index only costs a userspace lookup.
 			if err := (*f).RemoveIndex(idx); err != nil {
 				r.log.Warn("kernel filter: removing a receiver index failed", "err", err)
@@ -112,8 +152,10 @@ func (r *Router) syncFilterIndices(old, cur map[uint32]indexEntry) {
 	}
 }
 
-// syncFilterEndpoints gives the kernel filter the configured endpoints.
-func (r *Router) syncFilterEndpoints(st *routingState) {
+// syncFilterEndpoints gives the kernel filter the configured endpoints of
+// st (plus, with also, those of the state still published, so that none
+// is missing while both may be in use).
+func (r *Router) syncFilterEndpoints(st, also *routingState) {
 	f := r.filter.Load()
 	if f == nil {
 		return
@@ -122,6 +164,13 @@ func (r *Router) syncFilterEndpoints(st *routingState) {
 	for ep := range st.byEndpoint {
 		eps = append(eps, ep)
 	}
+	if also != nil {
+		for ep := range also.byEndpoint {
+			if st.byEndpoint[ep] == nil {
+				eps = append(eps, ep)
+			}
+		}
+	}
 	slices.SortFunc(eps, func(a, b netip.AddrPort) int { return a.Compare(b) })
 	if err := (*f).SetEndpoints(eps); err != nil {
 		r.detachFilter("setting peer endpoints", err)
@@ -129,23 +178,44 @@ func (r *Router) syncFilterEndpoints(st *routingState) {
 }
 
 // detachFilter stops kernel filtering for good: every datagram is checked
-// in userspace again.
+// in userspace again. If the kernel refuses to detach it, the filter stays
+// in use (kept in step as far as it goes) and pollFilter retries.
 func (r *Router) detachFilter(what string, err error) {
-	f := r.filter.Swap(nil)
+	f := r.filter.Load()
 	if f == nil {
 		return
 	}
+	if derr := (*f).Detach(); derr != nil {
+		if !r.filterStale.Swap(true) {
+			r.log.Error("kernel filter out of step and could not be detached; retrying",
+				"while", what, "err", err, "detach_err", derr)
+		}
+		return
+	}
+	if !r.filter.CompareAndSwap(f, nil) {
+		return // another caller detached it
+	}
+	r.filterStale.Store(false)
+	// Counted after detaching, so that no drop is left behind.
 	r.collectFilterDrops(*f)
-	derr := (*f).Detach()
-	r.log.Error("kernel filter detached; checking every datagram in userspace", "while", what, "err", err, "detach_err", derr)
+	r.log.Error("kernel filter detached; checking every datagram in userspace", "while", what, "err", err)
 }
 
-// pollFilter adds the kernel filter's new drops to Drops. The handshake
-// loop calls it every tick.
+// pollFilter adds the kernel filter's new drops to Drops, and retries a
+// detach the kernel refused. The handshake loop calls it every tick, and
+// the metrics collector before each scrape.
 func (r *Router) pollFilter() {
-	if f := r.filter.Load(); f != nil {
-		r.collectFilterDrops(*f)
+	f := r.filter.Load()
+	if f == nil {
+		return
 	}
+	if r.filterStale.Load() {
+		r.detachFilter("retrying an earlier failure", nil)
+		if f = r.filter.Load(); f == nil {
+			return
+		}
+	}
+	r.collectFilterDrops(*f)
 }
 
 func (r *Router) collectFilterDrops(f KernelFilter) {

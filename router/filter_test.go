@@ -18,16 +18,18 @@ import (
 
 // recordingFilter is a KernelFilter that remembers what it was told.
 type recordingFilter struct {
-	mu        sync.Mutex
-	r         *Router // to check ordering against the index table
-	indices   map[uint32]bool
-	endpoints []netip.AddrPort
-	counts    [5]uint64
-	blocked   map[netip.Addr]time.Duration
-	failAdd   error
-	detached  bool
-	early     int // AddIndex calls made before the index was published
-	late      int // ... made after
+	mu         sync.Mutex
+	r          *Router // to check ordering against the index table
+	indices    map[uint32]bool
+	endpoints  []netip.AddrPort
+	counts     [5]uint64
+	blocked    map[netip.Addr]time.Duration
+	failAdd    error
+	failDetach int // Detach fails this many times first
+	detaches   int
+	detached   bool
+	early      int // AddIndex calls made before the index was published
+	late       int // ... made after
 }
 
 func newRecordingFilter() *recordingFilter {
@@ -82,6 +84,10 @@ func (f *recordingFilter) Counts() ([5]uint64, error) {
 func (f *recordingFilter) Detach() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.detaches++
+	if f.detaches <= f.failDetach {
+		return errors.New("detach refused")
+	}
 	f.detached = true
 	return nil
 }
@@ -201,8 +207,8 @@ func TestBadMACSourceBlocked(t *testing.T) {
 	bad[0] = bhcrypto.MsgInitiation
 	flooder := netip.MustParseAddrPort("198.51.100.2:4000")
 	quiet := netip.MustParseAddrPort("198.51.100.3:4000")
+	out := b.r.newOutsideBatch()
 	send := func(from netip.AddrPort, n int) {
-		out := b.r.newOutsideBatch()
 		for range n {
 			copy(out.bufs[0], bad)
 			out.sizes[0] = len(bad)
@@ -212,15 +218,28 @@ func TestBadMACSourceBlocked(t *testing.T) {
 	}
 	send(quiet, BadMACBurst)
 	send(flooder, BadMACBurst+50)
+	// A peer's address is never blocked, whatever the port: a spoofed
+	// flood must not be able to cut a peer's handshakes off.
+	send(netip.AddrPortFrom(a.bind.LocalAddr().Addr(), 9999), BadMACBurst+50)
 	fb.mu.Lock()
 	got := maps.Clone(fb.blocked)
 	fb.mu.Unlock()
 	if len(got) != 1 || got[flooder.Addr()] != BlockBadMACFor {
 		t.Errorf("blocked %v, want only %s for %s (once)", got, flooder.Addr(), BlockBadMACFor)
 	}
-	if n := b.r.drops.Get(Outside, ReasonBadMAC); n != 2*BadMACBurst+50 {
-		t.Errorf("bad_mac drops %d, want %d", n, 2*BadMACBurst+50)
+	if n := b.r.drops.Get(Outside, ReasonBadMAC); n != 3*BadMACBurst+100 {
+		t.Errorf("bad_mac drops %d, want %d", n, 3*BadMACBurst+100)
 	}
+	// Many distinct sources, each below the rate, fill the limiter's
+	// table: none of them is over its rate, so none is blocked.
+	for i := range 5000 {
+		send(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)}), 4000), 1)
+	}
+	fb.mu.Lock()
+	if len(fb.blocked) != 1 {
+		t.Errorf("%d sources blocked after a spoofed-source flood, want still 1", len(fb.blocked))
+	}
+	fb.mu.Unlock()
 	// After the block expires, a source still flooding is blocked again.
 	clock.Advance(BlockBadMACFor + limiterGCInterval)
 	send(flooder, BadMACBurst+1)
@@ -260,6 +279,25 @@ func TestKernelFilterDetachOnError(t *testing.T) {
 	}
 	if b.r.FilterAttached() {
 		t.Error("router still reports the filter attached")
+	}
+}
+
+// TestKernelFilterDetachRetried: when the kernel refuses the detach, the
+// router keeps the filter and retries until it is gone.
+func TestKernelFilterDetachRetried(t *testing.T) {
+	fb := newRecordingFilter()
+	fb.failAdd = errors.New("map full")
+	fb.failDetach = 2
+	a, b := newFilteredPair(t, nil, use(fb))
+	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	waitFor(t, "the filter detached after retries", func() bool { return !b.r.FilterAttached() })
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if !fb.detached || fb.detaches != 3 {
+		t.Errorf("detach calls %d (detached %v), want 3 with the last one succeeding", fb.detaches, fb.detached)
 	}
 }
 

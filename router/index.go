@@ -22,8 +22,9 @@ type indexTable struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[uint32]indexEntry]
 	// onChange, if set, sees every update before it is published, with
-	// the old and the new map (both read-only), under mu.
-	onChange func(old, cur map[uint32]indexEntry)
+	// the old and the new map (both read-only), under mu; the function
+	// it returns, if any, runs after publishing, still under mu.
+	onChange func(old, cur map[uint32]indexEntry) (after func())
 }
 
 func (t *indexTable) lookup(idx uint32) (indexEntry, bool) {
@@ -52,14 +53,18 @@ func (t *indexTable) update(f func(m map[uint32]indexEntry)) {
 		}
 	}
 	f(n)
+	var after func()
 	if t.onChange != nil {
 		var o map[uint32]indexEntry
 		if old != nil {
 			o = *old
 		}
-		t.onChange(o, n)
+		after = t.onChange(o, n)
 	}
 	t.m.Store(&n)
+	if after != nil {
+		after()
+	}
 }
 
 func (t *indexTable) len() int {

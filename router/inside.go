@@ -47,7 +47,7 @@ func (r *Router) newInsideSlot() *insideBatch {
 }
 
 // The inside path runs on two goroutines that share one sealer state
-// (sealMu). The reader reads the TUN. A read of several packets (a TCP
+// (mu). The reader reads the TUN. A read of several packets (a TCP
 // super-packet split by the offload TUN) and a read after a quiet spell
 // are sealed and sent by the reader itself, run to completion, so bulk
 // flows keep their data on one core and a lone packet (an idle ping) pays
@@ -55,7 +55,7 @@ func (r *Router) newInsideSlot() *insideBatch {
 // goes to a queue instead, and the sealer goroutine takes everything
 // queued at once into one run and one sendmmsg: small packets, which the
 // TUN hands over one per read, get batched that way, and reading overlaps
-// with sealing. Whoever holds sealMu first seals what is queued, so
+// with sealing. Whoever holds mu first seals what is queued, so
 // packets leave in the order they were read.
 const (
 	// insideSlots is how many TUN reads can wait for the sealer.
@@ -125,6 +125,9 @@ func (r *Router) readTUN(ctx context.Context, p *insidePipe) error {
 			// the error still go out.
 			r.drops.Add(Inside, ReasonTUNReadError, 1)
 			if failures++; failures >= maxConsecutiveErrors {
+				if n > 0 { // read with the last error: not sent
+					r.drops.Add(Inside, ReasonTUNReadError, uint64(n))
+				}
 				p.free <- b
 				return fmt.Errorf("TUN read failed %d times in a row: %w", failures, err)
 			}
@@ -141,6 +144,9 @@ func (r *Router) readTUN(ctx context.Context, p *insidePipe) error {
 		last = now
 		if n > 1 || quiet {
 			r.sealQueued(p, b)
+			// The gap to the next read starts now, not before
+			// the sealing.
+			last = r.clock.Now()
 			continue
 		}
 		p.full <- b

@@ -85,13 +85,18 @@ type Router struct {
 	// The kernel early-drop filter, nil when there is none or after it
 	// was detached; filterSeen (under filterMu) is how much of its
 	// counts Drops already has.
-	filter     atomic.Pointer[KernelFilter]
-	filterMu   sync.Mutex
-	filterSeen [5]uint64
-	// Sources sending bad mac1s (see noteBadMAC).
-	badMAC       *ratelimit.Limiter
-	blockMu      sync.Mutex
-	blockedUntil map[netip.Addr]int64
+	filter      atomic.Pointer[KernelFilter]
+	filterMu    sync.Mutex
+	filterSeen  [5]uint64
+	filterStale atomic.Bool // a detach failed; pollFilter retries
+	// Sources sending bad mac1s (see noteBadMAC); blockMu guards the
+	// fields after it.
+	badMAC         *ratelimit.Limiter
+	blockMu        sync.Mutex
+	blockBudget    *ratelimit.Limiter // new blocks per second, one bucket
+	blockedUntil   map[netip.Addr]time.Time
+	lastBlockLog   time.Time
+	blocksUnlogged int
 
 	// tunMu serializes TUN writes (outside loop, ICMP errors).
 	tunMu sync.Mutex
@@ -176,7 +181,8 @@ func New(o Options) (*Router, error) {
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
 	r.badMAC = ratelimit.New(BadMACRate, BadMACBurst, 4096, r.clock.Now)
-	r.blockedUntil = make(map[netip.Addr]int64)
+	r.blockBudget = ratelimit.New(maxBlocksPerSecond, maxBlocksPerSecond, 1, r.clock.Now)
+	r.blockedUntil = make(map[netip.Addr]time.Time)
 	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
 	r.icmpOut = make([][]byte, 1)
 	if o.Filter != nil {
@@ -202,8 +208,9 @@ func (r *Router) SetConfig(c *Config) error {
 	if err != nil {
 		return err
 	}
-	r.syncFilterEndpoints(st)
+	r.syncFilterEndpoints(st, old)
 	r.state.Store(st)
+	r.syncFilterEndpoints(st, nil)
 	for _, p := range gone {
 		p.removed.Store(true)
 		r.retire(p.current.Swap(nil), p.previous.Swap(nil), p.next.Swap(nil))
