@@ -147,6 +147,45 @@ func TestHotPathAllocs(t *testing.T) {
 	}
 }
 
+// TestSealQueuedAllocs: the production inside path (slots queued for the
+// sealer, and a read sealed by the reader after the queue) allocates
+// nothing per packet either.
+func TestSealQueuedAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need a quiet run")
+	}
+	h := newHotPair(t, bhcrypto.AESGCM)
+	pkt := udpPacket(t, podA, podB, make([]byte, 1000))
+	p := h.a.newInsidePipe()
+	sent := h.bindA.sent
+	run := func() {
+		// Two single packets queued, then a read of two sealed by the
+		// reader: four packets, one flush.
+		for range 2 {
+			b := <-p.free
+			copy(b.bufs[0][bufHeadroom:], pkt)
+			b.sizes[0], b.n = len(pkt), 1
+			p.full <- b
+		}
+		own := <-p.free
+		for i := range 2 {
+			copy(own.bufs[i][bufHeadroom:], pkt)
+			own.sizes[i] = len(pkt)
+		}
+		own.n = 2
+		h.a.sealQueued(p, own)
+	}
+	if n := testing.AllocsPerRun(500, run); n != 0 {
+		t.Errorf("sealQueued: %.1f allocations per run of 4 packets, want 0", n)
+	}
+	if got := h.bindA.sent - sent; got < 4*500 {
+		t.Errorf("%d datagrams sent, want at least %d", got, 4*500)
+	}
+	if len(p.free) != insideSlots {
+		t.Errorf("%d of %d slots back in free", len(p.free), insideSlots)
+	}
+}
+
 // TestReplayedDatagramDropped sends the same sealed datagram twice: the
 // second is dropped as a replay, after authentication.
 func TestReplayedDatagramDropped(t *testing.T) {

@@ -79,6 +79,23 @@ type insidePipe struct {
 // insideLoop reads plain packets from the TUN, seals them and sends them,
 // until the TUN is closed or fails for good.
 func (r *Router) insideLoop(ctx context.Context) error {
+	p := r.newInsidePipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range p.wake {
+			r.sealQueued(p, nil)
+		}
+		r.sealQueued(p, nil)
+	}()
+	err := r.readTUN(ctx, p)
+	close(p.wake)
+	<-done
+	return err
+}
+
+// newInsidePipe allocates the inside path's slots and run, once.
+func (r *Router) newInsidePipe() *insidePipe {
 	bs := max(r.tun.BatchSize(), 1)
 	p := &insidePipe{
 		free:  make(chan *insideBatch, insideSlots),
@@ -92,18 +109,7 @@ func (r *Router) insideLoop(ctx context.Context) error {
 		b.run = p.run
 		p.free <- b
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range p.wake {
-			r.sealQueued(p, nil)
-		}
-		r.sealQueued(p, nil)
-	}()
-	err := r.readTUN(ctx, p)
-	close(p.wake)
-	<-done
-	return err
+	return p
 }
 
 // readTUN is the inside reader: it reads the TUN into free slots and seals
