@@ -114,9 +114,17 @@ func (s *Setup) Apply(w Want) error {
 	}
 	// What the kernel has now: a route recorded as ours may have gone
 	// (the link went down, someone deleted it), and must come back.
-	have, err := s.kernelRoutes()
+	have, prefixes, err := s.kernelRoutes()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	// A route to a wanted prefix that we did not install (an operator's,
+	// at the default metric) is replaced: say so, since Close will then
+	// remove ours and leave the prefix without it.
+	foreign := func(p netip.Prefix) {
+		if _, ours := s.via[p]; prefixes[p] && !s.tunnel[p] && !ours {
+			s.log.Warn("replacing a route bridgehead did not install", "prefix", p)
+		}
 	}
 	// Install what is wanted first, and remove what is no longer wanted
 	// only afterwards: RouteReplace overwrites a route to the same prefix
@@ -127,6 +135,7 @@ func (s *Setup) Apply(w Want) error {
 		if s.tunnel[p] && have[kernelRoute{p, idx, netip.Addr{}}] {
 			continue
 		}
+		foreign(p)
 		if err := s.h.RouteReplace(tunnelRoute(idx, p)); err != nil {
 			errs = append(errs, fmt.Errorf("route %s dev %s: %w", p, w.Link, err))
 			continue
@@ -140,6 +149,7 @@ func (s *Setup) Apply(w Want) error {
 		if old, ok := s.via[p]; ok && old == gw && have[kernelRoute{p, -1, gw}] {
 			continue
 		}
+		foreign(p)
 		if err := s.h.RouteReplace(viaRoute(p, gw)); err != nil {
 			errs = append(errs, fmt.Errorf("route %s via %s: %w", p, gw, err))
 			continue
@@ -187,9 +197,8 @@ type kernelRoute struct {
 
 // kernelRoutes lists the main table's routes with the default metric, the
 // only ones Apply installs.
-func (s *Setup) kernelRoutes() (map[kernelRoute]bool, error) {
+func (s *Setup) kernelRoutes() (have map[kernelRoute]bool, prefixes map[netip.Prefix]bool, err error) {
 	var rs []netlink.Route
-	var err error
 	// A dump that the kernel's table changed under is incomplete; try
 	// again. If it keeps changing, an empty answer only means every
 	// wanted route is replaced, which is harmless.
@@ -201,12 +210,13 @@ func (s *Setup) kernelRoutes() (map[kernelRoute]bool, error) {
 	}
 	if errors.Is(err, netlink.ErrDumpInterrupted) {
 		s.log.Warn("route table kept changing while listed; replacing every wanted route")
-		return map[kernelRoute]bool{}, nil
+		return map[kernelRoute]bool{}, map[netip.Prefix]bool{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list routes: %w", err)
+		return nil, nil, fmt.Errorf("list routes: %w", err)
 	}
-	have := make(map[kernelRoute]bool, len(rs))
+	have = make(map[kernelRoute]bool, len(rs))
+	prefixes = make(map[netip.Prefix]bool, len(rs))
 	for _, r := range rs {
 		if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
 			continue
@@ -217,13 +227,14 @@ func (s *Setup) kernelRoutes() (map[kernelRoute]bool, error) {
 		}
 		ones, _ := r.Dst.Mask.Size()
 		p := netip.PrefixFrom(ip.Unmap(), ones)
+		prefixes[p] = true
 		if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
 			have[kernelRoute{p, -1, gw.Unmap()}] = true
 		} else {
 			have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
 		}
 	}
-	return have, nil
+	return have, prefixes, nil
 }
 
 // Routes returns the prefixes currently routed into the tunnel and via

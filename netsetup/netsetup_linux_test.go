@@ -976,3 +976,34 @@ func TestFailedChangeKeepsOldRoute(t *testing.T) {
 	}
 	checkRoutes(t, "after Close", baseline)
 }
+
+// TestForeignRouteReplacedWithWarning: a wanted prefix that already has a
+// route Setup did not install is replaced, and the log says so, once.
+func TestForeignRouteReplacedWithWarning(t *testing.T) {
+	enterNetns(t)
+	e := newEnv(t)
+	var logs strings.Builder
+	s, err := New(slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	foreign := &netlink.Route{Dst: nlNet("10.1.0.0/16"), Gw: net.ParseIP("192.0.2.99"), LinkIndex: e.lan.Attrs().Index}
+	if err := netlink.RouteAdd(foreign); err != nil {
+		t.Fatalf("adding the operator's route: %v", err)
+	}
+	w := fullWant()
+	if err := s.Apply(w); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	const msg = "replacing a route bridgehead did not install"
+	if n := strings.Count(logs.String(), msg); n != 1 || !strings.Contains(logs.String(), "prefix=10.1.0.0/16") {
+		t.Errorf("log has %d warnings about replacing (want 1, for 10.1.0.0/16):\n%s", n, logs.String())
+	}
+	if err := s.Apply(w); err != nil {
+		t.Fatalf("Apply again: %v", err)
+	}
+	if n := strings.Count(logs.String(), msg); n != 1 {
+		t.Errorf("second Apply warned again (%d warnings)", n)
+	}
+}
