@@ -39,7 +39,15 @@ func TestKeepalive(t *testing.T) {
 	b.expectPacket(t)
 	rx := func() uint64 { return b.r.Peers()[0].RxPackets }
 	base := rx()
-	clock.Step(20 * time.Second)
+	// B answers A's data with a passive keepalive after
+	// KeepaliveTimeout. Wait until A has it, so that A does not take B
+	// for dead at NoAnswerTimeout (and re-handshake) only because the
+	// fake clock ran ahead of the loopback delivery.
+	aRx := func() uint64 { return a.r.Peers()[0].RxPackets }
+	aBase := aRx()
+	clock.Step(KeepaliveTimeout + time.Second)
+	waitFor(t, "B's passive keepalive at A", func() bool { return aRx() > aBase })
+	clock.Step(20*time.Second - KeepaliveTimeout - time.Second)
 	time.Sleep(100 * time.Millisecond)
 	if rx() != base {
 		t.Fatalf("keepalive before the interval")
