@@ -45,6 +45,9 @@ type Setup struct {
 	via    map[netip.Prefix]netip.Addr
 	// sysctlPath is where /proc/sys lives (tests point it elsewhere).
 	sysctlPath string
+	// closed is set by Close: the netlink handle is gone, and a netlink
+	// call would quietly act on the calling thread's namespace.
+	closed bool
 }
 
 // New returns a Setup bound to the calling thread's network namespace.
@@ -70,6 +73,9 @@ func New(log *slog.Logger) (*Setup, error) {
 func (s *Setup) Apply(w Want) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("netsetup: Apply after Close")
+	}
 	if s.link != "" && w.Link != s.link {
 		return fmt.Errorf("link changed from %s to %s: routes on %s would be left behind", s.link, w.Link, s.link)
 	}
@@ -250,10 +256,15 @@ func (s *Setup) Routes() (tunnel []netip.Prefix, via []ViaRoute) {
 }
 
 // Close removes every route this Setup added. Forwarding is left on: other
-// software on a gateway may rely on it.
+// software on a gateway may rely on it. Later calls of Close do nothing;
+// Apply after Close returns an error.
 func (s *Setup) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	var errs []error
 	if link, err := s.h.LinkByName(s.link); err == nil {
 		for p := range s.tunnel {

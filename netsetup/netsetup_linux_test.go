@@ -1007,3 +1007,23 @@ func TestForeignRouteReplacedWithWarning(t *testing.T) {
 		t.Errorf("second Apply warned again (%d warnings)", n)
 	}
 }
+
+// TestApplyAfterClose: a closed Setup refuses to Apply (its netlink handle
+// is gone; a call would act on whatever namespace the caller is in) and
+// changes nothing.
+func TestApplyAfterClose(t *testing.T) {
+	enterNetns(t)
+	newEnv(t)
+	s := newSetup(t)
+	baseline := kernelRoutes(t, false)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := s.Apply(fullWant()); err == nil {
+		t.Fatal("Apply after Close succeeded")
+	}
+	checkRoutes(t, "after Apply on a closed Setup", baseline)
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
