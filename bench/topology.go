@@ -145,36 +145,7 @@ func (t *Topology) Up(ctx context.Context) error {
 		}
 	}
 	a, b, ga, gb := t.NS(ANode), t.NS(BNode), t.NS(AGW), t.NS(BGW)
-	cmds := [][]string{
-		{"-n", ga, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", a},
-		{"-n", gb, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", b},
-		{"-n", ga, "link", "add", "wan", "type", "veth", "peer", "name", "wan", "netns", gb},
-		{"-n", ga, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
-		{"-n", gb, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
-		// Site A LAN
-		{"-n", ga, "addr", "add", gwALAN + "/16", "dev", "lan"},
-		{"-n", ga, "addr", "add", gwALAN6 + "/64", "dev", "lan", "nodad"},
-		{"-n", a, "addr", "add", nodeA + "/16", "dev", "eth0"},
-		{"-n", a, "addr", "add", "fd00:224::5/64", "dev", "eth0", "nodad"},
-		{"-n", a, "addr", "add", PodA.String() + "/32", "dev", "lo"},
-		{"-n", a, "addr", "add", "fd00:244:0:1::10/128", "dev", "lo"},
-		// Site B LAN
-		{"-n", gb, "addr", "add", gwBLAN + "/24", "dev", "lan"},
-		{"-n", gb, "addr", "add", gwBLAN6 + "/64", "dev", "lan", "nodad"},
-		{"-n", b, "addr", "add", nodeB + "/24", "dev", "eth0"},
-		{"-n", b, "addr", "add", "fd00:50::5/64", "dev", "eth0", "nodad"},
-		{"-n", b, "addr", "add", PodB.String() + "/32", "dev", "lo"},
-		{"-n", b, "addr", "add", "fd00:245:0:1::10/128", "dev", "lo"},
-		// WAN
-		{"-n", ga, "addr", "add", wanA + "/24", "dev", "wan"},
-		{"-n", gb, "addr", "add", wanB + "/24", "dev", "wan"},
-		{"-n", ga, "link", "set", "lan", "up"},
-		{"-n", ga, "link", "set", "wan", "up"},
-		{"-n", gb, "link", "set", "lan", "up"},
-		{"-n", gb, "link", "set", "wan", "up"},
-		{"-n", a, "link", "set", "eth0", "up"},
-		{"-n", b, "link", "set", "eth0", "up"},
-	}
+	cmds := labLinks(a, b, ga, gb, wanMTU)
 	// Pods: only static routes toward their own gateway, the routes
 	// `bridgehead routes --format ip` prints for the lab.
 	for _, p := range siteBPrefixes4 {
@@ -324,3 +295,40 @@ func (t *Topology) Down() error {
 }
 
 var execCommand = exec.CommandContext
+
+// labLinks returns the ip(8) arguments that wire the lab's links and
+// addresses for the namespaces of node A, node B, gateway A and gateway B:
+// the same links and addresses as deploy/lab/lab.sh (TestLabPlanMatches
+// compares them).
+func labLinks(a, b, ga, gb string, wanMTU int) [][]string {
+	return [][]string{
+		{"-n", ga, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", a},
+		{"-n", gb, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", b},
+		{"-n", ga, "link", "add", "wan", "type", "veth", "peer", "name", "wan", "netns", gb},
+		{"-n", ga, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
+		{"-n", gb, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
+		// Site A LAN
+		{"-n", ga, "addr", "add", gwALAN + "/16", "dev", "lan"},
+		{"-n", ga, "addr", "add", gwALAN6 + "/64", "dev", "lan", "nodad"},
+		{"-n", a, "addr", "add", nodeA + "/16", "dev", "eth0"},
+		{"-n", a, "addr", "add", "fd00:224::5/64", "dev", "eth0", "nodad"},
+		{"-n", a, "addr", "add", PodA.String() + "/32", "dev", "lo"},
+		{"-n", a, "addr", "add", "fd00:244:0:1::10/128", "dev", "lo"},
+		// Site B LAN
+		{"-n", gb, "addr", "add", gwBLAN + "/24", "dev", "lan"},
+		{"-n", gb, "addr", "add", gwBLAN6 + "/64", "dev", "lan", "nodad"},
+		{"-n", b, "addr", "add", nodeB + "/24", "dev", "eth0"},
+		{"-n", b, "addr", "add", "fd00:50::5/64", "dev", "eth0", "nodad"},
+		{"-n", b, "addr", "add", PodB.String() + "/32", "dev", "lo"},
+		{"-n", b, "addr", "add", "fd00:245:0:1::10/128", "dev", "lo"},
+		// WAN
+		{"-n", ga, "addr", "add", wanA + "/24", "dev", "wan"},
+		{"-n", gb, "addr", "add", wanB + "/24", "dev", "wan"},
+		{"-n", ga, "link", "set", "lan", "up"},
+		{"-n", ga, "link", "set", "wan", "up"},
+		{"-n", gb, "link", "set", "lan", "up"},
+		{"-n", gb, "link", "set", "wan", "up"},
+		{"-n", a, "link", "set", "eth0", "up"},
+		{"-n", b, "link", "set", "eth0", "up"},
+	}
+}
