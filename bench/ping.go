@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 // PingResult holds the round-trip times of one ping series.
@@ -167,21 +169,6 @@ func EchoRequest(id, seq uint16, size int) []byte {
 	for i := range size {
 		b[8+i] = byte(i)
 	}
-	binary.BigEndian.PutUint16(b[2:], inetChecksum(b))
+	binary.BigEndian.PutUint16(b[2:], packet.Checksum(b, 0))
 	return b
-}
-
-// inetChecksum is the RFC 1071 Internet checksum.
-func inetChecksum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
-	}
-	return ^uint16(sum)
 }

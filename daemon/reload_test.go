@@ -21,6 +21,7 @@ import (
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/router/packet"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -153,14 +154,7 @@ func ipv4UDP(src, dst netip.Addr, payload []byte) []byte {
 	b[9] = 17
 	copy(b[12:16], src.AsSlice())
 	copy(b[16:20], dst.AsSlice())
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	c := ^uint16(sum)
+	c := packet.Checksum(b[:20], 0)
 	b[10], b[11] = byte(c>>8), byte(c)
 	b[20], b[21], b[22], b[23] = 0x9c, 0x40, 0x1b, 0x58
 	ul := 8 + len(payload)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 // openTestOffload creates testIfName as an offload TUN in a fresh
@@ -171,7 +174,7 @@ func TestOffloadReadsUDP(t *testing.T) {
 			t.Fatalf("segment %d: %d bytes (IP total length %d), want %d",
 				i, len(p), binary.BigEndian.Uint16(p[2:]), 28+len(want))
 		}
-		if checksum(p[:20]) != 0 {
+		if packet.Checksum(p[:20], 0) != 0 {
 			t.Errorf("segment %d: bad IP header checksum", i)
 		}
 		if int(binary.BigEndian.Uint16(p[24:])) != 8+len(want) || !bytes.Equal(p[28:], want) {
@@ -398,7 +401,7 @@ func udpPacket(src, dst [4]byte, sport, dport, id uint16, payload []byte) []byte
 	p[9] = unix.IPPROTO_UDP
 	copy(p[12:16], src[:])
 	copy(p[16:20], dst[:])
-	binary.BigEndian.PutUint16(p[10:], checksum(p[:20]))
+	binary.BigEndian.PutUint16(p[10:], packet.Checksum(p[:20], 0))
 	binary.BigEndian.PutUint16(p[20:], sport)
 	binary.BigEndian.PutUint16(p[22:], dport)
 	binary.BigEndian.PutUint16(p[24:], uint16(8+len(payload)))
@@ -412,11 +415,9 @@ func udpPacket(src, dst [4]byte, sport, dport, id uint16, payload []byte) []byte
 // verifies (or, for a packet with its checksum field zeroed, the value to
 // store).
 func udpChecksum(p []byte) uint16 {
-	ph := make([]byte, 12, 12+len(p)-20)
-	copy(ph[0:8], p[12:20])
-	ph[9] = unix.IPPROTO_UDP
-	binary.BigEndian.PutUint16(ph[10:], uint16(len(p)-20))
-	return checksum(append(ph, p[20:]...))
+	src, _ := netip.AddrFromSlice(p[12:16])
+	dst, _ := netip.AddrFromSlice(p[16:20])
+	return packet.Checksum(p[20:], packet.PseudoHeaderSum(src, dst, unix.IPPROTO_UDP, len(p)-20))
 }
 
 // groSize returns the segment size of a UDP_GRO control message leading

@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 const testIfName = "bhtest0"
@@ -248,26 +250,11 @@ func echoRequest(src, dst [4]byte, id, seq uint16, payload []byte) []byte {
 	p[9] = 1  // ICMP
 	copy(p[12:16], src[:])
 	copy(p[16:20], dst[:])
-	binary.BigEndian.PutUint16(p[10:], checksum(p[:20]))
+	binary.BigEndian.PutUint16(p[10:], packet.Checksum(p[:20], 0))
 	p[20] = 8 // echo request
 	binary.BigEndian.PutUint16(p[24:], id)
 	binary.BigEndian.PutUint16(p[26:], seq)
 	copy(p[28:], payload)
-	binary.BigEndian.PutUint16(p[22:], checksum(p[20:]))
+	binary.BigEndian.PutUint16(p[22:], packet.Checksum(p[20:], 0))
 	return p
-}
-
-// checksum is the Internet checksum (RFC 1071) of b.
-func checksum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		sum += uint32(b[len(b)-1]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum>>16 + sum&0xffff
-	}
-	return ^uint16(sum)
 }
