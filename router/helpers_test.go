@@ -269,3 +269,19 @@ func (c *fakeClock) Step(total time.Duration) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// newInsideBatch is one inside read slot with a run of its own, for tests
+// that drive route directly instead of through the reader and sealer.
+func (r *Router) newInsideBatch() *insideBatch {
+	b := r.newInsideSlot()
+	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs))}
+	return b
+}
+
+// routeBatch routes and seals the n packets in b and sends them, as
+// sealQueued does for one read.
+func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
+	b.run.now = now.UnixNano()
+	r.route(b, n, now)
+	r.flushInside(b.run)
+}

@@ -18,7 +18,7 @@ type insideBatch struct {
 	bufs  [][]byte
 	sizes []int
 	n     int      // packets read into bufs (pipeline only)
-	run   *sealRun // where routeBatch collects sealed datagrams
+	run   *sealRun // where route collects sealed datagrams
 }
 
 // sealRun is the sealed datagrams waiting for one sendmmsg: a run of
@@ -28,12 +28,6 @@ type sealRun struct {
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
 	now   int64    // unix nanoseconds of the batch
-}
-
-func (r *Router) newInsideBatch() *insideBatch {
-	b := r.newInsideSlot()
-	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs))}
-	return b
 }
 
 // newInsideSlot returns buffers for one TUN read, without a run.
@@ -198,13 +192,6 @@ drain:
 		taken[i] = nil
 	}
 	p.taken = taken[:0]
-}
-
-// routeBatch routes and seals the n packets in b and sends them.
-func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
-	b.run.now = now.UnixNano()
-	r.route(b, n, now)
-	r.flushInside(b.run)
 }
 
 // route routes and seals the n packets in b into b.run, sending the run
