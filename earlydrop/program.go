@@ -89,30 +89,25 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 		}
 	}
 	// load(off, stack, n) copies n bytes of the datagram at off (from
-	// the UDP header) to the stack; on failure the datagram is passed.
-	load := func(off int32, stack int32, n int32) asm.Instructions {
-		return asm.Instructions{
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, udp+off),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, stack),
-			asm.Mov.Imm(asm.R4, n),
-			asm.FnSkbLoadBytes.Call(),
-			asm.JNE.Imm(asm.R0, 0, "pass"),
-		}
-	}
-	loadNet := func(off int32, stack int32, n int32) asm.Instructions {
-		return asm.Instructions{
+	// the UDP header) to the stack, loadNet from the network header; on
+	// failure the datagram is passed.
+	copyBytes := func(off, stack, n int32, fromNet bool) asm.Instructions {
+		is := asm.Instructions{
 			asm.Mov.Reg(asm.R1, asm.R6),
 			asm.Mov.Imm(asm.R2, off),
 			asm.Mov.Reg(asm.R3, asm.RFP),
 			asm.Add.Imm(asm.R3, stack),
 			asm.Mov.Imm(asm.R4, n),
-			asm.Mov.Imm(asm.R5, hdrStartNet),
-			asm.FnSkbLoadBytesRelative.Call(),
-			asm.JNE.Imm(asm.R0, 0, "pass"),
 		}
+		if fromNet {
+			is = append(is, asm.Mov.Imm(asm.R5, hdrStartNet), asm.FnSkbLoadBytesRelative.Call())
+		} else {
+			is = append(is, asm.FnSkbLoadBytes.Call())
+		}
+		return append(is, asm.JNE.Imm(asm.R0, 0, "pass"))
 	}
+	load := func(off, stack, n int32) asm.Instructions { return copyBytes(udp+off, stack, n, false) }
+	loadNet := func(off, stack, n int32) asm.Instructions { return copyBytes(off, stack, n, true) }
 	lookup := func(fd int, stack int32) asm.Instructions {
 		return asm.Instructions{
 			asm.LoadMapPtr(asm.R1, fd),
