@@ -5,9 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -127,36 +124,11 @@ func TestWriteFuzzSeedsCookie(t *testing.T) {
 	if os.Getenv("BRIDGEHEAD_WRITE_FUZZ_SEEDS") != "1" {
 		t.Skip("set BRIDGEHEAD_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz seeds")
 	}
-	for name, data := range cookieFuzzSeedFiles(t) {
-		path := filepath.Join("testdata", "fuzz", filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		content := "go test fuzz v1\n[]byte(" + quoteASCII(data) + ")\n"
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSeeds(t, cookieFuzzSeedFiles(t))
 }
 
 func TestFuzzSeedsValidCookie(t *testing.T) {
-	for name, want := range cookieFuzzSeedFiles(t) {
-		raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", filepath.FromSlash(name)))
-		if err != nil {
-			t.Fatalf("%s: %v (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-		if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") {
-			t.Fatalf("%s: unexpected seed format", name)
-		}
-		got, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !bytes.Equal([]byte(got), want) {
-			t.Fatalf("%s: seed is stale (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name)
-		}
-	}
+	checkSeeds(t, cookieFuzzSeedFiles(t))
 	// The real seeds pass the cryptographic checks, so the fuzz targets
 	// start from their deep paths.
 	init, reply, withMAC2 := fuzzCookieMessages(t)

@@ -150,39 +150,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	if os.Getenv("BRIDGEHEAD_WRITE_FUZZ_SEEDS") != "1" {
 		t.Skip("set BRIDGEHEAD_WRITE_FUZZ_SEEDS=1 to rewrite testdata/fuzz seeds")
 	}
-	for name, data := range fuzzSeedFiles(t) {
-		path := filepath.Join("testdata", "fuzz", filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		content := "go test fuzz v1\n[]byte(" + quoteASCII(data) + ")\n"
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeSeeds(t, fuzzSeedFiles(t))
 }
 
 // TestFuzzSeedsValid checks the checked-in seeds still equal what the
 // helpers produce, so the "real" seeds really pass the cryptographic
 // checks and exercise the deep paths of the fuzz targets.
 func TestFuzzSeedsValid(t *testing.T) {
-	for name, want := range fuzzSeedFiles(t) {
-		raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", filepath.FromSlash(name)))
-		if err != nil {
-			t.Fatalf("%s: %v (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-		if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") {
-			t.Fatalf("%s: unexpected seed format", name)
-		}
-		got, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !bytes.Equal([]byte(got), want) {
-			t.Fatalf("%s: seed is stale (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name)
-		}
-	}
+	checkSeeds(t, fuzzSeedFiles(t))
 	// And the real ones are accepted.
 	_, response, aesPkt, chachaPkt := fuzzMessages(t)
 	in, _ := fuzzInitiation(t)
@@ -217,4 +192,43 @@ func quoteASCII(b []byte) string {
 	}
 	sb.WriteByte('"')
 	return sb.String()
+}
+
+// writeSeeds writes files (name "FuzzX/seed" -> input) as seed corpus
+// files under testdata/fuzz.
+func writeSeeds(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		path := filepath.Join("testdata", "fuzz", filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		content := "go test fuzz v1\n[]byte(" + quoteASCII(data) + ")\n"
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkSeeds fails if a checked-in seed file of files is missing, not in
+// the seed format, or no longer what the helpers produce.
+func checkSeeds(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	for name, want := range files {
+		raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatalf("%s: %v (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name, err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+		if len(lines) != 2 || lines[0] != "go test fuzz v1" || !strings.HasPrefix(lines[1], "[]byte(") {
+			t.Fatalf("%s: unexpected seed format", name)
+		}
+		got, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !bytes.Equal([]byte(got), want) {
+			t.Fatalf("%s: seed is stale (run with BRIDGEHEAD_WRITE_FUZZ_SEEDS=1)", name)
+		}
+	}
 }
