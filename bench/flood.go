@@ -779,9 +779,6 @@ func (r *FloodReport) JSON() ([]byte, error) {
 // WriteFiles writes results.json and results.md to dir and returns their
 // paths.
 func (r *FloodReport) WriteFiles(dir string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	j, err := r.JSON()
 	if err != nil {
 		return nil, err

@@ -133,9 +133,6 @@ func (r *Report) JSON() ([]byte, error) {
 // WriteFiles writes results.json, results.md and results.svg to dir and
 // returns their paths.
 func (r *Report) WriteFiles(dir string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	j, err := r.JSON()
 	if err != nil {
 		return nil, err
@@ -156,6 +153,9 @@ type resultFile struct {
 // writeResults writes files into dir, in order, and returns the paths
 // written (up to the first error).
 func writeResults(dir string, files []resultFile) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	var paths []string
 	for _, f := range files {
 		p := filepath.Join(dir, f.name)
