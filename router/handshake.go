@@ -58,9 +58,12 @@ func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 // handshakeLoop owns all handshake state. It answers and completes
 // handshakes, retransmits, gives up, and flushes queued packets.
 func (r *Router) handshakeLoop(ctx context.Context) error {
-	tick, stop := r.clock.Ticker(TimerTick)
+	// One ticker at ProbeTick drives both the probes and, every
+	// TimerTick, the slower session timers.
+	tick, stop := r.clock.Ticker(ProbeTick)
 	defer stop()
 	scratch := make([]byte, r.bufSize)
+	var lastTimers time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -72,7 +75,11 @@ func (r *Router) handshakeLoop(ctx context.Context) error {
 			p.wantHandshake.Store(false)
 			r.onTrigger(p, r.clock.Now(), scratch)
 		case now := <-tick:
-			r.timers(now)
+			if now.Sub(lastTimers) >= TimerTick {
+				lastTimers = now
+				r.timers(now)
+			}
+			r.probeTimers(r.state.Load(), now)
 		}
 	}
 }
@@ -157,6 +164,7 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastReceive.Store(now.UnixNano())
+	p.live.heard(r.mono(now))
 	r.handshakes.answered.Add(1)
 	p.hsAnswered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
@@ -191,6 +199,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	p.endpoint.Store(&ep)
 	p.lastHandshake.Store(now.UnixNano())
 	p.lastReceive.Store(now.UnixNano())
+	p.live.heard(r.mono(now))
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
@@ -336,33 +345,28 @@ func (r *Router) timers(now time.Time) {
 	}
 }
 
-// liveness sends keepalives and notices peers that stopped answering.
+// liveness sets up sessions and sends keepalives.
 //
-//   - With a keepalive interval configured, the session is set up
-//     without waiting for traffic, and an empty message goes out
+//   - Every remote gateway gets a session without waiting for traffic,
+//     so a site's flows can move to any of its gateways at once when one
+//     goes down (see site.pick and probeTimers).
+//   - With a keepalive interval configured, an empty message goes out
 //     whenever nothing else was sent for that long (NAT mappings stay
-//     open, and the peer sees us alive).
+//     open).
 //   - Without one, a peer that sends to us while we have sent it
 //     nothing for KeepaliveTimeout gets a keepalive (at most one per
 //     KeepaliveTimeout), so one-way traffic does not look like a dead
 //     path to it.
-//   - If we have been sending for NoAnswerTimeout and heard nothing,
-//     the session is presumed dead (the peer restarted or the path
-//     broke) and a new handshake starts.
 //
-// Configured keepalives expect an answer (the peer's passive keepalive),
-// so with them a silent peer is noticed even without traffic. A peer is
-// reported down when it leaves us unanswered for NoAnswerTimeout, and up
-// again on its next authenticated packet.
+// Whether the gateway is up is the liveness state machine's business
+// (probeTimers), not this function's.
 func (r *Router) liveness(p *Peer, now time.Time) {
 	kp := p.current.Load()
 	ns := now.UnixNano()
 	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
 	ka := p.keepalive.Load()
 	scratch := r.keepaliveScratch
-	if ka > 0 && (kp == nil || !usable(kp, now)) && p.hs.pending == nil {
-		// A configured keepalive means "keep this path up": set up
-		// the session without waiting for traffic.
+	if (kp == nil || !usable(kp, now)) && p.hs.pending == nil {
 		r.initiate(p, now, false)
 	}
 	if kp != nil && usable(kp, now) {
@@ -372,24 +376,6 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 		case ka == 0 && recv > sent && ns-sent >= int64(KeepaliveTimeout):
 			r.sendKeepalive(p, kp, scratch, false)
 		}
-	}
-	first := p.unanswered.Load()
-	silent := first != 0 && ns-first >= int64(NoAnswerTimeout)
-	if silent && !p.hs.down {
-		p.hs.down = true
-		p.hs.downSince = ns
-		p.down.Store(true)
-		r.log.Warn("peer not answering", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
-			"last_receive", unixTime(recv), "unanswered_since", unixTime(first))
-		if kp != nil && p.hs.pending == nil {
-			r.initiate(p, now, false)
-		}
-		p.unanswered.Store(0) // the handshake's outcome decides from here
-	}
-	if p.hs.down && recv > p.hs.downSince {
-		p.hs.down = false
-		p.down.Store(false)
-		r.log.Info("peer answering again", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	}
 }
 

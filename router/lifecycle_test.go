@@ -32,7 +32,15 @@ func TestKeepalive(t *testing.T) {
 	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
 	cfg := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
 	cfg.Sites[1].Gateways[0].Keepalive = 25 * time.Second
+	// Probes would also cross the idle session; keep them out of the
+	// count (they keep it alive on their own, see TestProbes).
+	cfg.Sites[1].Gateways[0].ProbeInterval = MaxProbeInterval
 	if err := a.r.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	cfgB.Sites[0].Gateways[0].ProbeInterval = MaxProbeInterval
+	if err := b.r.SetConfig(cfgB); err != nil {
 		t.Fatal(err)
 	}
 	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
@@ -62,8 +70,9 @@ func TestKeepalive(t *testing.T) {
 	b.expectNoPacket(t) // keepalives are not written to the TUN
 }
 
-// TestDeadPeerRehandshake: when a peer stops answering while we send, it
-// is reported down and a new handshake starts after NoAnswerTimeout.
+// TestDeadPeerRehandshake: when a peer stops answering, it is probed,
+// reported down after ProbeMisses probe intervals of silence (not
+// before), and a new handshake starts.
 func TestDeadPeerRehandshake(t *testing.T) {
 	clock := newFakeClock()
 	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
@@ -71,19 +80,33 @@ func TestDeadPeerRehandshake(t *testing.T) {
 	b.expectPacket(t)
 	b.tun.Inject(udpPacket(t, podB, podA, []byte("back")))
 	a.expectPacket(t)
+	clock.Advance(ProbeTick) // both see the other up
+	waitFor(t, "B up at A", func() bool { return a.r.Peers()[0].Live.State == LiveUp })
 	before := a.r.Handshakes().Initiated
+	probes := a.r.Peers()[0].Live.ProbesSent
 	b.close(t) // B's process is gone: nothing answers any more
-	for i := range int(NoAnswerTimeout/time.Second) + 2 {
-		tx := a.r.Peers()[0].TxPackets
-		a.tun.Inject(udpPacket(t, podA, podB, []byte("into the void")))
-		waitFor(t, "send", func() bool { return a.r.Peers()[0].TxPackets > tx })
-		if a.r.Peers()[0].Down && i < int(NoAnswerTimeout/time.Second) {
-			t.Fatalf("peer reported down after %d s, before NoAnswerTimeout", i)
+	step := DefaultProbeInterval / 4
+	// A last heard B one ProbeTick ago.
+	for elapsed := ProbeTick + step; elapsed <= ProbeMisses*DefaultProbeInterval; elapsed += step {
+		clock.Advance(step)
+		if a.r.Peers()[0].Down {
+			t.Fatalf("peer reported down after %s, before %d probe intervals", elapsed, ProbeMisses)
 		}
-		clock.Advance(time.Second)
+	}
+	// A packet B sent before it closed may reach A late, at a later
+	// fake time: allow a few more steps.
+	for range 2 * ProbeMisses * 4 {
+		if a.r.Peers()[0].Down {
+			break
+		}
+		clock.Advance(step)
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, "peer reported down", func() bool { return a.r.Peers()[0].Down })
+	if got := a.r.Peers()[0].Live.ProbesSent - probes; got < ProbeMisses-1 {
+		t.Errorf("%d probes sent while B was silent, want at least %d", got, ProbeMisses-1)
 	}
 	waitFor(t, "a new handshake", func() bool { return a.r.Handshakes().Initiated > before })
-	waitFor(t, "peer reported down", func() bool { return a.r.Peers()[0].Down })
 }
 
 // TestForgottenSessionRecovers: a gateway that lost its sessions (it
@@ -91,7 +114,7 @@ func TestDeadPeerRehandshake(t *testing.T) {
 // starts a handshake itself; traffic recovers without waiting for the
 // sender's timers.
 func TestForgottenSessionRecovers(t *testing.T) {
-	a, b := newLoopbackPair(t, bhcrypto.AESGCM, nil)
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, newFakeClock()) // no proactive handshakes
 	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
 	b.expectPacket(t)
 	pa := b.r.state.Load().peers[a.id.Public]

@@ -19,6 +19,9 @@ type outsideBatch struct {
 	sizes []int
 	eps   []netip.AddrPort
 	out   [][]byte // decrypted packets to write to the TUN
+	// ctl and ctlOut hold a sealed probe reply (see handleControl).
+	ctl    []byte
+	ctlOut [][]byte
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -29,6 +32,7 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 	b := &outsideBatch{
 		bufs: make([][]byte, n), sizes: make([]int, n),
 		eps: make([]netip.AddrPort, n), out: make([][]byte, 0, n),
+		ctl: probeScratch(), ctlOut: make([][]byte, 1),
 	}
 	// A TUN that coalesces writes (GRO) appends the following segments of
 	// a flow into the first packet's buffer: give each buffer the spare
@@ -83,7 +87,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 		}
 		switch msg[0] {
 		case bhcrypto.MsgTransport:
-			if pkt, ok := r.openTransport(st, msg, b.eps[i], now); ok {
+			if pkt, ok := r.openTransport(b, st, msg, b.eps[i], now); ok {
 				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
 			}
 		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse, bhcrypto.MsgCookieReply:
@@ -103,7 +107,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 // openTransport authenticates and checks one transport message. On success
 // it returns the inner packet (without padding), which starts at
 // msg[bufHeadroom:]; keepalives return ok=false after refreshing liveness.
-func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort, now time.Time) ([]byte, bool) {
+func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, from netip.AddrPort, now time.Time) ([]byte, bool) {
 	idx, _, ok := bhcrypto.ParseTransportHeader(msg)
 	if !ok {
 		if len(msg) < bhcrypto.TransportOverhead {
@@ -149,6 +153,7 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 		r.confirm(p, e.kp, now)
 	}
 	p.lastReceive.Store(now.UnixNano())
+	p.live.heard(r.mono(now))
 	if p.unanswered.Load() != 0 {
 		p.unanswered.Store(0)
 	}
@@ -159,6 +164,10 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 	p.rxPackets.Add(1)
 	if len(plain) == 0 {
 		return nil, false // keepalive
+	}
+	if isControl(plain) {
+		r.handleControl(b, p, e.kp, plain, from, now)
+		return nil, false
 	}
 	info, err := packet.Parse(plain)
 	if err != nil {

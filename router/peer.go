@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,11 @@ type PeerConfig struct {
 	// Keepalive is the interval of keepalive messages that keep NAT
 	// mappings open and prove the peer alive; zero turns them off.
 	Keepalive time.Duration
+	// ProbeInterval is how long the gateway may stay silent before it is
+	// probed; ProbeMisses intervals of silence mark it down. Zero means
+	// DefaultProbeInterval; values are clamped to [MinProbeInterval,
+	// MaxProbeInterval].
+	ProbeInterval time.Duration
 }
 
 // Peer is a remote gateway and its sessions.
@@ -28,6 +34,13 @@ type Peer struct {
 	site string
 	name string
 	key  bhcrypto.PublicKey
+	// rank is the peer's key in rendezvous hashing (site.pick), from its
+	// public key, so every sender ranks a site's gateways alike.
+	rank uint64
+
+	// live is the gateway's health: the one state the flow selector,
+	// metrics, status and readiness read.
+	live liveness
 
 	endpoint atomic.Pointer[netip.AddrPort]
 	// configEndpoint is the endpoint the config names. A reload that
@@ -35,7 +48,6 @@ type Peer struct {
 	// endpoint alone.
 	configEndpoint atomic.Pointer[netip.AddrPort]
 	removed        atomic.Bool
-	down           atomic.Bool // mirrors hs.down for readers outside the handshake loop
 
 	// Handshakes with this peer: initiations we sent, initiations we
 	// answered, sessions completed either way, and failures (responses
@@ -82,12 +94,12 @@ type peerHandshake struct {
 	lastSent      time.Time
 	retryAfter    time.Duration
 	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
-	down          bool               // reported down (no authenticated packet in time)
-	downSince     int64              // unix nanoseconds it was reported down
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time) *Peer {
-	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now)}
+	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now),
+		rank: binary.LittleEndian.Uint64(c.PublicKey[:8])}
+	p.live.init(c.ProbeInterval)
 	p.keepalive.Store(int64(c.Keepalive))
 	ep := c.Endpoint
 	p.endpoint.Store(&ep)
@@ -120,8 +132,11 @@ type PeerStats struct {
 	SessionCreated     time.Time // zero without a current session
 	QueuedPackets      int
 	Keepalive          time.Duration
-	// Down is set while the peer is reported not answering.
+	// Down is set while the peer is reported not answering (Live.State
+	// is LiveDown).
 	Down bool
+	// Live is the gateway's health: state, probes, last change.
+	Live LivenessStats
 	// Handshakes with this peer.
 	HandshakesInitiated, HandshakesAnswered, HandshakesCompleted, HandshakesFailed uint64
 }
@@ -136,13 +151,14 @@ func (p *Peer) Stats() PeerStats {
 		LastReceive:   unixTime(p.lastReceive.Load()),
 		QueuedPackets: p.queue.len(),
 		Keepalive:     time.Duration(p.keepalive.Load()),
-		Down:          p.down.Load(),
+		Live:          p.live.stats(),
 
 		HandshakesInitiated: p.hsInitiated.Load(),
 		HandshakesAnswered:  p.hsAnswered.Load(),
 		HandshakesCompleted: p.hsCompleted.Load(),
 		HandshakesFailed:    p.hsFailed.Load(),
 	}
+	s.Down = s.Live.State == LiveDown
 	if kp := p.current.Load(); kp != nil {
 		s.SessionCreated = kp.Created
 	}

@@ -106,9 +106,16 @@ type Router struct {
 	icmpOut   [][]byte
 	icmpLimit *ratelimit.Limiter
 
+	// epoch is the origin of monotonic stamps (see mono); flowSeed keys
+	// the flow hash of site.pick. Both are set by New, then read-only.
+	epoch    time.Time
+	flowSeed uint64
+
 	// Owned by the handshake loop.
 	pending          map[uint32]*Peer
 	keepaliveScratch []byte
+	probeBuf         []byte   // a sealed probe
+	probeOut         [][]byte // probeBuf, as a batch of one
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
@@ -176,6 +183,13 @@ func New(o Options) (*Router, error) {
 	}
 	r.trigger = make(chan *Peer, 1024)
 	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
+	r.probeBuf, r.probeOut = probeScratch(), make([][]byte, 1)
+	r.epoch = r.clock.Now()
+	var seed [8]byte
+	if _, err := io.ReadFull(r.rand, seed[:]); err != nil {
+		return nil, fmt.Errorf("router: flow hash seed: %w", err)
+	}
+	r.flowSeed = binary.LittleEndian.Uint64(seed[:])
 	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)

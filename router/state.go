@@ -3,9 +3,11 @@ package router
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/router/lpm"
+	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 // Config is the routing part of a gateway's configuration: every site's
@@ -37,18 +39,40 @@ type site struct {
 	gateways []*Peer
 }
 
-// pick returns the gateway to send through: the first with a session, or
-// the first configured one so a handshake starts there.
-func (s *site) pick() *Peer {
+// pick returns the gateway that carries pkt's flow. Among the site's
+// gateways in the best tier — up with a usable session, else any with a
+// usable session, else any (a handshake starts there) — it takes the one
+// that ranks first for the flow by rendezvous hashing: a flow stays on one
+// gateway while the tier's members stay the same, and when a gateway
+// leaves or returns only the flows ranked first on it move. It runs per
+// packet and allocates nothing.
+func (s *site) pick(pkt []byte, seed uint64, now time.Time) *Peer {
+	switch len(s.gateways) {
+	case 0:
+		return nil
+	case 1:
+		return s.gateways[0]
+	}
+	flow, _ := packet.FlowHash(pkt, seed) // a malformed packet still goes somewhere stable
+	var best *Peer
+	bestTier, bestScore := -1, uint64(0)
 	for _, p := range s.gateways {
-		if p.current.Load() != nil {
-			return p
+		tier := 0
+		if kp := p.current.Load(); kp != nil && usable(kp, now) {
+			tier = 1
+			if p.live.up() {
+				tier = 2
+			}
+		}
+		if tier < bestTier {
+			continue
+		}
+		score := packet.Mix(flow, p.rank)
+		if tier > bestTier || score > bestScore {
+			best, bestTier, bestScore = p, tier, score
 		}
 	}
-	if len(s.gateways) == 0 {
-		return nil
-	}
-	return s.gateways[0]
+	return best
 }
 
 // routingState is everything the data path reads per packet. It is built
@@ -134,6 +158,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
 				p.setConfigEndpoint(gc.Endpoint)
 				p.keepalive.Store(int64(gc.Keepalive))
+				p.live.setInterval(gc.ProbeInterval)
 			}
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p

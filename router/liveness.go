@@ -1,0 +1,185 @@
+package router
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Health probing constants.
+const (
+	// DefaultProbeInterval is how long a remote gateway may stay silent
+	// before we probe it, unless its site sets its own interval.
+	DefaultProbeInterval = 200 * time.Millisecond
+	// MinProbeInterval and MaxProbeInterval bound a site's probe
+	// interval: below the first the probe tick cannot keep up, above
+	// the second a dead gateway keeps its flows for minutes.
+	MinProbeInterval = 50 * time.Millisecond
+	MaxProbeInterval = 30 * time.Second
+	// ProbeMisses is how many probe intervals of silence mark a gateway
+	// down.
+	ProbeMisses = 3
+	// ProbeTick is how often the handshake loop looks at probe timers:
+	// a down gateway is noticed at most this late.
+	ProbeTick = 20 * time.Millisecond
+)
+
+// Liveness states of a remote gateway.
+type LiveState uint32
+
+const (
+	// LiveConnecting: no authenticated packet yet from this gateway.
+	LiveConnecting LiveState = iota
+	// LiveUp: an authenticated packet arrived within ProbeMisses probe
+	// intervals. Only gateways that are up carry flows while any is.
+	LiveUp
+	// LiveDown: it was heard from once, then stayed silent for
+	// ProbeMisses probe intervals although probed.
+	LiveDown
+)
+
+func (s LiveState) String() string {
+	switch s {
+	case LiveUp:
+		return "up"
+	case LiveDown:
+		return "down"
+	}
+	return "connecting"
+}
+
+// liveness is one remote gateway's health as the data path sees it. It is
+// the single answer to "is this gateway up" that the flow selector, the
+// bridgehead_gateway_up metric, `status` and /readyz all read.
+//
+// Health comes from the data path itself: any authenticated packet from
+// the gateway (data, keepalive, probe, probe reply, or a handshake message
+// that verified) proves it alive. A gateway silent for one probe interval
+// is probed with an authenticated probe that it answers at once, so a
+// gateway whose process is up but whose path is black-holed goes down the
+// same way as one that died.
+//
+// Times are monotonic nanoseconds since the router's epoch (Router.mono),
+// never wall-clock values, so a clock step cannot mark gateways down.
+//
+// Writers: heard and rtt by the outside loop (and the handshake loop for
+// handshake messages); everything else by the handshake loop alone, in
+// probe. Any goroutine may read.
+type liveness struct {
+	lastHeard atomic.Int64 // mono ns of the newest authenticated packet; 0: never
+	state     atomic.Uint32
+	interval  atomic.Int64 // probe interval in ns; SetConfig writes it
+
+	// Probing, written by the handshake loop.
+	lastProbe    atomic.Int64  // mono ns the last probe was sent
+	probesSent   atomic.Uint64 // probes sent to the gateway
+	rtt          atomic.Int64  // ns, round trip of the newest answered probe; 0: none
+	probeReplies atomic.Uint64 // answers to our probes
+
+	// Transitions, written by the handshake loop.
+	changedMono atomic.Int64  // mono ns of the last state change
+	changedWall atomic.Int64  // unix ns of the last state change, for display
+	downs       atomic.Uint64 // times it went from up to down (failovers away from it)
+}
+
+func (l *liveness) init(interval time.Duration) {
+	l.setInterval(interval)
+}
+
+func (l *liveness) setInterval(d time.Duration) {
+	if d <= 0 {
+		d = DefaultProbeInterval
+	}
+	l.interval.Store(int64(clampDuration(d, MinProbeInterval, MaxProbeInterval)))
+}
+
+func clampDuration(d, lo, hi time.Duration) time.Duration {
+	return min(max(d, lo), hi)
+}
+
+// heard records an authenticated packet at mono.
+func (l *liveness) heard(mono int64) {
+	if l.lastHeard.Load() < mono {
+		l.lastHeard.Store(mono)
+	}
+}
+
+// State is the current liveness state.
+func (l *liveness) State() LiveState { return LiveState(l.state.Load()) }
+
+// up reports whether the gateway is up. The data path calls it per packet.
+func (l *liveness) up() bool { return l.state.Load() == uint32(LiveUp) }
+
+// probeAction is what the handshake loop should do for one gateway after
+// evaluate.
+type probeAction struct {
+	probe   bool      // send a probe now
+	changed bool      // the state changed; log it
+	from    LiveState // state before the change
+}
+
+// evaluate moves the state machine to mono and says whether to probe. It
+// runs in the handshake loop only. session says whether a usable session
+// exists: without one nothing is probed (the handshake loop sets one up)
+// and a gateway cannot be up, since nothing could be sent to it.
+func (l *liveness) evaluate(mono, wall int64, session bool) probeAction {
+	var a probeAction
+	iv := l.interval.Load()
+	heard := l.lastHeard.Load()
+	silent := mono - heard
+	cur := LiveState(l.state.Load())
+	next := cur
+	switch {
+	case heard == 0:
+		// Never heard from: stays connecting.
+	case silent > ProbeMisses*iv:
+		if cur == LiveUp {
+			next = LiveDown
+		}
+	case session && heard > l.changedMono.Load():
+		// Heard from since the last change (or ever), with a session
+		// to send on.
+		next = LiveUp
+	}
+	if next != cur {
+		l.state.Store(uint32(next))
+		l.changedMono.Store(mono)
+		l.changedWall.Store(wall)
+		if next == LiveDown {
+			l.downs.Add(1)
+		}
+		a.changed, a.from = true, cur
+	}
+	if session && heard != 0 && silent >= iv && mono-l.lastProbe.Load() >= iv {
+		a.probe = true
+	}
+	return a
+}
+
+// LivenessStats is a snapshot of a gateway's liveness.
+type LivenessStats struct {
+	State LiveState
+	// ProbeInterval is the gateway's probe interval.
+	ProbeInterval time.Duration
+	// ProbeRTT is the round trip of the newest answered probe (0: none).
+	ProbeRTT time.Duration
+	// ProbesSent and ProbeReplies count probes to the gateway and their
+	// answers.
+	ProbesSent, ProbeReplies uint64
+	// LastChange is when State last changed (zero: never).
+	LastChange time.Time
+	// Downs counts the times the gateway went down: each moved its flows
+	// to the site's other gateways.
+	Downs uint64
+}
+
+func (l *liveness) stats() LivenessStats {
+	return LivenessStats{
+		State:         l.State(),
+		ProbeInterval: time.Duration(l.interval.Load()),
+		ProbeRTT:      time.Duration(l.rtt.Load()),
+		ProbesSent:    l.probesSent.Load(),
+		ProbeReplies:  l.probeReplies.Load(),
+		LastChange:    unixTime(l.changedWall.Load()),
+		Downs:         l.downs.Load(),
+	}
+}

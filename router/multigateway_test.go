@@ -1,0 +1,240 @@
+package router
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// newMultiGateway starts gateway A of site-a and gateways B1 and B2 of
+// site-b, on channel TUNs and loopback UDP, every one configured with the
+// same catalog. clock may be nil.
+func newMultiGateway(t *testing.T, clock Clock) (a, b1, b2 *gateway, cfg func(local string) *Config) {
+	t.Helper()
+	gws := make([]*gateway, 3)
+	for i, name := range []string{"bh-a", "bh-b1", "bh-b2"} {
+		g := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel(name, 1420), clock: clock}
+		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.bind = bind
+		gws[i] = g
+	}
+	a, b1, b2 = gws[0], gws[1], gws[2]
+	cfg = func(local string) *Config {
+		return &Config{LocalSite: local, Sites: []SiteConfig{
+			{Name: "site-a", Prefixes: siteAPrefixes, Gateways: []PeerConfig{{Name: "gw-a1", PublicKey: a.id.Public, Endpoint: a.bind.LocalAddr()}}},
+			{Name: "site-b", Prefixes: siteBPrefixes, Gateways: []PeerConfig{
+				{Name: "gw-b1", PublicKey: b1.id.Public, Endpoint: b1.bind.LocalAddr()},
+				{Name: "gw-b2", PublicKey: b2.id.Public, Endpoint: b2.bind.LocalAddr()},
+			}},
+		}}
+	}
+	a.start(t, cfg("site-a"))
+	b1.start(t, cfg("site-b"))
+	b2.start(t, cfg("site-b"))
+	return a, b1, b2, cfg
+}
+
+// flowPacket is a UDP packet of flow i from pod A to pod B; seq is in the
+// payload.
+func flowPacket(t *testing.T, flow, seq int) []byte {
+	t.Helper()
+	p := udpPacket(t, podA, podB, binary.BigEndian.AppendUint32(nil, uint32(seq)))
+	binary.BigEndian.PutUint16(p[20:22], uint16(20000+flow)) // source port; the checksum is not checked
+	return p
+}
+
+func flowOf(pkt []byte) int { return int(binary.BigEndian.Uint16(pkt[20:22])) - 20000 }
+
+// collect reads packets from both site-B TUNs until want have arrived and
+// returns which gateway delivered each flow.
+func collect(t *testing.T, b1, b2 *gateway, want int) (by map[int]map[string]int) {
+	t.Helper()
+	by = make(map[int]map[string]int)
+	note := func(gw string, p []byte) {
+		f := flowOf(p)
+		if by[f] == nil {
+			by[f] = make(map[string]int)
+		}
+		by[f][gw]++
+	}
+	deadline := time.After(10 * time.Second)
+	for n := 0; n < want; n++ {
+		select {
+		case p := <-b1.tun.Outbound():
+			note("b1", p)
+		case p := <-b2.tun.Outbound():
+			note("b2", p)
+		case <-deadline:
+			t.Fatalf("only %d of %d packets arrived", n, want)
+		}
+	}
+	return by
+}
+
+// waitUp waits until every peer of g is up.
+func waitUp(t *testing.T, clock *fakeClock, g *gateway) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all := true
+		for _, p := range g.r.Peers() {
+			all = all && p.Live.State == LiveUp
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peers of %s not up: %+v", g.tun.Name(), g.r.Peers())
+		}
+		if clock != nil {
+			clock.Advance(ProbeTick)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestFlowsSpreadAndStick: with two healthy gateways in site B, 64 flows
+// from A spread over both, and every packet of a flow takes the same one.
+// Sessions to both exist before the first packet (proactive).
+func TestFlowsSpreadAndStick(t *testing.T) {
+	clock := newFakeClock()
+	a, b1, b2, _ := newMultiGateway(t, clock)
+	waitUp(t, clock, a)
+	hs := a.r.Handshakes().Initiated + a.r.Handshakes().Answered
+	const flows, rounds = 64, 4
+	for r := range rounds {
+		for f := range flows {
+			a.tun.Inject(flowPacket(t, f, r))
+		}
+	}
+	by := collect(t, b1, b2, flows*rounds)
+	share := map[string]int{}
+	for f, gws := range by {
+		if len(gws) != 1 {
+			t.Errorf("flow %d split over gateways: %v", f, gws)
+		}
+		for gw := range gws {
+			share[gw]++
+		}
+	}
+	if share["b1"] < flows/5 || share["b2"] < flows/5 {
+		t.Errorf("flows per gateway %v, want both to carry a share", share)
+	}
+	t.Logf("64 flows: %d on gw-b1, %d on gw-b2", share["b1"], share["b2"])
+	if n := a.r.Handshakes().Initiated + a.r.Handshakes().Answered; n != hs {
+		t.Errorf("traffic started %d handshakes; sessions should have been ready", n-hs)
+	}
+}
+
+// TestFailoverMovesOnlyItsFlows: when B1 dies, A marks it down after
+// ProbeMisses probe intervals and its flows move to B2 while B2's flows
+// stay; when B1 returns (a restart: same key, new sessions) it gets its
+// flows back and B2 keeps the rest.
+func TestFailoverMovesOnlyItsFlows(t *testing.T) {
+	clock := newFakeClock()
+	a, b1, b2, cfg := newMultiGateway(t, clock)
+	waitUp(t, clock, a)
+	const flows = 32
+	send := func(seq int) map[int]map[string]int {
+		for f := range flows {
+			a.tun.Inject(flowPacket(t, f, seq))
+		}
+		return collect(t, b1, b2, flows)
+	}
+	before := send(0)
+	onB1 := map[int]bool{}
+	for f, gws := range before {
+		onB1[f] = gws["b1"] > 0
+	}
+
+	addr := b1.bind.LocalAddr()
+	b1.close(t)
+	for range 2 * ProbeMisses * int(DefaultProbeInterval/ProbeTick) {
+		if st := peerStats(a, "gw-b1").Live.State; st == LiveDown {
+			break
+		}
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+	}
+	if st := peerStats(a, "gw-b1").Live; st.State != LiveDown || st.Downs != 1 || st.LastChange.IsZero() {
+		t.Fatalf("gw-b1 after its death: %+v", st)
+	}
+	during := send(1)
+	for f, gws := range during {
+		if gws["b1"] > 0 {
+			t.Errorf("flow %d still sent to dead gw-b1", f)
+		}
+		if !onB1[f] && before[f]["b2"] == 0 {
+			t.Errorf("flow %d was on neither gateway", f)
+		}
+	}
+
+	// B1 restarts with the same key and address.
+	bind, err := udp.Listen(addr, udp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := peerStats(a, "gw-b1").SessionCreated
+	b1 = &gateway{id: b1.id, tun: tun.NewChannel("bh-b1", 1420), clock: clock, bind: bind}
+	b1.start(t, cfg("site-b"))
+	waitUp(t, clock, a)
+	// Up on B1's new handshake; its session is A's to send on once B1
+	// used it (key confirmation, one round trip later).
+	waitFor(t, "A sends on B1's new session", func() bool {
+		clock.Advance(ProbeTick)
+		return peerStats(a, "gw-b1").SessionCreated.After(old)
+	})
+	after := send(2)
+	for f, gws := range after {
+		if onB1[f] != (gws["b1"] > 0) {
+			t.Errorf("flow %d: on gw-b1 before the failure %v, after its return %v", f, onB1[f], gws)
+		}
+	}
+}
+
+// TestProbes: an idle gateway is probed once per probe interval, answers
+// each probe, and the round trip is recorded; a busy one is not probed.
+func TestProbes(t *testing.T) {
+	clock := newFakeClock()
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
+	waitUp(t, clock, a)
+	waitUp(t, clock, b)
+	pa := a.r.Peers()[0].Live
+	pb := b.r.Peers()[0].Live
+	const intervals = 10
+	for range intervals * int(DefaultProbeInterval/ProbeTick) {
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+	}
+	la, lb := a.r.Peers()[0].Live, b.r.Peers()[0].Live
+	sent := (la.ProbesSent - pa.ProbesSent) + (lb.ProbesSent - pb.ProbesSent)
+	// Each side hears the other's probes, so between them about one
+	// probe per interval is enough; never more than one each.
+	if sent < intervals/2 || sent > 2*intervals+2 {
+		t.Errorf("%d probes in %d intervals (A %d, B %d)", sent, intervals, la.ProbesSent-pa.ProbesSent, lb.ProbesSent-pb.ProbesSent)
+	}
+	if la.ProbeReplies == 0 && lb.ProbeReplies == 0 {
+		t.Error("no probe answered")
+	}
+	if la.State != LiveUp || lb.State != LiveUp {
+		t.Errorf("states %s / %s, want up", la.State, lb.State)
+	}
+	b.expectNoPacket(t) // probes never reach the TUN
+}
+
+func peerStats(g *gateway, name string) PeerStats {
+	for _, p := range g.r.Peers() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return PeerStats{}
+}

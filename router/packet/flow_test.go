@@ -1,0 +1,141 @@
+package packet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+)
+
+func udpPacket(t testing.TB, v6 bool, sport, dport uint16, payload []byte) []byte {
+	t.Helper()
+	udp := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+	if v6 {
+		ip := ip6Layer(layers.IPProtocolUDP, src6, dst6)
+		udp.SetNetworkLayerForChecksum(ip)
+		return serialize(t, ip, udp, gopacket.Payload(payload))
+	}
+	ip := ip4Layer(layers.IPProtocolUDP, src4, dst4)
+	udp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, ip, udp, gopacket.Payload(payload))
+}
+
+func icmp4Packet(t testing.TB, id uint16) []byte {
+	t.Helper()
+	return serialize(t, ip4Layer(layers.IPProtocolICMPv4, src4, dst4),
+		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: id, Seq: 1}, gopacket.Payload([]byte("ping")))
+}
+
+// fragment4 turns an IPv4 packet into a fragment with the given offset (in
+// 8-byte units) and MF bit, keeping everything else.
+func fragment4(b []byte, offset uint16, more bool) []byte {
+	c := append([]byte(nil), b...)
+	v := offset & 0x1fff
+	if more {
+		v |= 0x2000
+	}
+	binary.BigEndian.PutUint16(c[6:8], v)
+	return c
+}
+
+func TestFlowHash(t *testing.T) {
+	const seed = 0x1234
+	h := func(b []byte) uint64 {
+		t.Helper()
+		v, ok := FlowHash(b, seed)
+		if !ok {
+			t.Fatalf("FlowHash refused %x", b)
+		}
+		return v
+	}
+	tcpA := buildTCP(t, false, tcpOpts{ack: true, payload: []byte("one")})
+	tcpA2 := buildTCP(t, false, tcpOpts{ack: true, payload: bytes.Repeat([]byte("x"), 900)})
+	udp1 := udpPacket(t, false, 5000, 53, []byte("a"))
+	udp1b := udpPacket(t, false, 5000, 53, []byte("a different payload"))
+	udp2 := udpPacket(t, false, 5001, 53, []byte("a"))
+	udp6a := udpPacket(t, true, 5000, 53, []byte("a"))
+	udp6b := udpPacket(t, true, 5001, 53, []byte("a"))
+	ping1, ping2 := icmp4Packet(t, 1), icmp4Packet(t, 2)
+
+	same := []struct {
+		name string
+		a, b []byte
+	}{
+		{"tcp segments of one connection", tcpA, tcpA2},
+		{"udp datagrams of one flow", udp1, udp1b},
+		{"icmp: 3-tuple, ids ignored", ping1, ping2},
+		{"first and later fragment", fragment4(udp1, 0, true), fragment4(udp2, 185, false)},
+		{"trailing bytes ignored", udp1, append(append([]byte(nil), udp1...), 1, 2, 3)},
+	}
+	for _, c := range same {
+		if h(c.a) != h(c.b) {
+			t.Errorf("%s: hashes differ", c.name)
+		}
+	}
+	differ := []struct {
+		name string
+		a, b []byte
+	}{
+		{"udp source port", udp1, udp2},
+		{"ipv6 udp source port", udp6a, udp6b},
+		{"protocol", udp1, tcpA},
+		{"family", udp1, udp6a},
+	}
+	for _, c := range differ {
+		if h(c.a) == h(c.b) {
+			t.Errorf("%s: hashes equal", c.name)
+		}
+	}
+	if a, _ := FlowHash(udp1, 1); a == h(udp1) {
+		t.Error("seed does not change the hash")
+	}
+	for _, bad := range [][]byte{nil, {0x45}, {0x60, 0, 0}, {0x10, 0, 0, 0}, make([]byte, 40)} {
+		if _, ok := FlowHash(bad, seed); ok {
+			t.Errorf("FlowHash accepted %x", bad)
+		}
+	}
+}
+
+// TestFlowHashSpread checks that source ports spread evenly over two
+// buckets: rendezvous hashing over two gateways relies on it.
+func TestFlowHashSpread(t *testing.T) {
+	n := [2]int{}
+	for port := uint16(1000); port < 3000; port++ {
+		h, _ := FlowHash(udpPacket(t, false, port, 53, nil), 7)
+		if Mix(h, 1) > Mix(h, 2) {
+			n[0]++
+		} else {
+			n[1]++
+		}
+	}
+	if n[0] < 900 || n[1] < 900 {
+		t.Errorf("2000 flows split %d/%d over two buckets", n[0], n[1])
+	}
+}
+
+func FuzzFlowHash(f *testing.F) {
+	f.Add([]byte{0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0, 53})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h1, ok1 := FlowHash(b, 9)
+		if len(b) < 64 {
+			return // shorter buffers may gain ports with one more byte
+		}
+		h2, ok2 := FlowHash(append(append([]byte(nil), b...), 0xff), 9)
+		if ok1 != ok2 || h1 != h2 {
+			t.Fatalf("a trailing byte changed the result: %v %x / %v %x", ok1, h1, ok2, h2)
+		}
+	})
+}
+
+func BenchmarkFlowHash(b *testing.B) {
+	pkt := udpPacket(b, false, 5000, 53, make([]byte, 1200))
+	b.ReportAllocs()
+	var sink uint64
+	for b.Loop() {
+		h, _ := FlowHash(pkt, 3)
+		sink += h
+	}
+	_ = sink
+}
