@@ -95,7 +95,8 @@ func TestForgottenSessionRecovers(t *testing.T) {
 	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
 	b.expectPacket(t)
 	pa := b.r.state.Load().peers[a.id.Public]
-	b.r.retire(pa.current.Swap(nil), pa.previous.Swap(nil))
+	gone := pa.keypairs.forget()
+	b.r.retire(gone[:]...)
 	initiated := b.r.Handshakes().Initiated
 	good := udpPacket(t, podA, podB, []byte("again"))
 	deadline := time.Now().Add(5 * time.Second)

@@ -187,11 +187,11 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 // confirm promotes a session we answered to current once the initiator has
 // used it. The session it replaces stays as previous for packets in flight.
 func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
-	if !p.next.CompareAndSwap(kp, nil) {
+	gone, ok := p.keypairs.confirm(kp)
+	if !ok {
 		return
 	}
-	prev := p.current.Swap(kp)
-	r.retire(p.previous.Swap(prev))
+	r.retire(gone)
 	p.lastHandshake.Store(now.UnixNano())
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)

@@ -19,7 +19,8 @@ const (
 	// responderRekeyAfter: the responder rekeys later than the initiator
 	// so that both sides do not start at once.
 	responderRekeyAfter = RejectAfterTime - 15*time.Second
-	// wipeAfter: sessions unused for this long are forgotten.
+	// wipeAfter: a peer's current and previous sessions are forgotten
+	// once current is this old (since its handshake), used or not.
 	wipeAfter = 3 * RejectAfterTime
 	// TimerTick is how often the handshake loop checks its timers.
 	TimerTick = 250 * time.Millisecond
