@@ -159,8 +159,10 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	p.hs.lastTimestamp = ri.Timestamp
 	p.jar.AddMAC2(resp)
 	p.jar.Sent(resp)
-	r.index.update(func(m map[uint32]indexEntry) { m[idx] = indexEntry{peer: p, kp: kp} })
-	r.retire(p.next.Swap(kp))
+	if !r.install(p, kp, p.keypairs.answer) {
+		r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed since we looked it up
+		return
+	}
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastReceive.Store(now.UnixNano())
@@ -183,6 +185,15 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 		r.drops.Add(Outside, ReasonUnknownIndex, 1)
 		return
 	}
+	if p.removed.Load() {
+		// Removed by a reload since we initiated: the key may be
+		// revoked. establish refuses too, should the reload come
+		// later than this check.
+		delete(r.pending, idx)
+		p.hs.pending = nil
+		r.drops.Add(Outside, ReasonUnknownPeer, 1)
+		return
+	}
 	kp, err := p.hs.pending.ConsumeResponse(msg, now)
 	if err != nil {
 		r.drops.Add(Outside, handshakeDrop(err), 1)
@@ -192,9 +203,10 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	delete(r.pending, idx)
 	p.hs.pending = nil
 	p.hs.firstAttempt = time.Time{}
-	r.index.update(func(m map[uint32]indexEntry) { m[idx] = indexEntry{peer: p, kp: kp} })
-	prev := p.current.Swap(kp)
-	r.retire(p.previous.Swap(prev))
+	if !r.establish(p, kp) {
+		r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed by a reload
+		return
+	}
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastHandshake.Store(now.UnixNano())
@@ -206,7 +218,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	// The responder uses the session only once it sees us use it: send
 	// the queued packets, or a keepalive when there are none.
 	if r.flushQueue(p, kp, scratch) == 0 {
-		r.sendKeepalive(p, kp, scratch, false)
+		r.sendKeepalive(p, kp, scratch)
 	}
 }
 
@@ -327,12 +339,7 @@ func (r *Router) timers(now time.Time) {
 			}
 		}
 		r.liveness(p, now)
-		if kp := p.current.Load(); kp != nil && now.Sub(kp.Created) >= wipeAfter {
-			r.retire(p.current.Swap(nil), p.previous.Swap(nil))
-		}
-		if kp := p.next.Load(); kp != nil && now.Sub(kp.Created) >= RejectAfterTime {
-			r.retire(p.next.Swap(nil))
-		}
+		r.expireSessions(p, now)
 	}
 	r.pollFilter()
 	r.logDrops(now)
@@ -372,9 +379,9 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	if kp != nil && usable(kp, now) {
 		switch {
 		case ka > 0 && ns-sent >= ka:
-			r.sendKeepalive(p, kp, scratch, true)
+			r.sendKeepalive(p, kp, scratch)
 		case ka == 0 && recv > sent && ns-sent >= int64(KeepaliveTimeout):
-			r.sendKeepalive(p, kp, scratch, false)
+			r.sendKeepalive(p, kp, scratch)
 		}
 	}
 }
@@ -424,15 +431,13 @@ func (r *Router) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) int {
 		p.txBytes.Add(uint64(n))
 		ns := r.clock.Now().UnixNano()
 		p.lastSend.Store(ns)
-		p.unanswered.CompareAndSwap(0, ns)
 		sent++
 	})
 	return sent
 }
 
-// sendKeepalive sends an empty transport message. expectAnswer marks it as
-// something the peer should answer, for dead-peer detection.
-func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte, expectAnswer bool) {
+// sendKeepalive sends an empty transport message.
+func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte) {
 	msg, err := kp.Seal(scratch, 0)
 	if err != nil {
 		return
@@ -441,9 +446,33 @@ func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte, ex
 		r.log.Debug("keepalive send failed", "site", p.site, "gateway", p.name, "err", err)
 		return
 	}
-	ns := r.clock.Now().UnixNano()
-	p.lastSend.Store(ns)
-	if expectAnswer {
-		p.unanswered.CompareAndSwap(0, ns)
+	p.lastSend.Store(r.clock.Now().UnixNano())
+}
+
+// establish installs kp, a handshake we initiated and completed, as p's
+// current session (see keypairs), and reports whether it did: a peer
+// removed meanwhile gets nothing. Called by the handshake loop.
+func (r *Router) establish(p *Peer, kp *bhcrypto.Keypair) bool {
+	return r.install(p, kp, p.keypairs.establish)
+}
+
+// install adds kp to the index table, then lets rotate make it a session
+// of p. If rotate refuses (p was removed), kp leaves the index again;
+// otherwise the session rotate replaced is retired.
+func (r *Router) install(p *Peer, kp *bhcrypto.Keypair, rotate func(*bhcrypto.Keypair) (*bhcrypto.Keypair, bool)) bool {
+	r.index.update(func(m map[uint32]indexEntry) { m[kp.LocalIndex] = indexEntry{peer: p, kp: kp} })
+	gone, ok := rotate(kp)
+	if !ok {
+		r.retire(kp)
+		return false
 	}
+	r.retire(gone)
+	return true
+}
+
+// expireSessions forgets p's sessions that are too old to keep. Called by
+// the handshake loop's timers.
+func (r *Router) expireSessions(p *Peer, now time.Time) {
+	gone := p.keypairs.expire(now)
+	r.retire(gone[:]...)
 }

@@ -273,9 +273,6 @@ func (r *Router) flushInside(b *sealRun) {
 		p.txPackets.Add(uint64(len(b.out)))
 		p.txBytes.Add(b.bytes)
 		p.lastSend.Store(b.now)
-		if p.unanswered.Load() == 0 {
-			p.unanswered.CompareAndSwap(0, b.now)
-		}
 	}
 	clear(b.out) // drop references to buffers that go back to the reader
 	b.out = b.out[:0]

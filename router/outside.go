@@ -154,9 +154,6 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 	}
 	p.lastReceive.Store(now.UnixNano())
 	p.live.heard(r.mono(now))
-	if p.unanswered.Load() != 0 {
-		p.unanswered.Store(0)
-	}
 	if from != *p.endpoint.Load() {
 		ep := from
 		p.endpoint.Store(&ep)
@@ -196,11 +193,11 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 // confirm promotes a session we answered to current once the initiator has
 // used it. The session it replaces stays as previous for packets in flight.
 func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
-	if !p.next.CompareAndSwap(kp, nil) {
+	gone, ok := p.keypairs.confirm(kp)
+	if !ok {
 		return
 	}
-	prev := p.current.Swap(kp)
-	r.retire(p.previous.Swap(prev))
+	r.retire(gone)
 	p.lastHandshake.Store(now.UnixNano())
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)

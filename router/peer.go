@@ -28,56 +28,73 @@ type PeerConfig struct {
 // Peer is a remote gateway and its sessions.
 //
 // A Peer outlives reloads as long as its site, name and public key stay the
-// same, so its sessions survive a config change. Data-path fields are
-// atomics; handshake fields belong to the handshake loop alone.
+// same, so its sessions survive a config change. Any goroutine may read
+// any field; the comment beside each names who writes it. "Handshake
+// loop" also covers its timers; "outside loop" is the UDP receive path;
+// "inside path" is the TUN reader and sealer.
 type Peer struct {
-	site string
-	name string
-	key  bhcrypto.PublicKey
+	site string             // set by newPeer, never changed
+	name string             // set by newPeer, never changed
+	key  bhcrypto.PublicKey // set by newPeer, never changed
 	// rank is the peer's key in rendezvous hashing (site.pick), from its
-	// public key, so every sender ranks a site's gateways alike.
+	// public key, so every sender ranks a site's gateways alike. Set by
+	// newPeer, never changed.
 	rank uint64
 
 	// live is the gateway's health: the one state the flow selector,
-	// metrics, status and readiness read.
+	// metrics, status and readiness read. Its own comment names the
+	// writers of each field.
 	live liveness
 
+	// endpoint is where datagrams for the peer go. Written by the
+	// outside loop (an authenticated packet from a new address), the
+	// handshake loop (a handshake from a new address) and SetConfig
+	// (the config moved the peer); the last write wins, which is what
+	// roaming wants.
 	endpoint atomic.Pointer[netip.AddrPort]
 	// configEndpoint is the endpoint the config names. A reload that
 	// changes it moves the peer; one that keeps it leaves a roamed
-	// endpoint alone.
+	// endpoint alone. Written by SetConfig only.
 	configEndpoint atomic.Pointer[netip.AddrPort]
-	removed        atomic.Bool
+	// removed is set once by SetConfig when a reload drops the peer.
+	removed atomic.Bool
 
 	// Handshakes with this peer: initiations we sent, initiations we
 	// answered, sessions completed either way, and failures (responses
-	// that did not verify, attempts that gave up).
+	// that did not verify, attempts that gave up). Added to by the
+	// handshake loop, and hsCompleted also by the outside loop
+	// (confirm).
 	hsInitiated, hsAnswered, hsCompleted, hsFailed atomic.Uint64
 
-	// current is the session senders use. previous keeps receiving
-	// packets still in flight after a rekey. next is a session we
-	// answered as responder: it becomes current on its first
-	// authenticated packet (key confirmation).
-	current  atomic.Pointer[bhcrypto.Keypair]
-	previous atomic.Pointer[bhcrypto.Keypair]
-	next     atomic.Pointer[bhcrypto.Keypair]
+	// keypairs holds current, previous and next; only its methods
+	// write them, under its lock (see keypairs).
+	keypairs
 
 	// wantHandshake is set by the data path and cleared by the handshake
 	// loop; it keeps the trigger channel from filling with duplicates.
 	wantHandshake atomic.Bool
 
-	queue packetQueue
+	queue packetQueue // safe for concurrent use (see packetQueue)
 
+	// Traffic counters: tx by the inside path and the handshake loop
+	// (queued packets it flushes), rx by the outside loop.
 	txPackets, txBytes atomic.Uint64
 	rxPackets, rxBytes atomic.Uint64
-	lastHandshake      atomic.Int64 // unix nanoseconds of the last completed handshake
-	lastReceive        atomic.Int64 // unix nanoseconds of the last authenticated packet
-	lastSend           atomic.Int64 // unix nanoseconds of the last packet sent
-	// unanswered is when we first sent something that expects an
-	// answer (data, or a configured keepalive) since the last
-	// authenticated packet from the peer; 0 when nothing is pending.
-	unanswered atomic.Int64
-	keepalive  atomic.Int64 // keepalive interval in nanoseconds, 0 = off
+	// lastHandshake is when the last handshake completed (unix
+	// nanoseconds): written by the handshake loop (as initiator) and the
+	// outside loop (confirming as responder).
+	lastHandshake atomic.Int64
+	// lastReceive is when the peer was last heard from (unix
+	// nanoseconds): written by the outside loop (authenticated packets)
+	// and the handshake loop (handshakes).
+	lastReceive atomic.Int64
+	// lastSend is when we last sent to the peer (unix nanoseconds):
+	// written by the inside path and the handshake loop (queued packets,
+	// keepalives).
+	lastSend atomic.Int64
+	// keepalive is the keepalive interval in nanoseconds, 0 = off.
+	// Written by SetConfig only.
+	keepalive atomic.Int64
 
 	// jar holds cookies the peer gave us under load, for mac2.
 	jar *bhcrypto.CookieJar

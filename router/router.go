@@ -227,7 +227,8 @@ func (r *Router) SetConfig(c *Config) error {
 	r.syncFilterEndpoints(st, nil)
 	for _, p := range gone {
 		p.removed.Store(true)
-		r.retire(p.current.Swap(nil), p.previous.Swap(nil), p.next.Swap(nil))
+		kps := p.keypairs.close()
+		r.retire(kps[:]...)
 		if n := p.queue.clear(); n > 0 {
 			r.drops.Add(Inside, ReasonNoRoute, uint64(n))
 		}

@@ -19,7 +19,8 @@ const (
 	// responderRekeyAfter: the responder rekeys later than the initiator
 	// so that both sides do not start at once.
 	responderRekeyAfter = RejectAfterTime - 15*time.Second
-	// wipeAfter: sessions unused for this long are forgotten.
+	// wipeAfter: a peer's current and previous sessions are forgotten
+	// once current is this old (since its handshake), used or not.
 	wipeAfter = 3 * RejectAfterTime
 	// TimerTick is how often the handshake loop checks its timers.
 	TimerTick = 250 * time.Millisecond
@@ -29,9 +30,6 @@ const (
 	// for this long gets an empty keepalive, so its "no answer" timer
 	// does not fire on one-way traffic.
 	KeepaliveTimeout = 10 * time.Second
-	// NoAnswerTimeout: if we kept sending for this long and heard
-	// nothing, the session is presumed dead and a new handshake starts.
-	NoAnswerTimeout = KeepaliveTimeout + RekeyTimeout
 	// HandshakeRate and HandshakeBurst bound handshakes per source
 	// (IPv4 address or IPv6 /64) while the handshake loop is under load.
 	HandshakeRate  = 20
