@@ -12,7 +12,12 @@ const (
 	DefaultInterfaceName = "bh0"
 	DefaultMTU           = 1420
 	DefaultClusterName   = "bridgehead"
-	DefaultReadyWindow   = 90 * time.Second
+
+	// Probe intervals (Site.ProbeInterval); the router enforces the
+	// same bounds (a daemon test keeps them equal).
+	DefaultProbeInterval = 200 * time.Millisecond
+	MinProbeInterval     = 50 * time.Millisecond
+	MaxProbeInterval     = 30 * time.Second
 )
 
 // Config is one loaded configuration file. It is immutable once Load
@@ -80,10 +85,9 @@ type Cluster struct {
 // Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.
 type Metrics struct {
 	Listen string `yaml:"listen"`
-	// ReadyWindow is how recent an authenticated packet from a site's
-	// gateway must be for /readyz and `status` to call the site up
-	// (default DefaultReadyWindow). Idle links need keepalives to stay
-	// ready.
+	// ReadyWindow is no longer used: a site is reachable while one of
+	// its gateways is up, which probes decide (Site.ProbeInterval).
+	// Check warns when it is set, so old configs keep loading.
 	ReadyWindow time.Duration `yaml:"readyWindow"`
 }
 
@@ -101,8 +105,13 @@ type Site struct {
 	// Keepalive is the interval of keepalive messages to this site's
 	// gateways; zero disables them.
 	Keepalive time.Duration `yaml:"keepalive"`
-	Gateways  []Gateway     `yaml:"gateways"`
-	Nodes     []Node        `yaml:"nodes"`
+	// ProbeInterval is how long one of this site's gateways may stay
+	// silent before the others probe it; three silent intervals mark it
+	// down and its flows move to the site's other gateways (default
+	// DefaultProbeInterval, from MinProbeInterval to MaxProbeInterval).
+	ProbeInterval time.Duration `yaml:"probeInterval"`
+	Gateways      []Gateway     `yaml:"gateways"`
+	Nodes         []Node        `yaml:"nodes"`
 }
 
 // Gateway is one bridgehead instance of a site.

@@ -357,6 +357,7 @@ func (d *decoder) site(n *yaml.Node, path string, s *Site) {
 		{"routerAddress", d.addr(&s.RouterAddress)},
 		{"routerAddress6", d.addr(&s.RouterAddress6)},
 		{"keepalive", d.duration(&s.Keepalive)},
+		{"probeInterval", d.duration(&s.ProbeInterval)},
 		{"gateways", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var g Gateway

@@ -154,9 +154,6 @@ func applyDefaults(c *Config) {
 	if c.Cluster.Name == "" {
 		c.Cluster.Name = DefaultClusterName
 	}
-	if c.Metrics.ReadyWindow == 0 {
-		c.Metrics.ReadyWindow = DefaultReadyWindow
-	}
 }
 
 // Hash identifies the file contents: the first 12 hex digits of their

@@ -37,16 +37,19 @@ const maxResponse = 16 << 20
 // Status is what GET /status returns: the running gateway, its readiness
 // and a snapshot of its peers and drop counters.
 type Status struct {
-	Version      string              `json:"version"`
-	Site         string              `json:"site"`
-	Gateway      string              `json:"gateway"`
-	ConfigPath   string              `json:"configPath"`
-	ConfigHash   string              `json:"configHash"`
-	ConfigLoaded time.Time           `json:"configLoaded,omitzero"`
-	Started      time.Time           `json:"started,omitzero"`
-	Ready        bool                `json:"ready"`
-	Sites        []health.SiteReport `json:"sites"`
-	Peers        []health.PeerState  `json:"peers"`
+	Version      string    `json:"version"`
+	Site         string    `json:"site"`
+	Gateway      string    `json:"gateway"`
+	ConfigPath   string    `json:"configPath"`
+	ConfigHash   string    `json:"configHash"`
+	ConfigLoaded time.Time `json:"configLoaded,omitzero"`
+	Started      time.Time `json:"started,omitzero"`
+	// Ready: this gateway reaches at least one remote site (/readyz).
+	Ready bool `json:"ready"`
+	// AllSites: it reaches every remote site (`status` exits 1 without).
+	AllSites bool                `json:"allSites"`
+	Sites    []health.SiteReport `json:"sites"`
+	Peers    []health.PeerState  `json:"peers"`
 	// Drops lists the nonzero drop counters.
 	Drops []Drop `json:"drops"`
 }

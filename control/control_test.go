@@ -37,11 +37,11 @@ func sampleStatus() Status {
 		Version: "v1.2.3", Site: "a", Gateway: "gw-a1",
 		ConfigPath: "/etc/bridgehead/bridgehead.yaml", ConfigHash: "3f2a9c01",
 		ConfigLoaded: t0.Add(-5 * time.Minute), Started: t0.Add(-2*time.Hour - 3*time.Minute),
-		Ready: false,
+		Ready: true, AllSites: false,
 		Sites: []health.SiteReport{
 			{Site: "b", Ready: true, Gateways: []health.GatewayReport{
 				{Gateway: "gw-b1", State: health.StateUp, LastReceive: t0.Add(-3 * time.Second)},
-				{Gateway: "gw-b2", State: health.StateStale, LastReceive: t0.Add(-26 * time.Hour)},
+				{Gateway: "gw-b2", State: health.StateDown, LastReceive: t0.Add(-26 * time.Hour)},
 			}},
 			{Site: "c", Ready: false, Reason: "no packet ever received from any gateway", Gateways: []health.GatewayReport{
 				{Gateway: "gw-c1", State: health.StateConnecting},
@@ -52,10 +52,13 @@ func sampleStatus() Status {
 			{Site: "b", Gateway: "gw-b1", Endpoint: netip.MustParseAddrPort("203.0.113.7:51820"),
 				LastHandshake: t0.Add(-12 * time.Second), LastReceive: t0.Add(-3 * time.Second),
 				TxBytes: 3_500_000, RxBytes: 1_234_567_890, TxPackets: 4000, RxPackets: 900_000,
-				SessionCreated: t0.Add(-12 * time.Second)},
+				SessionCreated: t0.Add(-12 * time.Second),
+				Live: router.LivenessStats{State: router.LiveUp, ProbeInterval: 200 * time.Millisecond, ProbeRTT: 412 * time.Microsecond,
+					ProbesSent: 40, ProbeReplies: 39, LastChange: t0.Add(-11 * time.Second), Downs: 1}},
 			{Site: "b", Gateway: "gw-b2", Endpoint: netip.MustParseAddrPort("[2001:db8::2]:51820"),
 				LastHandshake: t0.Add(-26 * time.Hour), LastReceive: t0.Add(-26 * time.Hour),
-				TxBytes: 512, RxBytes: 1536, TxPackets: 2, RxPackets: 3},
+				TxBytes: 512, RxBytes: 1536, TxPackets: 2, RxPackets: 3, Down: true,
+				Live: router.LivenessStats{State: router.LiveDown, LastChange: t0.Add(-26 * time.Hour), Downs: 3}},
 			{Site: "c", Gateway: "gw-c1", Endpoint: netip.MustParseAddrPort("198.51.100.9:51821"), QueuedPackets: 7},
 		},
 		Drops: []Drop{

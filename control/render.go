@@ -11,12 +11,15 @@ import (
 
 // Render writes s as the human table of `bridgehead status`: a header
 // with version, identity, config and readiness, one line per remote
-// gateway, then the nonzero drop counters. Ages are relative to now.
+// gateway (its liveness state and since when, how often it went down,
+// the last probe round trip, and the packets sent to it, which is the
+// share of flows it carries), then the nonzero drop counters. Ages are
+// relative to now.
 func Render(w io.Writer, s *Status, now time.Time) {
 	fmt.Fprintf(w, "bridgehead %s, site %s, gateway %s\n", orDash(s.Version), orDash(s.Site), orDash(s.Gateway))
 	fmt.Fprintf(w, "config:  %s (hash %s), loaded %s\n", orDash(s.ConfigPath), orDash(s.ConfigHash), ago(s.ConfigLoaded, now))
 	fmt.Fprintf(w, "started: %s\n", ago(s.Started, now))
-	if s.Ready {
+	if s.AllSites {
 		fmt.Fprintf(w, "ready:   yes, %s\n", plural(len(s.Sites), "remote site"))
 	} else {
 		notReady := 0
@@ -25,7 +28,11 @@ func Render(w io.Writer, s *Status, now time.Time) {
 				notReady++
 			}
 		}
-		fmt.Fprintf(w, "ready:   NO, %d of %s not reachable\n", notReady, plural(len(s.Sites), "remote site"))
+		lb := "still ready for a load balancer: it reaches another site"
+		if !s.Ready {
+			lb = "not ready (/readyz 503): it reaches no remote site"
+		}
+		fmt.Fprintf(w, "ready:   NO, %d of %s not reachable; %s\n", notReady, plural(len(s.Sites), "remote site"), lb)
 		for _, site := range s.Sites {
 			if !site.Ready {
 				fmt.Fprintf(w, "  site %s: %s\n", site.Site, site.Reason)
@@ -39,11 +46,11 @@ func Render(w io.Writer, s *Status, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Sites) > 0 {
-		fmt.Fprintln(tw, "SITE\tGATEWAY\tENDPOINT\tSTATE\tLAST-HANDSHAKE\tLAST-RECEIVE\tRX\tTX")
+		fmt.Fprintln(tw, "SITE\tGATEWAY\tENDPOINT\tSTATE\tSINCE\tDOWNS\tRTT\tLAST-HANDSHAKE\tLAST-RECEIVE\tRX\tTX\tTX-PKTS")
 	}
 	for _, site := range s.Sites {
 		if len(site.Gateways) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\tno gateways\t-\t-\t-\t-\n", site.Site)
+			fmt.Fprintf(tw, "%s\t-\t-\tno gateways\t-\t-\t-\t-\t-\t-\t-\t-\n", site.Site)
 		}
 		for _, g := range site.Gateways {
 			p := findPeer(s.Peers, site.Site, g.Gateway)
@@ -51,8 +58,13 @@ func Render(w io.Writer, s *Status, now time.Time) {
 			if p.Endpoint.IsValid() {
 				ep = p.Endpoint.String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", site.Site, g.Gateway, ep, g.State,
-				ago(p.LastHandshake, now), ago(g.LastReceive, now), humanBytes(p.RxBytes), humanBytes(p.TxBytes))
+			rtt := "-"
+			if p.Live.ProbeRTT > 0 {
+				rtt = p.Live.ProbeRTT.Round(10 * time.Microsecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, g.State,
+				ago(p.Live.LastChange, now), p.Live.Downs, rtt,
+				ago(p.LastHandshake, now), ago(g.LastReceive, now), humanBytes(p.RxBytes), humanBytes(p.TxBytes), p.TxPackets)
 		}
 	}
 	tw.Flush()

@@ -18,7 +18,7 @@ func TestRenderGolden(t *testing.T) {
 		Version: "v1.2.3", Site: "a", Gateway: "gw-a1",
 		ConfigPath: "/etc/bridgehead/bridgehead.yaml", ConfigHash: "3f2a9c01",
 		ConfigLoaded: t0.Add(-40 * time.Second), Started: t0.Add(-3 * time.Minute),
-		Ready: true,
+		Ready: true, AllSites: true,
 		Sites: []health.SiteReport{{Site: "b", Ready: true, Gateways: []health.GatewayReport{
 			{Gateway: "gw-b1", State: health.StateUp, LastReceive: t0.Add(-time.Second)},
 		}}},

@@ -13,16 +13,15 @@ import (
 	"github.com/bridgehead/bridgehead/sdnotify"
 )
 
-// readiness evaluates every remote site from the data path: a site is up
-// when one of its gateways sent an authenticated packet within the
-// config's readiness window.
+// readiness evaluates every remote site from the router's liveness state:
+// a site is reachable while one of its gateways is up.
 func (g *gateway) readiness(now time.Time) health.Report {
 	cfg := g.cfg.Load()
 	sites := make([]string, 0, len(cfg.Sites))
 	for _, s := range cfg.Sites {
 		sites = append(sites, s.Name)
 	}
-	return health.Evaluate(cfg.Site, sites, health.PeerStates(g.r.Peers()), now, cfg.Metrics.ReadyWindow)
+	return health.Evaluate(cfg.Site, sites, health.PeerStates(g.r.Peers()), now)
 }
 
 // status is the control socket's view of the gateway. Safe from any
@@ -35,7 +34,7 @@ func (g *gateway) status() control.Status {
 		Version: g.version, Site: cfg.Site, Gateway: cfg.Gateway,
 		ConfigPath: cfg.Path, ConfigHash: cfg.Hash(),
 		ConfigLoaded: time.Unix(0, g.loaded.Load()), Started: g.started,
-		Ready: rep.Ready, Sites: rep.Sites,
+		Ready: rep.Ready, AllSites: rep.AllSites, Sites: rep.Sites,
 		Peers: health.PeerStates(g.r.Peers()),
 		Drops: control.Drops(g.r.Drops()),
 	}
@@ -86,8 +85,9 @@ func (g *gateway) opsLoop(ctx context.Context, n *sdnotify.Notifier) {
 	}
 }
 
-// healthHandlers serves /healthz (loops alive) and /readyz (every remote
-// site reachable, JSON body naming the ones that are not).
+// healthHandlers serves /healthz (loops alive) and /readyz (at least one
+// remote site reachable, so a load balancer drains a gateway cut off from
+// every site; the JSON body names the sites that are not reachable).
 func (g *gateway) healthHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := g.r.Healthy(time.Now()); err != nil {

@@ -31,6 +31,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 			}
 			sc.Gateways = append(sc.Gateways, router.PeerConfig{
 				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr, Keepalive: s.Keepalive,
+				ProbeInterval: s.ProbeInterval,
 			})
 		}
 		rc.Sites = append(rc.Sites, sc)

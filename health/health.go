@@ -1,7 +1,13 @@
 // Package health decides whether a gateway is ready from what its data
-// path has seen: a remote site counts as reachable only when one of its
-// gateways sent an authenticated packet recently. Completed handshakes
-// and queued packets alone do not make a site ready.
+// path has seen: a remote site counts as reachable only while one of its
+// gateways is up in the router's liveness state (an authenticated packet
+// within three probe intervals; see router.LiveState). Completed
+// handshakes and queued packets alone do not make a site reachable.
+//
+// Readiness is what a load balancer in front of a site's gateways asks:
+// a gateway is ready while it reaches at least one remote site (or there
+// is none), so a remote site's outage does not drain every gateway of
+// ours, while a gateway cut off from every site is drained.
 //
 // Everything here is a pure function of its arguments: callers take a
 // snapshot of the router (PeerStates), pick the time, and evaluate. Nothing
@@ -18,10 +24,11 @@ import (
 
 // Gateway states reported in GatewayReport.State.
 const (
-	// StateUp: an authenticated packet arrived within the window.
+	// StateUp: the router reports the gateway up.
 	StateUp = "up"
-	// StateStale: packets arrived once, but none within the window.
-	StateStale = "stale"
+	// StateDown: the gateway was up, then stayed silent for three probe
+	// intervals although probed.
+	StateDown = "down"
 	// StateConnecting: nothing received yet, but packets are queued for
 	// the gateway or a handshake has completed.
 	StateConnecting = "connecting"
@@ -46,9 +53,10 @@ type PeerState struct {
 	// Keepalive is the keepalive interval toward the gateway (0: off),
 	// in nanoseconds in JSON.
 	Keepalive time.Duration `json:"keepalive"`
-	// Down is set while the router reports the gateway not answering
-	// what it sent.
+	// Down is set while the router reports the gateway down.
 	Down bool `json:"down,omitempty"`
+	// Live is the router's liveness state: up, down or connecting.
+	Live router.LivenessStats `json:"live"`
 	// Handshakes with the gateway, by result.
 	HandshakesInitiated uint64 `json:"handshakesInitiated"`
 	HandshakesAnswered  uint64 `json:"handshakesAnswered"`
@@ -73,10 +81,15 @@ type GatewayReport struct {
 	LastReceive time.Time `json:"lastReceive,omitzero"`
 }
 
-// Report is the readiness of a gateway: ready when every remote site is.
+// Report is the readiness of a gateway.
 type Report struct {
-	Ready bool         `json:"ready"`
-	Sites []SiteReport `json:"sites"`
+	// Ready is set while at least one remote site is reachable, or
+	// there is no remote site: what /readyz and a load balancer use.
+	Ready bool `json:"ready"`
+	// AllSites is set while every remote site is reachable: what
+	// `bridgehead status` exits on.
+	AllSites bool         `json:"allSites"`
+	Sites    []SiteReport `json:"sites"`
 }
 
 // PeerStates converts a router snapshot (Router.Peers) to PeerStates,
@@ -92,6 +105,7 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			SessionCreated: s.SessionCreated, QueuedPackets: s.QueuedPackets,
 			Keepalive: s.Keepalive,
 			Down:      s.Down,
+			Live:      s.Live,
 
 			HandshakesInitiated: s.HandshakesInitiated,
 			HandshakesAnswered:  s.HandshakesAnswered,
@@ -103,40 +117,42 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 }
 
 // Evaluate reports the readiness of every site in sites (all site names,
-// in config order) except localSite. A remote site is ready when at least
-// one of its gateways had an authenticated packet within window before
-// now; a site with no gateways among peers is never ready. The gateway is
-// ready as a whole when every remote site is, which is vacuously true when
-// there is none. Peers of sites not listed are ignored. Sites and their
+// in config order) except localSite. A remote site is reachable when at
+// least one of its gateways is up; a site with no gateways among peers
+// never is. Peers of sites not listed are ignored. Sites and their
 // gateways keep the order of sites and peers.
-func Evaluate(localSite string, sites []string, peers []PeerState, now time.Time, window time.Duration) Report {
-	rep := Report{Ready: true, Sites: []SiteReport{}}
+func Evaluate(localSite string, sites []string, peers []PeerState, now time.Time) Report {
+	rep := Report{AllSites: true, Sites: []SiteReport{}}
 	for _, site := range sites {
 		if site == localSite {
 			continue
 		}
-		sr := evaluateSite(site, peers, now, window)
-		rep.Ready = rep.Ready && sr.Ready
+		sr := evaluateSite(site, peers, now)
+		rep.AllSites = rep.AllSites && sr.Ready
+		rep.Ready = rep.Ready || sr.Ready
 		rep.Sites = append(rep.Sites, sr)
+	}
+	if len(rep.Sites) == 0 {
+		rep.Ready = true
 	}
 	return rep
 }
 
-func evaluateSite(site string, peers []PeerState, now time.Time, window time.Duration) SiteReport {
+func evaluateSite(site string, peers []PeerState, now time.Time) SiteReport {
 	sr := SiteReport{Site: site, Gateways: []GatewayReport{}}
-	var newest *PeerState // stale gateway heard from most recently
+	var newest *PeerState // down gateway heard from most recently
 	connecting := false
 	for i := range peers {
 		p := &peers[i]
 		if p.Site != site {
 			continue
 		}
-		st := gatewayState(p, now, window)
+		st := gatewayState(p)
 		sr.Gateways = append(sr.Gateways, GatewayReport{Gateway: p.Gateway, State: st, LastReceive: p.LastReceive})
 		switch st {
 		case StateUp:
 			sr.Ready = true
-		case StateStale:
+		case StateDown:
 			if newest == nil || p.LastReceive.After(newest.LastReceive) {
 				newest = p
 			}
@@ -149,8 +165,8 @@ func evaluateSite(site string, peers []PeerState, now time.Time, window time.Dur
 	case len(sr.Gateways) == 0:
 		sr.Reason = "no gateways configured"
 	case newest != nil:
-		sr.Reason = fmt.Sprintf("no authenticated packet within %s; last from %s %s ago",
-			window, newest.Gateway, now.Sub(newest.LastReceive).Round(time.Second))
+		sr.Reason = fmt.Sprintf("every gateway down; last authenticated packet from %s %s ago",
+			newest.Gateway, max(now.Sub(newest.LastReceive), 0).Round(time.Second))
 	case connecting:
 		sr.Reason = "connecting: no authenticated packet received yet"
 	default:
@@ -159,15 +175,15 @@ func evaluateSite(site string, peers []PeerState, now time.Time, window time.Dur
 	return sr
 }
 
-// gatewayState classifies one gateway. A LastReceive after now (a clock
-// step backwards) counts as within the window.
-func gatewayState(p *PeerState, now time.Time, window time.Duration) string {
-	switch {
-	case !p.LastReceive.IsZero() && now.Sub(p.LastReceive) <= window:
+// gatewayState classifies one gateway from the router's liveness state.
+func gatewayState(p *PeerState) string {
+	switch p.Live.State {
+	case router.LiveUp:
 		return StateUp
-	case !p.LastReceive.IsZero():
-		return StateStale
-	case p.QueuedPackets > 0 || !p.LastHandshake.IsZero():
+	case router.LiveDown:
+		return StateDown
+	}
+	if p.QueuedPackets > 0 || !p.LastHandshake.IsZero() {
 		return StateConnecting
 	}
 	return StateNever

@@ -11,12 +11,10 @@ import (
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-const window = 90 * time.Second
-
-// peer builds a PeerState; received and handshake are ages before t0
-// (negative: never).
-func peer(site, gw string, received, handshake time.Duration, queued int) PeerState {
-	p := PeerState{Site: site, Gateway: gw, QueuedPackets: queued}
+// peer builds a PeerState in liveness state live; received and handshake
+// are ages before t0 (negative: never).
+func peer(site, gw string, live router.LiveState, received, handshake time.Duration, queued int) PeerState {
+	p := PeerState{Site: site, Gateway: gw, QueuedPackets: queued, Live: router.LivenessStats{State: live}}
 	if received >= 0 {
 		p.LastReceive = t0.Add(-received)
 	}
@@ -26,79 +24,65 @@ func peer(site, gw string, received, handshake time.Duration, queued int) PeerSt
 	return p
 }
 
-const never = -1
+const (
+	never      = -1
+	up         = router.LiveUp
+	down       = router.LiveDown
+	connecting = router.LiveConnecting
+)
 
 func TestEvaluate(t *testing.T) {
 	tests := []struct {
-		name    string
-		sites   []string
-		peers   []PeerState
-		ready   bool
-		want    map[string]string // site -> reason ("" when ready)
-		states  map[string]string // gateway -> state
-		noSites bool
+		name     string
+		sites    []string
+		peers    []PeerState
+		ready    bool // at least one remote site
+		allSites bool
+		want     map[string]string // site -> reason ("" when reachable)
+		states   map[string]string // gateway -> state
 	}{
 		{
-			name:   "remote gateway up",
-			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", 5*time.Second, 10*time.Second, 0)},
-			ready:  true,
+			name:  "remote gateway up",
+			sites: []string{"a", "b"},
+			peers: []PeerState{peer("b", "gw-b1", up, 5*time.Second, 10*time.Second, 0)},
+			ready: true, allSites: true,
 			want:   map[string]string{"b": ""},
 			states: map[string]string{"gw-b1": StateUp},
 		},
 		{
-			name:   "received exactly at the window edge is up",
+			name:   "the router's state decides, not the receive time",
 			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", window, never, 0)},
-			ready:  true,
-			want:   map[string]string{"b": ""},
-			states: map[string]string{"gw-b1": StateUp},
-		},
-		{
-			name:   "received just past the window is stale",
-			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", window+time.Nanosecond, 10*time.Second, 0)},
+			peers:  []PeerState{peer("b", "gw-b1", down, 0, 10*time.Second, 0)},
 			ready:  false,
-			want:   map[string]string{"b": "no authenticated packet within 1m30s; last from gw-b1 1m30s ago"},
-			states: map[string]string{"gw-b1": StateStale},
-		},
-		{
-			name:   "receive time in the future counts as up",
-			sites:  []string{"a", "b"},
-			peers:  []PeerState{{Site: "b", Gateway: "gw-b1", LastReceive: t0.Add(time.Minute)}},
-			ready:  true,
-			want:   map[string]string{"b": ""},
-			states: map[string]string{"gw-b1": StateUp},
+			want:   map[string]string{"b": "every gateway down; last authenticated packet from gw-b1 0s ago"},
+			states: map[string]string{"gw-b1": StateDown},
 		},
 		{
 			name:   "queued packets without a session are connecting",
 			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", never, never, 3)},
-			ready:  false,
+			peers:  []PeerState{peer("b", "gw-b1", connecting, never, never, 3)},
 			want:   map[string]string{"b": "connecting: no authenticated packet received yet"},
 			states: map[string]string{"gw-b1": StateConnecting},
 		},
 		{
-			name:   "handshake without data is connecting, not up",
+			name:   "handshake without liveness is connecting, not up",
 			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", never, time.Second, 0)},
-			ready:  false,
+			peers:  []PeerState{peer("b", "gw-b1", connecting, never, time.Second, 0)},
 			want:   map[string]string{"b": "connecting: no authenticated packet received yet"},
 			states: map[string]string{"gw-b1": StateConnecting},
 		},
 		{
 			name:   "nothing at all is never",
 			sites:  []string{"a", "b"},
-			peers:  []PeerState{peer("b", "gw-b1", never, never, 0)},
-			ready:  false,
+			peers:  []PeerState{peer("b", "gw-b1", connecting, never, never, 0)},
 			want:   map[string]string{"b": "no packet ever received from any gateway"},
 			states: map[string]string{"gw-b1": StateNever},
 		},
 		{
-			name:   "site without gateways is not ready",
+			name:   "a site without gateways is unreachable; another keeps the gateway ready",
 			sites:  []string{"a", "b", "c"},
-			peers:  []PeerState{peer("b", "gw-b1", time.Second, never, 0)},
-			ready:  false,
+			peers:  []PeerState{peer("b", "gw-b1", up, time.Second, never, 0)},
+			ready:  true,
 			want:   map[string]string{"b": "", "c": "no gateways configured"},
 			states: map[string]string{"gw-b1": StateUp},
 		},
@@ -106,62 +90,59 @@ func TestEvaluate(t *testing.T) {
 			name:  "one gateway up is enough for its site",
 			sites: []string{"a", "b"},
 			peers: []PeerState{
-				peer("b", "gw-b1", never, never, 0),
-				peer("b", "gw-b2", 2*time.Second, never, 0),
+				peer("b", "gw-b1", down, time.Minute, never, 0),
+				peer("b", "gw-b2", up, 2*time.Second, never, 0),
 			},
-			ready:  true,
+			ready: true, allSites: true,
 			want:   map[string]string{"b": ""},
-			states: map[string]string{"gw-b1": StateNever, "gw-b2": StateUp},
+			states: map[string]string{"gw-b1": StateDown, "gw-b2": StateUp},
 		},
 		{
-			name:  "stale reason names the most recent gateway",
+			name:  "down reason names the gateway heard from last",
 			sites: []string{"a", "b"},
 			peers: []PeerState{
-				peer("b", "gw-b1", 10*time.Minute, never, 0),
-				peer("b", "gw-b2", 3*time.Minute, never, 2),
-				peer("b", "gw-b3", never, never, 1),
+				peer("b", "gw-b1", down, 10*time.Minute, never, 0),
+				peer("b", "gw-b2", down, 3*time.Minute, never, 2),
+				peer("b", "gw-b3", connecting, never, never, 1),
 			},
-			ready:  false,
-			want:   map[string]string{"b": "no authenticated packet within 1m30s; last from gw-b2 3m0s ago"},
-			states: map[string]string{"gw-b1": StateStale, "gw-b2": StateStale, "gw-b3": StateConnecting},
+			want:   map[string]string{"b": "every gateway down; last authenticated packet from gw-b2 3m0s ago"},
+			states: map[string]string{"gw-b1": StateDown, "gw-b2": StateDown, "gw-b3": StateConnecting},
 		},
 		{
-			name:  "one unready site makes the gateway unready",
+			name:  "no remote site reachable: not ready",
 			sites: []string{"a", "b", "c"},
 			peers: []PeerState{
-				peer("b", "gw-b1", time.Second, never, 0),
-				peer("c", "gw-c1", never, never, 0),
+				peer("b", "gw-b1", down, time.Second, never, 0),
+				peer("c", "gw-c1", connecting, never, never, 0),
 			},
-			ready:  false,
-			want:   map[string]string{"b": "", "c": "no packet ever received from any gateway"},
-			states: map[string]string{"gw-b1": StateUp, "gw-c1": StateNever},
+			want:   map[string]string{"b": "every gateway down; last authenticated packet from gw-b1 1s ago", "c": "no packet ever received from any gateway"},
+			states: map[string]string{"gw-b1": StateDown, "gw-c1": StateNever},
 		},
 		{
 			name:  "local site and unknown sites are ignored",
 			sites: []string{"a", "b"},
 			peers: []PeerState{
-				peer("a", "gw-a2", never, never, 0),
-				peer("z", "gw-z1", never, never, 0),
-				peer("b", "gw-b1", time.Second, never, 0),
+				peer("a", "gw-a2", connecting, never, never, 0),
+				peer("z", "gw-z1", up, never, never, 0),
+				peer("b", "gw-b1", up, time.Second, never, 0),
 			},
-			ready:  true,
+			ready: true, allSites: true,
 			want:   map[string]string{"b": ""},
 			states: map[string]string{"gw-b1": StateUp},
 		},
 		{
-			name:    "no remote sites is ready",
-			sites:   []string{"a"},
-			ready:   true,
-			want:    map[string]string{},
-			states:  map[string]string{},
-			noSites: true,
+			name:  "no remote sites is ready",
+			sites: []string{"a"},
+			ready: true, allSites: true,
+			want:   map[string]string{},
+			states: map[string]string{},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rep := Evaluate("a", tt.sites, tt.peers, t0, window)
-			if rep.Ready != tt.ready {
-				t.Errorf("Ready = %v, want %v (%+v)", rep.Ready, tt.ready, rep)
+			rep := Evaluate("a", tt.sites, tt.peers, t0)
+			if rep.Ready != tt.ready || rep.AllSites != tt.allSites {
+				t.Errorf("Ready, AllSites = %v, %v, want %v, %v (%+v)", rep.Ready, rep.AllSites, tt.ready, tt.allSites, rep)
 			}
 			if rep.Sites == nil {
 				t.Errorf("Sites is nil, want an empty slice (it is JSON)")
@@ -192,11 +173,11 @@ func TestEvaluate(t *testing.T) {
 
 func TestEvaluateOrder(t *testing.T) {
 	peers := []PeerState{
-		peer("c", "gw-c2", time.Second, never, 0),
-		peer("b", "gw-b1", time.Second, never, 0),
-		peer("c", "gw-c1", 2*time.Hour, never, 0),
+		peer("c", "gw-c2", up, time.Second, never, 0),
+		peer("b", "gw-b1", up, time.Second, never, 0),
+		peer("c", "gw-c1", down, 2*time.Hour, never, 0),
 	}
-	rep := Evaluate("a", []string{"c", "a", "b"}, peers, t0, window)
+	rep := Evaluate("a", []string{"c", "a", "b"}, peers, t0)
 	var got []string
 	for _, s := range rep.Sites {
 		got = append(got, s.Site)
@@ -219,12 +200,14 @@ func TestPeerStates(t *testing.T) {
 		TxPackets: 1, TxBytes: 2, RxPackets: 3, RxBytes: 4,
 		LastHandshake: t0.Add(-time.Minute), LastReceive: t0.Add(-time.Second),
 		SessionCreated: t0.Add(-2 * time.Minute), QueuedPackets: 5, Keepalive: 25 * time.Second,
+		Down: true, Live: router.LivenessStats{State: router.LiveDown, Downs: 2},
 	}
 	want := PeerState{
 		Site: "b", Gateway: "gw-b1", Endpoint: in.Endpoint,
 		LastHandshake: in.LastHandshake, LastReceive: in.LastReceive,
 		TxBytes: 2, RxBytes: 4, TxPackets: 1, RxPackets: 3,
 		SessionCreated: in.SessionCreated, QueuedPackets: 5, Keepalive: 25 * time.Second,
+		Down: true, Live: in.Live,
 	}
 	got := PeerStates([]router.PeerStats{in})
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -373,8 +374,25 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
 	ka := p.keepalive.Load()
 	scratch := r.keepaliveScratch
-	if (kp == nil || !usable(kp, now)) && p.hs.pending == nil {
-		r.initiate(p, now, false)
+	switch {
+	case kp == nil || !usable(kp, now):
+		if p.hs.noSession.IsZero() {
+			p.hs.noSession = now
+		}
+		// Both ends set sessions up proactively; the end with the
+		// lower key goes first, so a pair does not run two handshakes
+		// at once (and a restart storm costs half the DH). The other
+		// end steps in if nothing came for RekeyTimeout.
+		if p.hs.pending == nil && (r.leads(p) || now.Sub(p.hs.noSession) >= RekeyTimeout) {
+			r.initiate(p, now, false)
+		}
+	default:
+		p.hs.noSession = time.Time{}
+		// Rekey idle sessions too (probes keep them in use): a
+		// failover must never find the session expired.
+		if p.hs.pending == nil && needsRekey(kp, now) {
+			r.initiate(p, now, false)
+		}
 	}
 	if kp != nil && usable(kp, now) {
 		switch {
@@ -384,6 +402,12 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 			r.sendKeepalive(p, kp, scratch)
 		}
 	}
+}
+
+// leads reports whether this gateway starts proactive handshakes with p:
+// the one with the lower public key does.
+func (r *Router) leads(p *Peer) bool {
+	return bytes.Compare(r.id.Public[:], p.key[:]) < 0
 }
 
 // logDrops logs the drops since the last summary, at most once per

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -36,6 +37,23 @@ const (
 	// ProbeMisses probe intervals although probed.
 	LiveDown
 )
+
+// MarshalText and UnmarshalText carry the state by name in JSON.
+func (s LiveState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *LiveState) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "up":
+		*s = LiveUp
+	case "down":
+		*s = LiveDown
+	case "connecting":
+		*s = LiveConnecting
+	default:
+		return fmt.Errorf("unknown liveness state %q", b)
+	}
+	return nil
+}
 
 func (s LiveState) String() string {
 	switch s {
@@ -156,20 +174,22 @@ func (l *liveness) evaluate(mono, wall int64, session bool) probeAction {
 }
 
 // LivenessStats is a snapshot of a gateway's liveness.
+// Durations are nanoseconds in JSON.
 type LivenessStats struct {
-	State LiveState
+	State LiveState `json:"state"`
 	// ProbeInterval is the gateway's probe interval.
-	ProbeInterval time.Duration
+	ProbeInterval time.Duration `json:"probeInterval"`
 	// ProbeRTT is the round trip of the newest answered probe (0: none).
-	ProbeRTT time.Duration
+	ProbeRTT time.Duration `json:"probeRTT"`
 	// ProbesSent and ProbeReplies count probes to the gateway and their
 	// answers.
-	ProbesSent, ProbeReplies uint64
+	ProbesSent   uint64 `json:"probesSent"`
+	ProbeReplies uint64 `json:"probeReplies"`
 	// LastChange is when State last changed (zero: never).
-	LastChange time.Time
+	LastChange time.Time `json:"lastChange,omitzero"`
 	// Downs counts the times the gateway went down: each moved its flows
 	// to the site's other gateways.
-	Downs uint64
+	Downs uint64 `json:"downs"`
 }
 
 func (l *liveness) stats() LivenessStats {

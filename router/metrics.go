@@ -29,6 +29,10 @@ type Collector struct {
 	peerUp         *prometheus.Desc
 	peerHandshakes *prometheus.Desc
 	filterAttached *prometheus.Desc
+	probeRTT       *prometheus.Desc
+	probes         *prometheus.Desc
+	downs          *prometheus.Desc
+	stateChanged   *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -52,7 +56,11 @@ func NewCollector(r *Router) *Collector {
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
 		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed.", append(peer, "result"), nil),
 		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
-		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway answers (authenticated packet since we last expected one), 0 when it is reported down.", peer, nil),
+		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: an authenticated packet arrived within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
+		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
+		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
+		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
+		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
 	}
 }
 
@@ -60,7 +68,8 @@ func NewCollector(r *Router) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
-		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached} {
+		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
+		c.probeRTT, c.probes, c.downs, c.stateChanged} {
 		ch <- d
 	}
 }
@@ -96,11 +105,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.sessionAge, prometheus.GaugeValue, age, l...)
 		ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(s.QueuedPackets), l...)
 		ch <- prometheus.MustNewConstMetric(c.endpoint, prometheus.GaugeValue, 1, s.Site, s.Name, s.Endpoint.String())
-		up := 1.0
-		if s.Down || s.LastReceive.IsZero() {
-			up = 0
+		up := 0.0
+		if s.Live.State == LiveUp {
+			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.peerUp, prometheus.GaugeValue, up, l...)
+		ch <- prometheus.MustNewConstMetric(c.probeRTT, prometheus.GaugeValue, s.Live.ProbeRTT.Seconds(), l...)
+		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbesSent), s.Site, s.Name, "sent")
+		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbeReplies), s.Site, s.Name, "answered")
+		ch <- prometheus.MustNewConstMetric(c.downs, prometheus.CounterValue, float64(s.Live.Downs), l...)
+		ch <- prometheus.MustNewConstMetric(c.stateChanged, prometheus.GaugeValue, unixSeconds(s.Live.LastChange), l...)
 		for _, h := range []struct {
 			result string
 			n      uint64

@@ -111,6 +111,9 @@ type peerHandshake struct {
 	lastSent      time.Time
 	retryAfter    time.Duration
 	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+	// noSession is since when the peer has had no usable session (zero
+	// while it has one), for the proactive handshake's tie-break.
+	noSession time.Time
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time) *Peer {

@@ -14,7 +14,7 @@ import (
 )
 
 // cmdStatus prints the running gateway's status from its control socket.
-// It fails (exit 1, after printing) when the gateway is not ready, so
+// It fails (exit 1, after printing) when a remote site is unreachable, so
 // scripts and probes can use it as a check.
 func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", stderr)
@@ -42,7 +42,7 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	} else {
 		control.Render(stdout, st, time.Now())
 	}
-	if !st.Ready {
+	if !st.AllSites {
 		return errReported
 	}
 	return nil
