@@ -36,7 +36,15 @@ func renderIP(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
 		if r.Destination.Addr().Is6() {
 			cmd = "ip -6"
 		}
-		fmt.Fprintf(b, "%s route replace %s via %s\n", cmd, r.Destination, r.Via)
+		if len(r.Vias) == 0 {
+			fmt.Fprintf(b, "%s route replace %s via %s\n", cmd, r.Destination, r.Via)
+			continue
+		}
+		fmt.Fprintf(b, "%s route replace %s", cmd, r.Destination)
+		for _, v := range r.Vias {
+			fmt.Fprintf(b, " nexthop via %s", v)
+		}
+		b.WriteString("\n")
 	}
 	return nil
 }
@@ -44,7 +52,14 @@ func renderIP(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
 func renderNetworkd(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
 	header(b, c, p, "Install as /etc/systemd/network/<node's .network file>.d/bridgehead-routes.conf")
 	for _, r := range p.Routes {
-		fmt.Fprintf(b, "\n# site %q, %s CIDR\n[Route]\nDestination=%s\nGateway=%s\n", r.Site, r.Kind, r.Destination, r.Via)
+		fmt.Fprintf(b, "\n# site %q, %s CIDR\n[Route]\nDestination=%s\n", r.Site, r.Kind, r.Destination)
+		if len(r.Vias) == 0 {
+			fmt.Fprintf(b, "Gateway=%s\n", r.Via)
+			continue
+		}
+		for _, v := range r.Vias {
+			fmt.Fprintf(b, "MultiPathRoute=%s\n", v)
+		}
 	}
 	return nil
 }
@@ -67,6 +82,9 @@ func netplanIDOK(s string) bool {
 func renderNetplan(b *bytes.Buffer, c *config.Config, p *Plan, o options) error {
 	if !netplanIDOK(o.iface) {
 		return fmt.Errorf("netplan: %q is not an interface name (letters, digits, '-', '_', '.'; at most 15)", o.iface)
+	}
+	if err := singleNextHop(p, "netplan", "use --format networkd (MultiPathRoute=)"); err != nil {
+		return err
 	}
 	header(b, c, p, "Merge into /etc/netplan/ (e.g. 90-bridgehead-routes.yaml) and run netplan apply.")
 	fmt.Fprintf(b, "network:\n  version: 2\n  ethernets:\n    %s:\n", o.iface)
@@ -110,6 +128,9 @@ func azureName(r Route) string {
 }
 
 func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
+	if err := singleNextHop(p, "azure", "put an internal load balancer with an HA-ports rule in front of the gateways and set the site's routerAddress to its frontend IP"); err != nil {
+		return err
+	}
 	b.WriteString("#!/bin/sh\n")
 	header(b, c, p, "Adds them to the route table of the site's node subnet; set RESOURCE_GROUP and ROUTE_TABLE first.")
 	b.WriteString("set -eu\n: \"${RESOURCE_GROUP:?set RESOURCE_GROUP}\"\n: \"${ROUTE_TABLE:?set ROUTE_TABLE}\"\n")
@@ -127,11 +148,24 @@ func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
 	return nil
 }
 
+// singleNextHop refuses a plan with ECMP routes for a format that cannot
+// express them.
+func singleNextHop(p *Plan, format, instead string) error {
+	for _, r := range p.Routes {
+		if len(r.Vias) > 0 {
+			return fmt.Errorf("%s routes take one next hop, but site %q has %d gateways and no routerAddress for %s: %s",
+				format, p.Site, len(r.Vias), r.Destination, instead)
+		}
+	}
+	return nil
+}
+
 type jsonRoute struct {
-	Destination string `json:"destination"`
-	Via         string `json:"via"`
-	Site        string `json:"site"`
-	Kind        string `json:"kind"`
+	Destination string   `json:"destination"`
+	Via         string   `json:"via"`
+	Vias        []string `json:"vias,omitempty"`
+	Site        string   `json:"site"`
+	Kind        string   `json:"kind"`
 }
 
 type jsonPlan struct {
@@ -146,7 +180,11 @@ func renderJSON(b *bytes.Buffer, _ *config.Config, p *Plan, _ options) error {
 		out.Via = p.Via.String()
 	}
 	for _, r := range p.Routes {
-		out.Routes = append(out.Routes, jsonRoute{r.Destination.String(), r.Via.String(), r.Site, r.Kind})
+		jr := jsonRoute{Destination: r.Destination.String(), Via: r.Via.String(), Site: r.Site, Kind: r.Kind}
+		for _, v := range r.Vias {
+			jr.Vias = append(jr.Vias, v.String())
+		}
+		out.Routes = append(out.Routes, jr)
 	}
 	enc := json.NewEncoder(b)
 	enc.SetIndent("", "  ")

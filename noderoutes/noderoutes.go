@@ -1,6 +1,8 @@
 // Package noderoutes renders the static routes the nodes of one site need
 // to reach the other sites of the cluster through bridgehead: every other
-// site's node and pod CIDRs, via the site's routerAddress or gateway.
+// site's node and pod CIDRs, via the site's routerAddress (a virtual
+// address in front of its gateways) or, without one, via every gateway of
+// the site at once (an ECMP route), so all gateways carry traffic.
 package noderoutes
 
 import (
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,7 +27,13 @@ const (
 // Route is one route a node of the site needs.
 type Route struct {
 	Destination netip.Prefix
-	Via         netip.Addr
+	// Via is the next hop; with several (Vias, an ECMP route), the
+	// first of them.
+	Via netip.Addr
+	// Vias lists every next hop when there are several: the site has
+	// no routerAddress of the family and several gateways with an
+	// address of it. Nil for a single next hop.
+	Vias []netip.Addr
 	// Site is the site Destination belongs to; Kind is KindNode or KindPod.
 	Site string
 	Kind string
@@ -43,7 +52,8 @@ type Plan struct {
 // Routes computes the plan for the nodes of site (c.Site when empty).
 //
 // A route takes the site's routerAddress when it is of the destination's
-// address family, else the address of the first gateway of that family.
+// address family, else the addresses of every gateway with one of that
+// family: one is a plain route, several an ECMP route (Route.Vias).
 // When the site has no next hop of a destination's family (say, IPv6 pod
 // CIDRs elsewhere but only IPv4 addresses here), nothing is returned and
 // the error names every such destination.
@@ -58,14 +68,23 @@ func Routes(c *config.Config, site string) (*Plan, error) {
 	if local == nil {
 		return nil, fmt.Errorf("%s: no site %q", c.Path, site)
 	}
-	var via4, via6 netip.Addr
-	for _, a := range append([]netip.Addr{local.RouterAddress, local.RouterAddress6}, gatewayAddrs(local)...) {
+	var vias4, vias6 []netip.Addr
+	if local.RouterAddress.Is4() {
+		vias4 = []netip.Addr{local.RouterAddress}
+	}
+	if a := local.RouterAddress6; a.Is6() {
+		vias6 = []netip.Addr{a}
+	} else if a := local.RouterAddress; a.Is6() {
+		vias6 = []netip.Addr{a}
+	}
+	routerAddr4, routerAddr6 := len(vias4) > 0, len(vias6) > 0
+	for _, a := range gatewayAddrs(local) {
 		switch {
 		case !a.IsValid():
-		case a.Is4() && !via4.IsValid():
-			via4 = a
-		case a.Is6() && !via6.IsValid():
-			via6 = a
+		case a.Is4() && !routerAddr4 && !slices.Contains(vias4, a):
+			vias4 = append(vias4, a)
+		case a.Is6() && !routerAddr6 && !slices.Contains(vias6, a):
+			vias6 = append(vias6, a)
 		}
 	}
 	plan := &Plan{Site: local.Name, Via: local.RouterAddress}
@@ -85,11 +104,11 @@ func Routes(c *config.Config, site string) (*Plan, error) {
 				if !p.IsValid() {
 					continue
 				}
-				via := via4
+				vias := vias4
 				if p.Addr().Is6() {
-					via = via6
+					vias = vias6
 				}
-				if !via.IsValid() {
+				if len(vias) == 0 {
 					field := fmt.Sprintf("sites[%d].%s[%d]", i, list.field, j)
 					fam := "IPv4"
 					if p.Addr().Is6() {
@@ -98,7 +117,11 @@ func Routes(c *config.Config, site string) (*Plan, error) {
 					missing = append(missing, fmt.Sprintf("%s %s (%s:%d: %s)", fam, p, c.Path, c.Line(field), field))
 					continue
 				}
-				plan.Routes = append(plan.Routes, Route{Destination: p.Masked(), Via: via, Site: s.Name, Kind: list.kind})
+				r := Route{Destination: p.Masked(), Via: vias[0], Site: s.Name, Kind: list.kind}
+				if len(vias) > 1 {
+					r.Vias = vias
+				}
+				plan.Routes = append(plan.Routes, r)
 			}
 		}
 	}

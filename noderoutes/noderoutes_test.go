@@ -44,6 +44,10 @@ func TestRenderGolden(t *testing.T) {
 		{"c.ip", "c", "ip", nil},
 		{"c.azure", "c", "azure", nil},
 		{"c.json", "c", "json", nil},
+		// Two gateways, no routerAddress: ECMP routes.
+		{"d.ip", "d", "ip", nil},
+		{"d.networkd", "d", "networkd", nil},
+		{"d.json", "d", "json", nil},
 	}
 	c := loadCluster(t)
 	for _, tc := range tests {
@@ -81,6 +85,10 @@ func TestRoutes(t *testing.T) {
 			"10.2.0.0/16 via 10.0.0.5 c node",
 			"2001:db8:c::/64 via fd00:a::11 c node",
 			"10.246.0.0/16 via 10.0.0.5 c pod",
+			"10.3.0.0/16 via 10.0.0.5 d node",
+			"fd00:d::/64 via fd00:a::11 d node",
+			"10.247.0.0/16 via 10.0.0.5 d pod",
+			"fd00:d:1::/56 via fd00:a::11 d pod",
 		}},
 		{"c", "10.2.0.5", []string{
 			"10.0.0.0/16 via 10.2.0.5 a node",
@@ -89,6 +97,10 @@ func TestRoutes(t *testing.T) {
 			"10.1.0.0/16 via 10.2.0.5 b node",
 			"10.245.0.0/16 via 10.2.0.5 b pod",
 			"fd00:b:1::/56 via 2001:db8:c::10 b pod",
+			"10.3.0.0/16 via 10.2.0.5 d node",
+			"fd00:d::/64 via 2001:db8:c::10 d node",
+			"10.247.0.0/16 via 10.2.0.5 d pod",
+			"fd00:d:1::/56 via 2001:db8:c::10 d pod",
 		}},
 	}
 	c := loadCluster(t)
@@ -224,4 +236,32 @@ func mustPrefix(t *testing.T, s string) netip.Prefix {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestECMPFormats: formats that cannot carry several next hops refuse an
+// ECMP plan and say what to do instead.
+func TestECMPFormats(t *testing.T) {
+	c := loadCluster(t)
+	for format, want := range map[string]string{
+		"netplan": `netplan routes take one next hop, but site "d" has 2 gateways and no routerAddress for 10.0.0.0/16: use --format networkd`,
+		"azure":   `azure routes take one next hop, but site "d" has 2 gateways and no routerAddress for 10.0.0.0/16: put an internal load balancer`,
+	} {
+		var b bytes.Buffer
+		err := Render(&b, c, "d", format)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", format, err, want)
+		}
+		if b.Len() != 0 {
+			t.Errorf("%s: wrote %q with an error", format, b.String())
+		}
+	}
+	p, err := Routes(c, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Routes {
+		if len(r.Vias) != 2 || r.Via != r.Vias[0] || r.Vias[0].Is4() != r.Destination.Addr().Is4() {
+			t.Errorf("route %s: via %s, vias %v", r.Destination, r.Via, r.Vias)
+		}
+	}
 }
