@@ -23,6 +23,10 @@ type lab struct {
 	prefix string
 	bin    string // directory with bridgehead and bhprobe
 	root   string // repository root
+	// setup is the lab script (deploy/lab/lab.sh unless set) and logs
+	// the gateway logs to show when a test fails.
+	setup string
+	logs  []string
 }
 
 var (
@@ -76,6 +80,12 @@ func binaries(t *testing.T) string {
 // startLab builds the lab with a prefix unique to this test process and
 // tears it down when the test ends.
 func startLab(t *testing.T, extraEnv ...string) *lab {
+	return startLabScript(t, "deploy/lab/lab.sh", []string{"a", "b"}, extraEnv...)
+}
+
+// startLabScript builds a lab with setup (a script taking up/down like
+// lab.sh) and shows the named gateway logs if the test fails.
+func startLabScript(t *testing.T, setup string, logs []string, extraEnv ...string) *lab {
 	t.Helper()
 	requireRoot(t)
 	l := &lab{
@@ -85,13 +95,15 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 		prefix: fmt.Sprintf("bht%d", os.Getpid()%100000),
 		bin:    binaries(t),
 		root:   repoRoot(t),
+		setup:  setup,
+		logs:   logs,
 	}
 	t.Cleanup(func() {
 		l.script("down", l.dir)
 		if t.Failed() {
-			for _, s := range []string{"a", "b"} {
+			for _, s := range l.logs {
 				if b, err := os.ReadFile(filepath.Join(l.dir, s+".log")); err == nil {
-					t.Logf("gateway %s log:\n%s", s, b)
+					t.Logf("%s log:\n%s", s, b)
 				}
 			}
 		}
@@ -103,8 +115,8 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 }
 
 func (l *lab) script(args ...string) ([]byte, error) {
-	c := exec.Command(filepath.Join(l.root, "deploy/lab/lab.sh"), args...)
-	c.Env = append(append(os.Environ(), "BRIDGEHEAD="+filepath.Join(l.bin, "bridgehead")), l.env...)
+	c := exec.Command(filepath.Join(l.root, l.setup), args...)
+	c.Env = append(append(os.Environ(), "BRIDGEHEAD="+filepath.Join(l.bin, "bridgehead"), "BHPROBE="+filepath.Join(l.bin, "bhprobe")), l.env...)
 	return c.CombinedOutput()
 }
 

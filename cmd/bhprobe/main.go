@@ -5,9 +5,12 @@
 //
 //	bhprobe ping [-src ADDR] [-count N] [-timeout D] DST
 //	bhprobe tcp-recv -listen ADDR:PORT [-timeout D]
-//	bhprobe tcp-send [-src ADDR] -bytes N [-seed S] DST:PORT
+//	bhprobe tcp-send [-src ADDR] -bytes N [-seed S] [-mbps R] DST:PORT
 //	bhprobe udp-send [-src ADDR] [-size N] DST:PORT
 //	bhprobe http-get URL
+//	bhprobe udp-stream [-src ADDR] [-rate N] [-flows N] [-duration D] DST:PORT
+//	bhprobe udp-sink -listen ADDR:PORT [-duration D]
+//	bhprobe lb-watch -gateways A,B [-gateways6 A6,B6] -dests P,Q [-interval D]
 package main
 
 import (
@@ -30,7 +33,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bhprobe ping|tcp-recv|tcp-send|udp-send ...")
+		fmt.Fprintln(os.Stderr, "usage: bhprobe ping|tcp-recv|tcp-send|udp-send|http-get|udp-stream|udp-sink|lb-watch ...")
 		os.Exit(2)
 	}
 	var err error
@@ -45,6 +48,12 @@ func main() {
 		err = udpSend(os.Args[2:])
 	case "http-get":
 		err = httpGet(os.Args[2:])
+	case "udp-stream":
+		err = udpStream(os.Args[2:])
+	case "udp-sink":
+		err = udpSink(os.Args[2:])
+	case "lb-watch":
+		err = lbWatch(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -162,6 +171,7 @@ func tcpSend(args []string) error {
 	total := fs.Int64("bytes", 100<<20, "bytes to send")
 	seed := fs.Uint64("seed", 1, "seed of the pseudo-random content")
 	timeout := fs.Duration("timeout", 120*time.Second, "overall timeout")
+	mbps := fs.Float64("mbps", 0, "if > 0, pace the stream to this many Mbit/s")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("tcp-send: want one destination")
@@ -193,6 +203,10 @@ func tcpSend(args []string) error {
 			return err
 		}
 		sent += int64(n)
+		if *mbps > 0 {
+			due := start.Add(time.Duration(float64(sent) * 8 / (*mbps * 1e6) * float64(time.Second)))
+			time.Sleep(time.Until(due))
+		}
 	}
 	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
 		return err

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# ha-lab.sh: the two-site lab with two gateways in site B, in network
+# namespaces on this machine.
+#
+#   ha-lab.sh up     STATE_DIR [PREFIX]   build it, start the three gateways and the node-B balancer
+#   ha-lab.sh down   STATE_DIR            stop everything, delete the namespaces (lab.sh down)
+#
+# Topology (PREFIX defaults to bhha):
+#
+#                                   ┌─ PREFIX-b-gw  (gw-b1) 192.168.50.2 ─┐
+#   PREFIX-a-node ── PREFIX-a-gw ═ WAN bridge ═                      LAN bridge ── PREFIX-b-node
+#   pod 10.244.1.10   gw-a1          (PREFIX-wan)                     (PREFIX-b-lan)   pod 10.245.1.10
+#                                   └─ PREFIX-b-gw2 (gw-b2) 192.168.50.3 ─┘
+#
+# WAN: 203.0.113.1 (gw-a1), .2 (gw-b1), .3 (gw-b2) on one bridge. Site B's
+# node holds the ECMP routes `bridgehead routes` prints for a site with two
+# gateways and no routerAddress. Like a load balancer in front of the
+# gateways (an Azure internal load balancer with HA ports and a /readyz
+# probe, or keepalived), `bhprobe lb-watch` on node B keeps only the
+# gateways whose /readyz answers 200 in those routes.
+#
+# BRIDGEHEAD (default ./bin/bridgehead) and BHPROBE (default ./bin/bhprobe)
+# name the binaries; PROBE_INTERVAL (default: bridgehead's) is site B's
+# probe interval. Everything is recorded in STATE_DIR as lab.sh does, so
+# `lab.sh down` removes exactly that.
+set -euo pipefail
+
+BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
+BHPROBE=${BHPROBE:-./bin/bhprobe}
+PROBE_INTERVAL=${PROBE_INTERVAL:-}
+LB_INTERVAL=${LB_INTERVAL:-100ms}
+here=$(cd "$(dirname "$0")" && pwd)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '    $ %s\n' "$*"; "$@"; }
+
+# link NS DEV SWITCH PORT: a veth from NS (named DEV) to a port of the
+# bridge in SWITCH.
+link() {
+	ip -n "$1" link add "$2" type veth peer name "$4" netns "$3"
+	ip -n "$3" link set "$4" master br0 up
+	ip -n "$1" link set "$2" up
+}
+
+up() {
+	local dir=$1 p=${2:-bhha}
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	echo "$p" >"$dir/prefix"
+	: >"$dir/namespaces"
+	: >"$dir/pids"
+
+	say "creating namespaces"
+	for ns in a-node a-gw b-gw b-gw2 b-node wan b-lan; do
+		ip netns add "$p-$ns"
+		echo "$p-$ns" >>"$dir/namespaces"
+		ip -n "$p-$ns" link set lo up
+		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	done
+	for sw in wan b-lan; do
+		ip -n "$p-$sw" link add br0 type bridge
+		ip -n "$p-$sw" link set br0 up
+	done
+
+	say "wiring: node A -- gw-a1 == WAN bridge == gw-b1, gw-b2 -- LAN bridge -- node B"
+	ip -n "$p-a-gw" link add lan type veth peer name eth0 netns "$p-a-node"
+	ip -n "$p-a-gw" link set lan up
+	ip -n "$p-a-node" link set eth0 up
+	link "$p-a-gw" wan "$p-wan" a1
+	link "$p-b-gw" wan "$p-wan" b1
+	link "$p-b-gw2" wan "$p-wan" b2
+	link "$p-b-gw" lan "$p-b-lan" g1
+	link "$p-b-gw2" lan "$p-b-lan" g2
+	link "$p-b-node" eth0 "$p-b-lan" node
+	ip -n "$p-a-gw" addr add 10.224.0.4/16 dev lan
+	ip -n "$p-a-gw" addr add fd00:224::4/64 dev lan nodad
+	ip -n "$p-a-node" addr add 10.224.0.5/16 dev eth0
+	ip -n "$p-a-node" addr add fd00:224::5/64 dev eth0 nodad
+	ip -n "$p-a-node" addr add 10.244.1.10/32 dev lo
+	ip -n "$p-a-node" addr add fd00:244:0:1::10/128 dev lo
+	ip -n "$p-b-gw" addr add 192.168.50.2/24 dev lan
+	ip -n "$p-b-gw" addr add fd00:50::2/64 dev lan nodad
+	ip -n "$p-b-gw2" addr add 192.168.50.3/24 dev lan
+	ip -n "$p-b-gw2" addr add fd00:50::3/64 dev lan nodad
+	ip -n "$p-b-node" addr add 192.168.50.5/24 dev eth0
+	ip -n "$p-b-node" addr add fd00:50::5/64 dev eth0 nodad
+	ip -n "$p-b-node" addr add 10.245.1.10/32 dev lo
+	ip -n "$p-b-node" addr add fd00:245:0:1::10/128 dev lo
+	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
+	ip -n "$p-b-gw" addr add 203.0.113.2/24 dev wan
+	ip -n "$p-b-gw2" addr add 203.0.113.3/24 dev wan
+
+	say "keys and configs"
+	local g
+	for g in a1 b1 b2; do
+		(umask 077 && "$BRIDGEHEAD" genkey >"$dir/$g.key")
+		eval "pub_$g=\$(\"\$BRIDGEHEAD\" pubkey <\"\$dir/\$g.key\")"
+	done
+	# shellcheck disable=SC2154 # set by eval above
+	catalog "$pub_a1" "$pub_b1" "$pub_b2" >"$dir/sites.yaml"
+	for g in a1 b1 b2; do
+		local site=site-${g:0:1}
+		{
+			echo "site: $site"
+			echo "gateway: gw-$g"
+			echo "privateKeyFile: $dir/$g.key"
+			echo "controlSocket: $dir/$g.sock"
+			echo "interface: {name: bh0, mtu: 1420}"
+			# /readyz on every address: the balancer on node B asks it.
+			echo "metrics: {listen: 0.0.0.0:9641}"
+			cat "$dir/sites.yaml"
+		} >"$dir/$g.yaml"
+		run "$BRIDGEHEAD" check --config "$dir/$g.yaml"
+	done
+
+	say "node routes from 'bridgehead routes' (site B: ECMP over both gateways)"
+	for s in a b; do
+		"$BRIDGEHEAD" routes --config "$dir/${s}1.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
+		sed 's/^/    /' "$dir/$s-node-routes.sh"
+		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+	done
+
+	say "starting gateways"
+	start "$dir" "$p" a1 a-gw
+	start "$dir" "$p" b1 b-gw
+	start "$dir" "$p" b2 b-gw2
+	for ns in a-gw b-gw b-gw2; do
+		local ok=
+		for _ in $(seq 1 100); do
+			if ip -n "$p-$ns" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
+			sleep 0.1
+		done
+		[ -n "$ok" ] || { echo "gateway in $p-$ns did not come up" >&2; cat "$dir"/*.log >&2; return 1; }
+	done
+
+	say "node B's balancer: routes only via gateways whose /readyz answers 200"
+	local dests
+	dests=$(awk '/^ip (-6 )?route replace/ {print ($2 == "-6") ? $5 : $4}' "$dir/b-node-routes.sh" | paste -sd, -)
+	ip netns exec "$p-b-node" "$BHPROBE" lb-watch -gateways 192.168.50.2,192.168.50.3 -gateways6 fd00:50::2,fd00:50::3 \
+		-ready-port 9641 -interval "$LB_INTERVAL" -dests "$dests" >"$dir/lb.log" 2>&1 &
+	echo $! >>"$dir/pids"
+}
+
+# start DIR PREFIX GW NS starts gateway GW in namespace NS.
+start() {
+	ip netns exec "$2-$4" "$BRIDGEHEAD" run --config "$1/$3.yaml" >"$1/$3.log" 2>&1 &
+	echo $! >>"$1/pids"
+	echo $! >"$1/$3.pid"
+	echo "    gw-$3 pid $! (log $1/$3.log)"
+}
+
+catalog() {
+	local probe=
+	[ -z "$PROBE_INTERVAL" ] || probe="    probeInterval: $PROBE_INTERVAL"
+	cat <<YAML
+sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16, fd00:224::/64]
+    podCIDRs: [10.244.0.0/16, fd00:244::/56]
+$probe
+    gateways:
+      - {name: gw-a1, address: 10.224.0.4, address6: fd00:224::4, endpoint: 203.0.113.1:51820, publicKey: $1}
+    nodes:
+      - {name: node-a1, address: 10.224.0.5, podCIDR: 10.244.1.0/24, address6: fd00:224::5, podCIDR6: fd00:244:0:1::/64}
+  - name: site-b
+    nodeCIDRs: [192.168.50.0/24, fd00:50::/64]
+    podCIDRs: [10.245.0.0/16, fd00:245::/56]
+$probe
+    gateways:
+      - {name: gw-b1, address: 192.168.50.2, address6: fd00:50::2, endpoint: 203.0.113.2:51820, publicKey: $2}
+      - {name: gw-b2, address: 192.168.50.3, address6: fd00:50::3, endpoint: 203.0.113.3:51820, publicKey: $3}
+    nodes:
+      - {name: node-b1, address: 192.168.50.5, podCIDR: 10.245.1.0/24, address6: fd00:50::5, podCIDR6: fd00:245:0:1::/64}
+YAML
+}
+
+case "${1:-}" in
+up) shift; up "$@" ;;
+down) shift; "$here/lab.sh" down "$@" ;;
+*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
+esac
