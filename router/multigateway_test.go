@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -44,9 +45,13 @@ func newMultiGateway(t *testing.T, clock Clock) (a, b1, b2 *gateway, cfg func(lo
 
 // flowPacket is a UDP packet of flow i from pod A to pod B; seq is in the
 // payload.
-func flowPacket(t *testing.T, flow, seq int) []byte {
-	t.Helper()
-	p := udpPacket(t, podA, podB, binary.BigEndian.AppendUint32(nil, uint32(seq)))
+func flowPacket(t *testing.T, flow, seq int) []byte { return flowPacketSeq(t, flow, seq) }
+
+func flowPacketB(b *testing.B, flow int) []byte { return flowPacketSeq(b, flow, 0) }
+
+func flowPacketSeq(tb testing.TB, flow, seq int) []byte {
+	tb.Helper()
+	p := udpPacket(tb, podA, podB, binary.BigEndian.AppendUint32(nil, uint32(seq)))
 	binary.BigEndian.PutUint16(p[20:22], uint16(20000+flow)) // source port; the checksum is not checked
 	return p
 }
@@ -237,4 +242,117 @@ func peerStats(g *gateway, name string) PeerStats {
 		}
 	}
 	return PeerStats{}
+}
+
+// pickSite is a site of n gateways that are up with a usable session.
+func pickSite(tb testing.TB, n int, now time.Time) *site {
+	s := &site{name: "b"}
+	for i := range n {
+		p := newPeer(PeerConfig{Site: "b", Name: fmt.Sprint("gw-", i), PublicKey: newIdentity(tb, bhcrypto.AESGCM).Public}, 1, 1500, time.Now)
+		p.current.Store(&bhcrypto.Keypair{Created: now})
+		p.live.state.Store(uint32(LiveUp))
+		s.gateways = append(s.gateways, p)
+	}
+	return s
+}
+
+// TestPickAllocs: choosing the gateway of a flow allocates nothing.
+func TestPickAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need a quiet run")
+	}
+	now := time.Now()
+	s := pickSite(t, 3, now)
+	pkt := flowPacket(t, 1, 1)
+	if n := testing.AllocsPerRun(1000, func() { s.pick(pkt, 7, now) }); n != 0 {
+		t.Errorf("pick: %.1f allocations, want 0", n)
+	}
+}
+
+// TestPickTiers: gateways that are up come first, then any with a
+// session, then any at all; within a tier the flow's rank decides.
+func TestPickTiers(t *testing.T) {
+	now := time.Now()
+	s := pickSite(t, 3, now)
+	pkt := flowPacket(t, 5, 1)
+	first := s.pick(pkt, 7, now)
+	first.live.state.Store(uint32(LiveDown))
+	second := s.pick(pkt, 7, now)
+	if second == first {
+		t.Fatal("a down gateway still carries the flow while others are up")
+	}
+	for _, p := range s.gateways {
+		p.live.state.Store(uint32(LiveDown))
+	}
+	if got := s.pick(pkt, 7, now); got != first {
+		t.Errorf("all down: flow on %s, want its first-ranked %s", got.name, first.name)
+	}
+	first.current.Store(nil)
+	if got := s.pick(pkt, 7, now); got == first {
+		t.Error("all down: a gateway without a session won over ones with one")
+	}
+	for _, p := range s.gateways {
+		p.current.Store(nil)
+	}
+	if got := s.pick(pkt, 7, now); got != first {
+		t.Errorf("no sessions: flow on %s, want its first-ranked %s", got.name, first.name)
+	}
+}
+
+// TestReloadGatewaysKeepsOtherFlows: a reload that removes one of site B's
+// gateways moves only that gateway's flows, keeps the session with the
+// other, and a reload that adds it back returns them.
+func TestReloadGatewaysKeepsOtherFlows(t *testing.T) {
+	clock := newFakeClock()
+	a, b1, b2, cfg := newMultiGateway(t, clock)
+	waitUp(t, clock, a)
+	const flows = 32
+	send := func(seq int) map[int]map[string]int {
+		for f := range flows {
+			a.tun.Inject(flowPacket(t, f, seq))
+		}
+		return collect(t, b1, b2, flows)
+	}
+	before := send(0)
+	hs := peerStats(a, "gw-b1")
+	without := cfg("site-a")
+	without.Sites[1].Gateways = without.Sites[1].Gateways[:1]
+	if err := a.r.SetConfig(without); err != nil {
+		t.Fatal(err)
+	}
+	for f, gws := range send(1) {
+		if gws["b1"] == 0 {
+			t.Errorf("flow %d not on gw-b1 after gw-b2 was removed: %v", f, gws)
+		}
+	}
+	if err := a.r.SetConfig(cfg("site-a")); err != nil {
+		t.Fatal(err)
+	}
+	waitUp(t, clock, a)
+	waitFor(t, "a session with gw-b2", func() bool {
+		clock.Advance(ProbeTick)
+		return !peerStats(a, "gw-b2").SessionCreated.IsZero()
+	})
+	for f, gws := range send(2) {
+		if (gws["b1"] > 0) != (before[f]["b1"] > 0) {
+			t.Errorf("flow %d: %v before the reloads, %v after", f, before[f], gws)
+		}
+	}
+	if after := peerStats(a, "gw-b1"); after.HandshakesCompleted+after.HandshakesAnswered != hs.HandshakesCompleted+hs.HandshakesAnswered {
+		t.Errorf("the reloads renegotiated gw-b1's session: %+v -> %+v", hs, after)
+	}
+}
+
+func BenchmarkPick(b *testing.B) {
+	now := time.Now()
+	for _, n := range []int{1, 2, 3, 8} {
+		b.Run(fmt.Sprint(n, "gateways"), func(b *testing.B) {
+			s := pickSite(b, n, now)
+			pkt := flowPacketB(b, 5)
+			b.ReportAllocs()
+			for b.Loop() {
+				s.pick(pkt, 7, now)
+			}
+		})
+	}
 }
