@@ -3,6 +3,7 @@ package router
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 )
@@ -144,5 +145,47 @@ func TestReloadPeerChanges(t *testing.T) {
 	bad.Sites[1].Prefixes = append(bad.Sites[1].Prefixes, bad.Sites[0].Prefixes[0])
 	if err := h.a.SetConfig(bad); err == nil || h.a.state.Load() != before {
 		t.Fatalf("overlapping config accepted (err %v) or state replaced", err)
+	}
+}
+
+// TestSetConfigAllOrNothing: a config refused for a problem found late in
+// its list (a key used twice, a missing local site) leaves the running
+// peers' endpoint and keepalive as they were, not only the state pointer.
+func TestSetConfigAllOrNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(c *Config, dup bhcrypto.PublicKey)
+	}{
+		{"key used twice", func(c *Config, dup bhcrypto.PublicKey) {
+			c.Sites = append(c.Sites, SiteConfig{Name: "site-c", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")},
+				Gateways: []PeerConfig{{Name: "gw-c1", PublicKey: dup, Endpoint: netip.MustParseAddrPort("192.0.2.99:51820")}}})
+		}},
+		{"no local site", func(c *Config, _ bhcrypto.PublicKey) {
+			c.LocalSite = "site-z"
+			c.Sites = c.Sites[1:] // site-a, holding our own key, would fail first
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHotPair(t, bhcrypto.AESGCM)
+			p := h.a.state.Load().peers[h.b.id.Public]
+			before := h.a.state.Load()
+			ep, ka := p.Endpoint(), p.Stats().Keepalive
+			bad := twoSiteConfig("site-a", h.a.id.Public, h.b.id.Public, h.bindA.local, netip.MustParseAddrPort("192.0.2.77:51820"))
+			bad.Sites[1].Gateways[0].Keepalive = 25 * time.Second
+			tc.spoil(bad, h.b.id.Public)
+			if err := h.a.SetConfig(bad); err == nil {
+				t.Fatal("bad config accepted")
+			}
+			if h.a.state.Load() != before {
+				t.Fatal("state replaced")
+			}
+			if p.Endpoint() != ep || p.Stats().Keepalive != ka {
+				t.Fatalf("refused config changed the running peer: endpoint %s (was %s), keepalive %s (was %s)",
+					p.Endpoint(), ep, p.Stats().Keepalive, ka)
+			}
+			if *p.configEndpoint.Load() != ep {
+				t.Fatalf("refused config changed the configured endpoint to %s", *p.configEndpoint.Load())
+			}
+		})
 	}
 }

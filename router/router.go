@@ -202,11 +202,15 @@ func (r *Router) SetConfig(c *Config) error {
 	r.cfgMu.Lock()
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
-	st, gone, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
+	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
 		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now)
 	})
 	if err != nil {
 		return err
+	}
+	// Accepted whole: from here on nothing fails.
+	for _, u := range updates {
+		u.apply()
 	}
 	r.syncFilterEndpoints(st, old)
 	r.state.Store(st)
