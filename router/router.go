@@ -89,6 +89,10 @@ type Router struct {
 	filterMu    sync.Mutex
 	filterSeen  [5]uint64
 	filterStale atomic.Bool // a detach failed; pollFilter retries
+	// filterRetry (under filterMu) are receiver indices the filter
+	// failed to learn while it could not be detached; pollFilter adds
+	// them again until it is detached.
+	filterRetry map[uint32]bool
 	// Sources sending bad mac1s (see noteBadMAC); blockMu guards the
 	// fields after it.
 	badMAC         *ratelimit.Limiter
