@@ -100,14 +100,15 @@ type Peer struct {
 
 // peerHandshake is the handshake loop's private state of one peer.
 type peerHandshake struct {
-	pending       *bhcrypto.Initiation
-	pendingIndex  uint32
-	firstAttempt  time.Time // start of the current attempt series
-	lastSent      time.Time
-	retryAfter    time.Duration
-	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
-	down          bool               // reported down (no authenticated packet in time)
-	downSince     int64              // unix nanoseconds it was reported down
+	pending        *bhcrypto.Initiation
+	pendingIndex   uint32
+	firstAttempt   time.Time // start of the current attempt series
+	lastSent       time.Time
+	retryAfter     time.Duration
+	lastTimestamp  bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+	lastInitiation time.Time          // when we accepted it
+	down           bool               // reported down (no authenticated packet in time)
+	downSince      int64              // unix nanoseconds it was reported down
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time) *Peer {

@@ -116,6 +116,7 @@ type Router struct {
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
+	lastLoaded       time.Time // last time the handshake queue was past the load mark
 }
 
 // handshakeCounters count handshakes this gateway took part in.
