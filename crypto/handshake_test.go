@@ -267,7 +267,10 @@ func TestIdentityValidate(t *testing.T) {
 	badPub.Public = peer.Public
 	badCipher := *good
 	badCipher.Cipher = 0
-	for name, id := range map[string]*Identity{"public mismatch": &badPub, "cipher": &badCipher} {
+	badPriv := *good // built by NewIdentity, then its private key changed
+	badPriv.Private = peer.Private
+	literal := &Identity{Private: good.Private, Public: peer.Public, Cipher: AESGCM}
+	for name, id := range map[string]*Identity{"public mismatch": &badPub, "cipher": &badCipher, "private changed": &badPriv, "literal mismatch": literal} {
 		if err := id.Validate(); err != ErrIdentity {
 			t.Fatalf("%s: Validate = %v", name, err)
 		}
@@ -281,6 +284,32 @@ func TestIdentityValidate(t *testing.T) {
 	// Initiating to a low-order key fails cleanly.
 	if _, _, err := good.CreateInitiation(PublicKey{}, 1, testNow); !errors.Is(err, ErrHandshake) {
 		t.Fatalf("initiation to zero key: %v", err)
+	}
+}
+
+// TestValidateDerivesOnce: an Identity from NewIdentity is validated
+// without recomputing its public key (an X25519, which allocates), as
+// every handshake message that passes mac1 does; a literal Identity is
+// still checked in full.
+func TestValidateDerivesOnce(t *testing.T) {
+	priv, err := GeneratePrivateKey(detRand(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := NewIdentity(priv, AESGCM, Prologue("x"))
+	if n := testing.AllocsPerRun(100, func() {
+		if id.Validate() != nil {
+			t.Fatal("valid identity refused")
+		}
+	}); n != 0 {
+		t.Fatalf("Validate of a built identity: %.0f allocations, want 0 (no X25519)", n)
+	}
+	if id.Public != priv.PublicKey() {
+		t.Fatal("NewIdentity derived the wrong public key")
+	}
+	literal := &Identity{Private: priv, Public: priv.PublicKey(), Cipher: AESGCM}
+	if err := literal.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

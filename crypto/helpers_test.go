@@ -27,13 +27,9 @@ func testIdentity(t testing.TB, seed byte, kind CipherKind, prologue []byte) *Id
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Identity{
-		Private:  priv,
-		Public:   priv.PublicKey(),
-		Cipher:   kind,
-		Prologue: prologue,
-		Rand:     detRand(seed + 100),
-	}
+	id := NewIdentity(priv, kind, prologue)
+	id.Rand = detRand(seed + 100)
+	return id
 }
 
 // handshake runs a full handshake from a to b and returns (initiator's,

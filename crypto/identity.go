@@ -32,17 +32,35 @@ type Identity struct {
 	Cipher   CipherKind
 	Prologue []byte
 	Rand     io.Reader // nil means crypto/rand.Reader; must be safe for concurrent use if the Identity is shared
+
+	// derivedPriv and derivedPub are the key pair NewIdentity derived:
+	// while Private and Public still hold them, Validate skips the
+	// X25519 that would check them again. Zero in an Identity built as
+	// a literal, which Validate then checks in full every time.
+	derivedPriv PrivateKey
+	derivedPub  PublicKey
+}
+
+// NewIdentity returns the Identity of priv, computing its public key once:
+// the handshake methods then validate it without an X25519 per message.
+func NewIdentity(priv PrivateKey, cipher CipherKind, prologue []byte) *Identity {
+	pub := priv.PublicKey()
+	return &Identity{Private: priv, Public: pub, Cipher: cipher, Prologue: prologue, derivedPriv: priv, derivedPub: pub}
 }
 
 // Validate checks that Public matches Private and Cipher is known. The
 // handshake methods call it too (after the cheap checks), so a
 // misconfigured Identity fails with ErrIdentity rather than producing
-// handshakes no peer can complete.
+// handshakes no peer can complete. For an Identity from NewIdentity whose
+// keys were not changed since, it costs two comparisons.
 func (id *Identity) Validate() error {
-	if !id.Cipher.valid() {
+	if !id.Cipher.valid() || id.Public.IsZero() {
 		return ErrIdentity
 	}
-	if id.Public.IsZero() || id.Private.PublicKey() != id.Public {
+	if id.Private == id.derivedPriv && id.Public == id.derivedPub {
+		return nil
+	}
+	if id.Private.PublicKey() != id.Public {
 		return ErrIdentity
 	}
 	return nil

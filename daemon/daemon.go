@@ -219,10 +219,7 @@ func identity(cfg *config.Config) (*bhcrypto.Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: cipher: %w", cfg.Path, err)
 	}
-	id := &bhcrypto.Identity{
-		Private: priv, Public: priv.PublicKey(), Cipher: cipher,
-		Prologue: bhcrypto.Prologue(cfg.Cluster.Name),
-	}
+	id := bhcrypto.NewIdentity(priv, cipher, bhcrypto.Prologue(cfg.Cluster.Name))
 	if gw := cfg.LocalGateway(); gw != nil && gw.PublicKey != "" {
 		listed, err := bhcrypto.ParsePublicKey(gw.PublicKey)
 		if err == nil && listed != id.Public {

@@ -50,16 +50,23 @@ var errNeedsRestart = errors.New("needs a restart")
 // reload loads path and, if it is valid and differs from the running
 // config, applies it: all or nothing for the data path (one atomic swap in
 // the router), then the kernel routes are reconciled. A file that fails
-// leaves the running config untouched; every problem is logged and the
-// error is returned.
+// leaves the running config untouched. If only the kernel routes fail,
+// the file's config is running and the log says so. Every problem is
+// logged and the error is returned.
 func (g *gateway) reload(path, why string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	err := g.apply(path, why)
-	if err != nil {
-		g.m.reloads.WithLabelValues("error").Inc()
+	running, err := g.apply(path, why)
+	if err == nil {
+		return nil
+	}
+	g.m.reloads.WithLabelValues("error").Inc()
+	if running {
+		g.log.Error("config reload: the file's config is running, but some kernel routes failed; the next reload or route repair retries them",
+			"config", path, "trigger", why, "hash", g.cfg.Load().Hash(), "err", err)
+	} else {
 		g.log.Error("config reload refused; the running config stays in force",
-			"config", path, "trigger", why, "err", err)
+			"config", path, "trigger", why, "hash", g.cfg.Load().Hash(), "err", err)
 	}
 	return err
 }
@@ -78,16 +85,19 @@ func (g *gateway) repairRoutes() error {
 // has the running config's routes.
 const routeRepairInterval = 30 * time.Second
 
-func (g *gateway) apply(path, why string) error {
+// apply does the work of reload. running reports whether the file's
+// config is the running one when apply returns (unchanged, or applied),
+// so that an error is one of the kernel routes alone.
+func (g *gateway) apply(path, why string) (running bool, err error) {
 	old := g.cfg.Load()
 	// Decoding and address-plan problems are reported together, the
 	// same list `bridgehead check` prints for the file.
 	next, problems, warnings, err := config.CheckFile(path, g.checkOpts)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(problems) > 0 {
-		return problems
+		return false, problems
 	}
 	if next.Hash() == old.Hash() {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
@@ -95,38 +105,36 @@ func (g *gateway) apply(path, why string) error {
 		// TUN taken down and up flushes them), and a reload is how an
 		// operator asks for them back. Apply touches only what is
 		// missing.
-		return g.repairRoutes()
+		return true, g.repairRoutes()
 	}
 	for _, w := range warnings {
 		g.log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
 	}
 	if err := g.restartOnly(old, next); err != nil {
-		return err
+		return false, err
 	}
 	rc, err := routerConfig(next)
 	if err != nil {
-		return fmt.Errorf("%s: %w", next.Path, err)
+		return false, fmt.Errorf("%s: %w", next.Path, err)
 	}
 	if err := g.r.SetConfig(rc); err != nil {
-		return fmt.Errorf("%s: %w", next.Path, err)
+		return false, fmt.Errorf("%s: %w", next.Path, err)
 	}
 	g.cfg.Store(next)
+	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.Reset()
 	g.m.configInfo.WithLabelValues(next.Path, next.Hash()).Set(1)
-	kerr := g.kern.Apply(kernelState(next, g.mtu))
-	if kerr != nil {
-		// The data path runs the new config; the kernel is partly behind.
-		// Say so loudly: the next reload retries the missing routes.
-		g.log.Error("config applied to the data path, but some kernel routes failed", "config", path, "err", kerr)
-		return fmt.Errorf("kernel routes: %w", kerr)
+	if kerr := g.kern.Apply(kernelState(next, g.mtu)); kerr != nil {
+		// The data path runs the new config; the kernel is partly
+		// behind. reload says so; the next reload retries the routes.
+		return true, fmt.Errorf("kernel routes: %w", kerr)
 	}
 	g.m.reloads.WithLabelValues("success").Inc()
 	g.m.lastReload.SetToCurrentTime()
-	g.loaded.Store(time.Now().UnixNano())
 	added, removed := diffSites(old, next)
 	g.log.Info("config reloaded", "config", path, "trigger", why, "hash", next.Hash(),
 		"sites_added", added, "sites_removed", removed, "peers", len(g.r.Peers()))
-	return nil
+	return true, nil
 }
 
 // restartOnly refuses changes to what a running gateway cannot change:

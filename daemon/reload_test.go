@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -33,13 +34,14 @@ type fakeKernel struct {
 	mu    sync.Mutex
 	last  netsetup.Want
 	calls int
+	fail  error // returned by Apply, if set
 }
 
 func (k *fakeKernel) Apply(w netsetup.Want) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.last, k.calls = w, k.calls+1
-	return nil
+	return k.fail
 }
 func (k *fakeKernel) Close() error { return nil }
 
@@ -351,4 +353,51 @@ func settledHandshakes(t *testing.T, r *router.Router) [4]uint64 {
 	}
 	t.Fatalf("handshakes did not settle: %v", last)
 	return last
+}
+
+// TestReloadKernelFailureLog: when the new config reaches the data path
+// and only kernel routes fail, the log says the new config is running
+// (with its hash), not that the old one stays in force.
+func TestReloadKernelFailureLog(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	pathA := keys.write(t, dir, "a", sa, sb)
+	bindA, bindB := udp.NewPair(epA, epB)
+	ga, _, kernA := startGateway(t, pathA, bindA)
+	bindB.Close()
+	var logs bytes.Buffer
+	ga.log = slog.New(slog.NewTextHandler(&logs, nil))
+	before := ga.cfg.Load()
+
+	sc := keys.siteYAML("c", "10.3.0.0/24", "10.103.0.0/16", "127.0.0.1:51003")
+	keys.write(t, dir, "a", sa, sb, sc)
+	kernA.mu.Lock()
+	kernA.fail = errors.New("route add refused")
+	kernA.mu.Unlock()
+	if err := ga.reload(pathA, "test"); err == nil || !strings.Contains(err.Error(), "route add refused") {
+		t.Fatalf("reload error = %v, want the kernel's", err)
+	}
+	now := ga.cfg.Load()
+	if now == before {
+		t.Fatal("the data path should run the new config")
+	}
+	out := logs.String()
+	if strings.Contains(out, "stays in force") {
+		t.Fatalf("log claims the old config stays in force:\n%s", out)
+	}
+	if !strings.Contains(out, "config is running") || !strings.Contains(out, now.Hash()) {
+		t.Fatalf("log does not say the new config (hash %s) is running:\n%s", now.Hash(), out)
+	}
+
+	// A refused file still says the running config stays.
+	logs.Reset()
+	os.WriteFile(pathA, []byte("site: [unclosed\n"), 0o644)
+	if err := ga.reload(pathA, "test"); err == nil {
+		t.Fatal("bad file accepted")
+	}
+	if out := logs.String(); !strings.Contains(out, "stays in force") || !strings.Contains(out, now.Hash()) {
+		t.Fatalf("refusal log does not name the running config:\n%s", out)
+	}
 }

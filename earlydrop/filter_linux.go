@@ -213,17 +213,19 @@ func (f *Filter) Counts() (c [NumReasons]uint64, err error) {
 }
 
 // Detach removes the filter from the socket: every datagram reaches
-// userspace again. Counts keep working. Safe to call more than once.
+// userspace again. Counts keep working. Safe to call more than once. If
+// the kernel refuses, the filter stays attached (and Attached says so),
+// and a later Detach tries again: nil means the program is off the socket.
 func (f *Filter) Detach() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.attached {
 		return nil
 	}
-	f.attached = false
 	if err := link.DetachSocketFilter(f.conn); err != nil {
 		return fmt.Errorf("earlydrop: detach: %w", err)
 	}
+	f.attached = false
 	return nil
 }
 

@@ -5,9 +5,11 @@ package earlydrop
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -352,5 +354,62 @@ func TestCoalescedPass(t *testing.T) {
 	// The same message alone is dropped.
 	if p.passes(transport(7, 100)) {
 		t.Error("single transport with unknown index passed")
+	}
+}
+
+// flakyConn is the receiving socket of a pair whose first detach fails:
+// its raw connection refuses one Control call, then passes them on.
+type flakyConn struct {
+	*net.UDPConn
+	fails int
+}
+
+func (c *flakyConn) SyscallConn() (syscall.RawConn, error) {
+	rc, err := c.UDPConn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &flakyRawConn{RawConn: rc, c: c}, nil
+}
+
+type flakyRawConn struct {
+	syscall.RawConn
+	c *flakyConn
+}
+
+func (r *flakyRawConn) Control(f func(fd uintptr)) error {
+	if r.c.fails > 0 {
+		r.c.fails--
+		return errors.New("injected control failure")
+	}
+	return r.RawConn.Control(f)
+}
+
+// TestDetachFailureRetried: a detach the kernel refused leaves the filter
+// attached and reported so; the retry detaches it for real.
+func TestDetachFailureRetried(t *testing.T) {
+	p := newPair(t, "udp4", "127.0.0.1:0", "127.0.0.1:0")
+	p.f.conn = &flakyConn{UDPConn: p.rx, fails: 1}
+	unknown := transport(0xdecaf, 100)
+	if p.passes(unknown) {
+		t.Fatal("attached filter passed an unknown index")
+	}
+	if err := p.f.Detach(); err == nil {
+		t.Fatal("injected detach failure not reported")
+	}
+	if !p.f.Attached() {
+		t.Fatal("filter reported detached after a failed detach")
+	}
+	if p.passes(unknown) {
+		t.Fatal("filter gone after a failed detach")
+	}
+	if err := p.f.Detach(); err != nil {
+		t.Fatalf("retried detach: %v", err)
+	}
+	if p.f.Attached() {
+		t.Fatal("Attached after a successful detach")
+	}
+	if !p.passes(unknown) {
+		t.Fatal("the retried detach left the program on the socket")
 	}
 }

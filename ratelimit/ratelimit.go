@@ -4,8 +4,9 @@
 //
 // A Limiter keeps a token bucket per source: a source may send a burst of
 // messages, then one message per 1/rate seconds. The table of sources is
-// bounded, and idle sources are removed by GC, which the owner calls
-// periodically (every few seconds).
+// bounded: a new source in a full table evicts a tracked one (never is it
+// refused for want of room), and idle sources are removed by GC, which the
+// owner calls periodically (every second or so).
 package ratelimit
 
 import (
@@ -19,6 +20,9 @@ const (
 	// minIdle is the shortest time GC lets a source sit idle before
 	// dropping it.
 	minIdle = time.Second
+	// evictSample is how many tracked sources a newcomer in a full
+	// table looks at to choose the one to evict.
+	evictSample = 8
 	// maxIdle caps the idle time for very slow rates. An entry dropped
 	// before its bucket refilled comes back full, so the cap only matters
 	// for rates below burst per hour.
@@ -57,18 +61,22 @@ type Stats struct {
 	// Limited counts messages refused because their source's bucket
 	// was empty.
 	Limited uint64
-	// TableFull counts messages from new sources refused because the
-	// table held maxEntries sources.
-	TableFull uint64
+	// Evicted counts sources forgotten to make room for a new one
+	// while the table held maxEntries sources.
+	Evicted uint64
 }
 
 // Limiter allows each source a burst of messages, then a steady rate.
 // Sources are keyed by IPv4 address (IPv4-mapped IPv6 addresses count as
 // IPv4) or by IPv6 /64, since a single host usually controls a whole /64.
-// The table is bounded: at most maxEntries sources are tracked; when it is
-// full, messages from new sources are refused (and counted in
-// Stats().TableFull) until GC frees entries. Allow does not allocate once
-// a source is in the table.
+// The table is bounded: at most maxEntries sources are tracked. A new
+// source in a full table evicts, of a few tracked sources sampled at
+// random, the one whose bucket is fullest (forgetting it costs least: a
+// full bucket is what a new entry starts with), and is counted in
+// Stats().Evicted. So a flood of distinct sources cannot lock out an
+// honest newcomer, and a source over its rate (an empty bucket) is almost
+// never the one evicted. Allow does not allocate once a source is in the
+// table.
 //
 // A Limiter is safe for concurrent use by multiple goroutines. All methods
 // take one mutex; GC holds it for time proportional to Len.
@@ -132,15 +140,12 @@ const (
 	Allowed Verdict = iota
 	// Limited: the source is tracked and its bucket is empty.
 	Limited
-	// Untracked: the source has no bucket and the table is full, or ip
-	// is invalid; nothing is known about its rate.
+	// Untracked: ip is invalid; nothing is known about its rate.
 	Untracked
 )
 
-// Take is Allow telling a source over its rate (Limited) from one the
-// table had no room for (Untracked), so that callers can punish only the
-// former: a flood of distinct sources fills the table without any of
-// them being over the rate.
+// Take is Allow telling a source over its rate (Limited) from an invalid
+// address (Untracked), so that callers can punish only the former.
 func (l *Limiter) Take(ip netip.Addr) Verdict {
 	if !ip.IsValid() {
 		return Untracked
@@ -153,8 +158,7 @@ func (l *Limiter) Take(ip netip.Addr) Verdict {
 	b, ok := l.table[k]
 	if !ok {
 		if len(l.table) >= l.maxEntries {
-			l.stats.TableFull++
-			return Untracked
+			l.evict(now)
 		}
 		b = bucket{tokens: l.burst, last: now}
 	} else if elapsed := now.Sub(b.last); elapsed > 0 {
@@ -173,6 +177,28 @@ func (l *Limiter) Take(ip netip.Addr) Verdict {
 	}
 	l.table[k] = b
 	return v
+}
+
+// evict forgets one source: of evictSample sampled ones (map iteration
+// starts at a random place), the one with the most tokens at now. Called
+// with mu held.
+func (l *Limiter) evict(now time.Time) {
+	var victim key
+	best, n := -1.0, 0
+	for k, b := range l.table {
+		tokens := b.tokens
+		if elapsed := now.Sub(b.last); elapsed > 0 {
+			tokens = min(l.burst, tokens+elapsed.Seconds()*l.rate)
+		}
+		if tokens > best {
+			victim, best = k, tokens
+		}
+		if n++; n == evictSample {
+			break
+		}
+	}
+	delete(l.table, victim)
+	l.stats.Evicted++
 }
 
 // GC drops the sources that have been idle long enough for their bucket

@@ -59,7 +59,7 @@ func TestBurstThenRefuse(t *testing.T) {
 	if got := allowN(l, ipA, 10); got != 0 {
 		t.Fatalf("%d more allowed without time passing", got)
 	}
-	if s := l.Stats(); s.Limited != 11 || s.TableFull != 0 {
+	if s := l.Stats(); s.Limited != 11 || s.Evicted != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -160,6 +160,8 @@ func TestIPv4Mapped(t *testing.T) {
 	}
 }
 
+// TestTableBound: a full table never refuses a newcomer: it evicts a
+// tracked source, and stays at its bound.
 func TestTableBound(t *testing.T) {
 	clk := newClock()
 	l := New(10, 2, 3, clk.Now)
@@ -168,32 +170,42 @@ func TestTableBound(t *testing.T) {
 			t.Fatalf("source %d refused", i)
 		}
 	}
-	newcomer := netip.MustParseAddr("10.0.0.200")
-	for range 4 {
-		if l.Allow(newcomer) {
-			t.Fatal("new source allowed with a full table")
+	for i := range 4 {
+		if !l.Allow(netip.AddrFrom4([4]byte{10, 0, 1, byte(i)})) {
+			t.Fatalf("new source %d refused with a full table", i)
 		}
 	}
 	if l.Len() != 3 {
 		t.Fatalf("Len %d, want 3", l.Len())
 	}
-	if s := l.Stats(); s.TableFull != 4 || s.Limited != 0 {
+	if s := l.Stats(); s.Evicted != 4 || s.Limited != 0 {
 		t.Fatalf("stats %+v", s)
-	}
-	// Known sources keep working.
-	if !l.Allow(netip.AddrFrom4([4]byte{10, 0, 0, 1})) {
-		t.Fatal("known source refused with a full table")
-	}
-	// Once GC frees entries the newcomer gets in.
-	clk.Advance(time.Second)
-	l.GC()
-	if !l.Allow(newcomer) {
-		t.Fatal("new source refused after GC")
 	}
 }
 
-// TestTakeVerdicts: Take tells a source over its own rate from one the full
-// table has no room for, and an invalid address from both.
+// TestEvictionSparesLimited: a flood of new sources through a full table
+// evicts sources with tokens to spare, not one that is over its rate, so
+// the flood does not hand it a fresh burst.
+func TestEvictionSparesLimited(t *testing.T) {
+	clk := newClock()
+	l := New(10, 5, 64, clk.Now)
+	flooder := netip.MustParseAddr("10.9.9.9")
+	for range 6 {
+		l.Take(flooder)
+	}
+	for i := range 5000 {
+		l.Allow(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}))
+	}
+	if got := l.Take(flooder); got != Limited {
+		t.Fatalf("flooder after the flood: %v, want still Limited", got)
+	}
+	if l.Len() != 64 {
+		t.Fatalf("Len %d, want 64", l.Len())
+	}
+}
+
+// TestTakeVerdicts: Take tells a source over its own rate from an invalid
+// address, and lets a newcomer into a full table.
 func TestTakeVerdicts(t *testing.T) {
 	clk := newClock()
 	l := New(10, 2, 1, clk.Now)
@@ -203,15 +215,15 @@ func TestTakeVerdicts(t *testing.T) {
 			t.Fatalf("take %d: %v, want %v", i, got, want)
 		}
 	}
-	if got := l.Take(netip.MustParseAddr("10.0.0.2")); got != Untracked {
-		t.Fatalf("newcomer with a full table: %v, want Untracked", got)
-	}
 	if got := l.Take(netip.Addr{}); got != Untracked {
 		t.Fatalf("invalid address: %v, want Untracked", got)
 	}
 	clk.Advance(100 * time.Millisecond)
 	if got := l.Take(a); got != Allowed {
 		t.Fatalf("after refill: %v, want Allowed", got)
+	}
+	if got := l.Take(netip.MustParseAddr("10.0.0.2")); got != Allowed {
+		t.Fatalf("newcomer with a full table: %v, want Allowed (evicting)", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package router
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 )
@@ -62,18 +63,17 @@ func TestCookieUnderLoad(t *testing.T) {
 }
 
 // TestHandshakeRateLimitUnderLoad: under load, one source with valid
-// cookies is held to the token bucket's burst.
+// cookies that is not a configured peer endpoint is held to the token
+// bucket's burst.
 func TestHandshakeRateLimitUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
-	h.a.initiate(peerB, h.now, false)
-	loadUp(h.b)
-	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
-	h.a.handleCookieReply(append([]byte(nil), h.bindB.last[:h.bindB.n]...))
+	from := netip.MustParseAddrPort("198.51.100.7:40000")
+	cookiedInitiation(t, h, from, h.now)
 	for range 3 * HandshakeBurst {
 		h.a.initiate(peerB, h.now, true)
-		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
+		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, h.now, scratch)
 	}
 	if got := h.b.drops.Get(Outside, ReasonRateLimited); got != 2*HandshakeBurst {
 		t.Fatalf("rate_limited drops %d, want %d (burst %d of %d)", got, 2*HandshakeBurst, HandshakeBurst, 3*HandshakeBurst)
@@ -144,5 +144,165 @@ func TestReloadPeerChanges(t *testing.T) {
 	bad.Sites[1].Prefixes = append(bad.Sites[1].Prefixes, bad.Sites[0].Prefixes[0])
 	if err := h.a.SetConfig(bad); err == nil || h.a.state.Load() != before {
 		t.Fatalf("overlapping config accepted (err %v) or state replaced", err)
+	}
+}
+
+// TestSetConfigAllOrNothing: a config refused for a problem found late in
+// its list (a key used twice, a missing local site) leaves the running
+// peers' endpoint and keepalive as they were, not only the state pointer.
+func TestSetConfigAllOrNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(c *Config, dup bhcrypto.PublicKey)
+	}{
+		{"key used twice", func(c *Config, dup bhcrypto.PublicKey) {
+			c.Sites = append(c.Sites, SiteConfig{Name: "site-c", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16")},
+				Gateways: []PeerConfig{{Name: "gw-c1", PublicKey: dup, Endpoint: netip.MustParseAddrPort("192.0.2.99:51820")}}})
+		}},
+		{"no local site", func(c *Config, _ bhcrypto.PublicKey) {
+			c.LocalSite = "site-z"
+			c.Sites = c.Sites[1:] // site-a, holding our own key, would fail first
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHotPair(t, bhcrypto.AESGCM)
+			p := h.a.state.Load().peers[h.b.id.Public]
+			before := h.a.state.Load()
+			ep, ka := p.Endpoint(), p.Stats().Keepalive
+			bad := twoSiteConfig("site-a", h.a.id.Public, h.b.id.Public, h.bindA.local, netip.MustParseAddrPort("192.0.2.77:51820"))
+			bad.Sites[1].Gateways[0].Keepalive = 25 * time.Second
+			tc.spoil(bad, h.b.id.Public)
+			if err := h.a.SetConfig(bad); err == nil {
+				t.Fatal("bad config accepted")
+			}
+			if h.a.state.Load() != before {
+				t.Fatal("state replaced")
+			}
+			if p.Endpoint() != ep || p.Stats().Keepalive != ka {
+				t.Fatalf("refused config changed the running peer: endpoint %s (was %s), keepalive %s (was %s)",
+					p.Endpoint(), ep, p.Stats().Keepalive, ka)
+			}
+			if *p.configEndpoint.Load() != ep {
+				t.Fatalf("refused config changed the configured endpoint to %s", *p.configEndpoint.Load())
+			}
+		})
+	}
+}
+
+// cookiedInitiation has A get a cookie from B (under load) and returns
+// A's next initiation, which carries mac2 for from.
+func cookiedInitiation(t *testing.T, h *hotPair, from netip.AddrPort, now time.Time) []byte {
+	t.Helper()
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	h.a.initiate(peerB, now, true)
+	loadUp(h.b)
+	replies := h.b.Handshakes().CookieReplies
+	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, now, make([]byte, h.b.bufSize))
+	if h.b.Handshakes().CookieReplies != replies+1 {
+		t.Fatal("no cookie reply under load")
+	}
+	h.a.handleCookieReply(append([]byte(nil), h.bindB.last[:h.bindB.n]...))
+	h.a.initiate(peerB, now, true)
+	return append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+}
+
+// fillLimiter fills r's handshake limiter table with distinct sources.
+func fillLimiter(r *Router) {
+	for i := range 1 << 16 {
+		r.limiter.Allow(netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)}))
+	}
+}
+
+// TestConfiguredPeerUnderLoadFullLimiter: with the limiter's table full of
+// other sources and the configured peer's own bucket empty, the peer's
+// handshake (with a valid cookie) still completes under load; a source
+// that is not a configured endpoint gets into the full table too.
+func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	fillLimiter(h.b)
+	for range HandshakeBurst + 1 { // the peer's own bucket empty, if it has one
+		h.b.limiter.Take(h.bindA.local.Addr())
+	}
+	answered := h.b.Handshakes().Answered
+	init := cookiedInitiation(t, h, h.bindA.local, h.now)
+	h.b.handleHandshake(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	if got := h.b.Handshakes().Answered; got != answered+1 {
+		t.Fatalf("configured peer refused under load: answered %d -> %d, drops %+v", answered, got, h.b.drops.snapshot())
+	}
+	// A source that is no configured endpoint (the peer roamed) is
+	// rate limited, but not locked out by a table full of others.
+	roamed := netip.MustParseAddrPort("198.51.100.7:40000")
+	now := h.now.Add(time.Second)
+	init = cookiedInitiation(t, h, roamed, now)
+	h.b.handleHandshake(init, roamed, now, make([]byte, h.b.bufSize))
+	if got := h.b.Handshakes().Answered; got != answered+2 {
+		t.Fatalf("new source refused by a full limiter table: drops %+v", h.b.drops.snapshot())
+	}
+}
+
+// TestUnderLoadHoldover: cookies stay required for UnderLoadHoldover after
+// the handshake queue drains, then not.
+func TestUnderLoadHoldover(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	scratch := make([]byte, h.b.bufSize)
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	loadUp(h.b)
+	h.a.initiate(peerB, h.now, false)
+	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
+	for len(h.b.hsQueue) > 0 { // the flood ends
+		h.b.hsFree <- <-h.b.hsQueue
+	}
+	replies := h.b.Handshakes().CookieReplies
+	at := h.now.Add(UnderLoadHoldover - time.Millisecond)
+	h.a.initiate(peerB, at, true)
+	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+	if got := h.b.Handshakes().CookieReplies; got != replies+1 {
+		t.Fatalf("no cookie required %s after the load ended", UnderLoadHoldover-time.Millisecond)
+	}
+	answered := h.b.Handshakes().Answered
+	at = h.now.Add(UnderLoadHoldover + time.Millisecond)
+	h.a.initiate(peerB, at, true)
+	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+	if got := h.b.Handshakes().Answered; got != answered+1 {
+		t.Fatalf("initiation not answered after the hold-over: drops %+v", h.b.drops.snapshot())
+	}
+}
+
+// TestInitiationInterval: a peer's initiations closer than
+// InitiationInterval are dropped as a flood, even with fresh timestamps.
+func TestInitiationInterval(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	scratch := make([]byte, h.b.bufSize)
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	send := func(at time.Time) {
+		h.a.initiate(peerB, at, true)
+		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+	}
+	answered := h.b.Handshakes().Answered
+	send(h.now)
+	send(h.now.Add(InitiationInterval / 2))
+	if got := h.b.Handshakes().Answered; got != answered+1 || h.b.drops.Get(Outside, ReasonRateLimited) != 1 {
+		t.Fatalf("answered %d of 2 initiations %s apart (rate_limited %d), want 1", got-answered, InitiationInterval/2, h.b.drops.Get(Outside, ReasonRateLimited))
+	}
+	send(h.now.Add(InitiationInterval + time.Millisecond))
+	if got := h.b.Handshakes().Answered; got != answered+2 {
+		t.Fatal("initiation after the interval not answered")
+	}
+}
+
+// TestLimiterCleanupEverySecond: idle sources leave the handshake
+// limiter's table within a second or two, so a table filled by a flood
+// empties quickly.
+func TestLimiterCleanupEverySecond(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	clock := h.b.clock.(*fakeClock)
+	h.b.timers(clock.Now())
+	fillLimiter(h.b)
+	for range 2 {
+		clock.Advance(time.Second)
+		h.b.timers(clock.Now())
+	}
+	if n := h.b.limiter.Len(); n != 0 {
+		t.Fatalf("%d idle sources still tracked 2 s later", n)
 	}
 }

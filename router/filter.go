@@ -129,7 +129,18 @@ func (r *Router) syncFilterIndices(old, cur map[uint32]indexEntry) (after func()
 		if _, ok := old[idx]; !ok {
 			if err := (*f).AddIndex(idx); err != nil {
 				r.detachFilter("adding a receiver index", err)
-				return nil
+				if r.filter.Load() == nil {
+					return nil
+				}
+				// Still on the socket: it would drop this session's
+				// packets. pollFilter retries the index along with
+				// the detach; the other new indices go on.
+				r.filterMu.Lock()
+				if r.filterRetry == nil {
+					r.filterRetry = make(map[uint32]bool)
+				}
+				r.filterRetry[idx] = true
+				r.filterMu.Unlock()
 			}
 		}
 	}
@@ -214,8 +225,21 @@ func (r *Router) pollFilter() {
 		if f = r.filter.Load(); f == nil {
 			return
 		}
+		r.retryFilterIndices(*f)
 	}
 	r.collectFilterDrops(*f)
+}
+
+// retryFilterIndices adds again the receiver indices the filter failed to
+// learn, those still in use, while it cannot be detached.
+func (r *Router) retryFilterIndices(f KernelFilter) {
+	r.filterMu.Lock()
+	defer r.filterMu.Unlock()
+	for idx := range r.filterRetry {
+		if !r.index.has(idx) || f.AddIndex(idx) == nil {
+			delete(r.filterRetry, idx)
+		}
+	}
 }
 
 func (r *Router) collectFilterDrops(f KernelFilter) {

@@ -25,6 +25,7 @@ type recordingFilter struct {
 	counts     [5]uint64
 	blocked    map[netip.Addr]time.Duration
 	failAdd    error
+	failAdds   int // with failAdd: only this many AddIndex calls fail (0: all)
 	failDetach int // Detach fails this many times first
 	detaches   int
 	detached   bool
@@ -40,7 +41,13 @@ func (f *recordingFilter) AddIndex(idx uint32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failAdd != nil {
-		return f.failAdd
+		err := f.failAdd
+		if f.failAdds > 0 {
+			if f.failAdds--; f.failAdds == 0 {
+				f.failAdd = nil
+			}
+		}
+		return err
 	}
 	if f.r != nil && f.r.index.has(idx) {
 		f.late++
@@ -299,6 +306,35 @@ func TestKernelFilterDetachRetried(t *testing.T) {
 	if !fb.detached || fb.detaches != 3 {
 		t.Errorf("detach calls %d (detached %v), want 3 with the last one succeeding", fb.detaches, fb.detached)
 	}
+}
+
+// TestKernelFilterIndexRetried: when adding an index fails and the kernel
+// refuses the detach too, the filter stays on the socket; the router then
+// retries the index that failed, so the new session's packets are not
+// dropped in the kernel as unknown_index while the detach is retried.
+func TestKernelFilterIndexRetried(t *testing.T) {
+	fb := newRecordingFilter()
+	fb.failAdd = errors.New("map busy")
+	fb.failAdds = 1
+	fb.failDetach = 1 << 30
+	a, b := newFilteredPair(t, nil, use(fb))
+	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	if !b.r.FilterAttached() {
+		t.Fatal("filter dropped although it could not be detached")
+	}
+	waitFor(t, "the failed index added on retry", func() bool {
+		want := map[uint32]bool{}
+		if m := b.r.index.m.Load(); m != nil {
+			for idx := range *m {
+				want[idx] = true
+			}
+		}
+		got, _, _, _, _ := fb.snapshot()
+		return len(want) > 0 && mapsEqual(want, got)
+	})
 }
 
 // TestKernelFilterReal runs the pair with real earlydrop filters (root):

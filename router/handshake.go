@@ -92,7 +92,9 @@ func (r *Router) handleHandshake(msg []byte, from netip.AddrPort, now time.Time,
 	}
 	// Under load, make senders prove they receive at their address
 	// before doing any Diffie-Hellman for them, and bound each source.
-	if len(r.hsQueue) >= cap(r.hsQueue)/8 {
+	// A configured peer endpoint that proved it is never refused: the
+	// per-peer initiation interval bounds it instead.
+	if r.underLoad(now) {
 		if !r.cookies.CheckMAC2(msg, from) {
 			r.drops.Add(Outside, ReasonCookieRequired, 1)
 			if reply, err := r.cookies.CreateReply(msg, from); err == nil {
@@ -101,7 +103,7 @@ func (r *Router) handleHandshake(msg []byte, from netip.AddrPort, now time.Time,
 			}
 			return
 		}
-		if !r.limiter.Allow(from.Addr()) {
+		if r.state.Load().byEndpoint[from] == nil && !r.limiter.Allow(from.Addr()) {
 			r.drops.Add(Outside, ReasonRateLimited, 1)
 			return
 		}
@@ -113,6 +115,16 @@ func (r *Router) handleHandshake(msg []byte, from netip.AddrPort, now time.Time,
 	case bhcrypto.MsgResponse:
 		r.handleResponse(msg, from, now, scratch)
 	}
+}
+
+// underLoad reports whether the handshake loop is under load at now: its
+// queue is past an eighth full, or was within UnderLoadHoldover.
+func (r *Router) underLoad(now time.Time) bool {
+	if len(r.hsQueue) >= cap(r.hsQueue)/8 {
+		r.lastLoaded = now
+		return true
+	}
+	return !r.lastLoaded.IsZero() && now.Sub(r.lastLoaded) < UnderLoadHoldover
 }
 
 // handshakeDrop maps a handshake error to a drop reason.
@@ -147,6 +159,12 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 		r.drops.Add(Outside, ReasonStaleHandshake, 1)
 		return
 	}
+	// An honest peer initiates at most every RekeyTimeout; faster is a
+	// flood (of fresh initiations by a peer, or a replay of a stolen key).
+	if !p.hs.lastInitiation.IsZero() && now.Sub(p.hs.lastInitiation) < InitiationInterval {
+		r.drops.Add(Outside, ReasonRateLimited, 1)
+		return
+	}
 	idx, err := r.newIndex()
 	if err != nil {
 		r.log.Error("cannot allocate receiver index", "err", err)
@@ -158,6 +176,7 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 		return
 	}
 	p.hs.lastTimestamp = ri.Timestamp
+	p.hs.lastInitiation = now
 	p.jar.AddMAC2(resp)
 	p.jar.Sent(resp)
 	if !r.install(p, kp, p.keypairs.answer) {

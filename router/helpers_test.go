@@ -89,7 +89,7 @@ func newIdentity(t testing.TB, cipher bhcrypto.CipherKind) *bhcrypto.Identity {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bhcrypto.Identity{Private: k, Public: k.PublicKey(), Cipher: cipher, Prologue: bhcrypto.Prologue("test")}
+	return bhcrypto.NewIdentity(k, cipher, bhcrypto.Prologue("test"))
 }
 
 // Address plan of the in-memory pair, the same as the lab's.

@@ -105,12 +105,13 @@ type Peer struct {
 
 // peerHandshake is the handshake loop's private state of one peer.
 type peerHandshake struct {
-	pending       *bhcrypto.Initiation
-	pendingIndex  uint32
-	firstAttempt  time.Time // start of the current attempt series
-	lastSent      time.Time
-	retryAfter    time.Duration
-	lastTimestamp bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+	pending        *bhcrypto.Initiation
+	pendingIndex   uint32
+	firstAttempt   time.Time // start of the current attempt series
+	lastSent       time.Time
+	retryAfter     time.Duration
+	lastTimestamp  bhcrypto.Timestamp // newest initiation timestamp accepted from the peer
+	lastInitiation time.Time          // when we accepted it
 	// noSession is since when the peer has had no usable session (zero
 	// while it has one), for the proactive handshake's tie-break.
 	noSession time.Time

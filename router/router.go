@@ -89,6 +89,10 @@ type Router struct {
 	filterMu    sync.Mutex
 	filterSeen  [5]uint64
 	filterStale atomic.Bool // a detach failed; pollFilter retries
+	// filterRetry (under filterMu) are receiver indices the filter
+	// failed to learn while it could not be detached; pollFilter adds
+	// them again until it is detached.
+	filterRetry map[uint32]bool
 	// Sources sending bad mac1s (see noteBadMAC); blockMu guards the
 	// fields after it.
 	badMAC         *ratelimit.Limiter
@@ -119,6 +123,7 @@ type Router struct {
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
+	lastLoaded       time.Time // last time the handshake queue was past the load mark
 }
 
 // handshakeCounters count handshakes this gateway took part in.
@@ -216,11 +221,15 @@ func (r *Router) SetConfig(c *Config) error {
 	r.cfgMu.Lock()
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
-	st, gone, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
+	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
 		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now)
 	})
 	if err != nil {
 		return err
+	}
+	// Accepted whole: from here on nothing fails.
+	for _, u := range updates {
+		u.apply()
 	}
 	r.syncFilterEndpoints(st, old)
 	r.state.Store(st)

@@ -98,10 +98,27 @@ type peerKey struct {
 	key        bhcrypto.PublicKey
 }
 
+// peerUpdate is the new endpoint, keepalive and probe interval of a
+// reused peer. buildState
+// only collects them: SetConfig applies them once the whole config is
+// accepted, so a refused config leaves running peers untouched.
+type peerUpdate struct {
+	p  *Peer
+	pc PeerConfig
+}
+
+func (u peerUpdate) apply() {
+	u.p.setConfigEndpoint(u.pc.Endpoint)
+	u.p.keepalive.Store(int64(u.pc.Keepalive))
+	u.p.live.setInterval(u.pc.ProbeInterval)
+}
+
 // buildState validates c and builds a new routing state, reusing peers of
 // old whose site, name and key are unchanged so their sessions survive.
-// It returns the new state and the peers of old that are gone.
-func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(PeerConfig) *Peer) (*routingState, []*Peer, error) {
+// It returns the new state, the peers of old that are gone and the
+// settings to apply to reused peers. It changes nothing that is running:
+// new peers are private to the new state until it is published.
+func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(PeerConfig) *Peer) (*routingState, []*Peer, []peerUpdate, error) {
 	st := &routingState{
 		sites:      make(map[string]*site),
 		peers:      make(map[bhcrypto.PublicKey]*Peer),
@@ -117,12 +134,13 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		}
 	}
 	owner := make(map[netip.Prefix]string)
+	var updates []peerUpdate
 	for _, sc := range c.Sites {
 		if sc.Name == "" {
-			return nil, nil, fmt.Errorf("router: site with empty name")
+			return nil, nil, nil, fmt.Errorf("router: site with empty name")
 		}
 		if _, dup := st.sites[sc.Name]; dup {
-			return nil, nil, fmt.Errorf("router: site %q listed twice", sc.Name)
+			return nil, nil, nil, fmt.Errorf("router: site %q listed twice", sc.Name)
 		}
 		s := &site{name: sc.Name, local: sc.Name == c.LocalSite}
 		st.sites[sc.Name] = s
@@ -131,11 +149,11 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		}
 		for _, pfx := range sc.Prefixes {
 			if !pfx.IsValid() {
-				return nil, nil, fmt.Errorf("router: site %q: invalid prefix", sc.Name)
+				return nil, nil, nil, fmt.Errorf("router: site %q: invalid prefix", sc.Name)
 			}
 			pfx = pfx.Masked()
 			if o, dup := owner[pfx]; dup {
-				return nil, nil, fmt.Errorf("router: prefix %s belongs to both %q and %q", pfx, o, sc.Name)
+				return nil, nil, nil, fmt.Errorf("router: prefix %s belongs to both %q and %q", pfx, o, sc.Name)
 			}
 			owner[pfx] = sc.Name
 			st.table.Insert(pfx, s)
@@ -145,10 +163,10 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		}
 		for _, gc := range sc.Gateways {
 			if gc.PublicKey == own {
-				return nil, nil, fmt.Errorf("router: gateway %s/%s has this gateway's own public key", sc.Name, gc.Name)
+				return nil, nil, nil, fmt.Errorf("router: gateway %s/%s has this gateway's own public key", sc.Name, gc.Name)
 			}
 			if _, dup := st.peers[gc.PublicKey]; dup {
-				return nil, nil, fmt.Errorf("router: gateway %s/%s: public key used twice", sc.Name, gc.Name)
+				return nil, nil, nil, fmt.Errorf("router: gateway %s/%s: public key used twice", sc.Name, gc.Name)
 			}
 			gc.Site = sc.Name
 			p := reuse[peerKey{sc.Name, gc.Name, gc.PublicKey}]
@@ -156,9 +174,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 				p = newP(gc)
 			} else {
 				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
-				p.setConfigEndpoint(gc.Endpoint)
-				p.keepalive.Store(int64(gc.Keepalive))
-				p.live.setInterval(gc.ProbeInterval)
+				updates = append(updates, peerUpdate{p, gc})
 			}
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p
@@ -167,11 +183,11 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		}
 	}
 	if st.local == nil {
-		return nil, nil, fmt.Errorf("router: local site %q is not in the site list", c.LocalSite)
+		return nil, nil, nil, fmt.Errorf("router: local site %q is not in the site list", c.LocalSite)
 	}
 	gone := make([]*Peer, 0, len(reuse))
 	for _, p := range reuse {
 		gone = append(gone, p)
 	}
-	return st, gone, nil
+	return st, gone, updates, nil
 }

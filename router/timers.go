@@ -36,7 +36,15 @@ const (
 	HandshakeBurst = 5
 	// limiterGCInterval is how often idle sources leave the rate
 	// limiters' tables.
-	limiterGCInterval = 10 * time.Second
+	limiterGCInterval = time.Second
+	// UnderLoadHoldover: the handshake loop stays "under load" (cookies
+	// required, sources rate limited) this long after its queue last
+	// passed the mark, so that a flood in bursts does not switch the
+	// defences off between bursts.
+	UnderLoadHoldover = time.Second
+	// InitiationInterval: an initiation from a peer sooner than this
+	// after the last one accepted from it is dropped as a flood.
+	InitiationInterval = 20 * time.Millisecond
 	// maxConsecutiveErrors: a data loop whose device failed this many
 	// reads in a row gives up and stops the router.
 	maxConsecutiveErrors = 1000
