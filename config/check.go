@@ -597,9 +597,16 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	c, problems, warnings := CheckData(path, data, opts)
+	return c, problems, warnings, nil
+}
+
+// CheckData is CheckFile on data already read from path, for a caller
+// that compared HashData(data) with the running config first.
+func CheckData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
 	c, decodeErrs := defaultLoader().parseAll(path, data)
 	if c == nil {
-		return nil, decodeErrs, nil, nil
+		return nil, decodeErrs, nil
 	}
 	problems, warnings := Check(c, opts)
 	bad := map[string]bool{}
@@ -613,7 +620,7 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 		}
 	}
 	if len(all) > 0 {
-		return nil, all.sorted(), warnings, nil
+		return nil, all.sorted(), warnings
 	}
-	return c, nil, warnings, nil
+	return c, nil, warnings
 }

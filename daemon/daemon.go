@@ -151,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
-	if err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
+	if _, err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
 		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
 	}
 	hup := make(chan os.Signal, 1)
