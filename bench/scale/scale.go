@@ -43,7 +43,10 @@ type Options struct {
 	Restarts  int           // restarts measured (default 3)
 	Timeout   time.Duration // longest wait for sessions (default 180 s)
 	Dir       string        // work directory (default a new one in /tmp)
-	Progress  io.Writer     // progress lines (nil: none)
+	// CPUProfile, when set, is passed to the first gateway's --cpuprofile:
+	// it covers start-up, first handshakes and the idle window.
+	CPUProfile string
+	Progress   io.Writer // progress lines (nil: none)
 }
 
 func (o *Options) defaults() error {
@@ -105,12 +108,14 @@ type IdleFigures struct {
 	// WANPacketsPerSecond: datagrams the gateway sent plus received
 	// (every UDP datagram in the namespace has the gateway at one end).
 	WANPacketsPerSecond float64
-	// TxPerSecond and RxPerSecond split them, from the farm's counters
-	// (data and keepalive messages; handshakes are not in them).
-	TxPerSecond, RxPerSecond float64
-	RSSMiB                   float64
-	// Handshakes completed by the farm during the window (rekeys).
-	Handshakes uint64
+	// TransportFromGateway: transport messages (data and keepalives, no
+	// handshakes) the farm received from the gateway, per second.
+	TransportFromGateway float64
+	RSSMiB               float64
+	// Handshakes completed by the farm during the window, and how many
+	// of them the farm initiated and answered (rekeys, or sessions
+	// replaced for want of an answer).
+	Handshakes, FarmInitiated, FarmAnswered uint64
 }
 
 // Restart is one handshake storm.
@@ -193,7 +198,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	rep = &Report{Peers: o.Peers, Sites: sites, Prefixes: cat.PrefixCount(), Keepalive: o.Keepalive,
 		LoadAvg: strings.TrimSpace(string(loadavg))}
 	logPath := filepath.Join(o.Dir, "bridgehead.log") // next to the config, as operators do
-	gw, err := startGateway(ctx, o.Binary, ns, cfgPath, logPath)
+	gw, err := startGateway(ctx, o.Binary, ns, cfgPath, logPath, o.CPUProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -214,15 +219,15 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if rep.Idle, err = measureIdle(ctx, gw.pid(), o.Idle, farm); err != nil {
 		return rep, err
 	}
-	say("idle: %.2f %% CPU, %.1f WAN packets/s (tx %.1f, rx %.1f), RSS %.0f MiB",
-		rep.Idle.CPUPercent, rep.Idle.WANPacketsPerSecond, rep.Idle.TxPerSecond, rep.Idle.RxPerSecond, rep.Idle.RSSMiB)
+	say("idle: %.2f %% CPU, %.1f WAN packets/s (%.1f transport messages/s from the gateway), %d handshakes, RSS %.0f MiB",
+		rep.Idle.CPUPercent, rep.Idle.WANPacketsPerSecond, rep.Idle.TransportFromGateway, rep.Idle.Handshakes, rep.Idle.RSSMiB)
 
 	for i := range o.Restarts {
 		if err := gw.stop(); err != nil {
 			return rep, fmt.Errorf("stop gateway: %w", err)
 		}
 		before := farm.Counters()
-		if gw, err = startGateway(ctx, o.Binary, ns, cfgPath, logPath); err != nil {
+		if gw, err = startGateway(ctx, o.Binary, ns, cfgPath, logPath, ""); err != nil {
 			return rep, err
 		}
 		w, err := waitSessions(ctx, sock, gw.started, o.Peers, o.Timeout, farm)
@@ -248,13 +253,16 @@ type gatewayProc struct {
 	stopped bool
 }
 
-func startGateway(ctx context.Context, bin, ns, cfg, logPath string) (*gatewayProc, error) {
+func startGateway(ctx context.Context, bin, ns, cfg, logPath, profile string) (*gatewayProc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	// `ip netns exec` execs the binary: the PID is the gateway's.
 	cmd := exec.Command("ip", "netns", "exec", ns, bin, "run", "-config", cfg, "-log-format", "json")
+	if profile != "" {
+		cmd.Args = append(cmd.Args, "-cpuprofile", profile)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	g := &gatewayProc{cmd: cmd, done: make(chan error, 1)}
 	g.started = time.Now()
@@ -388,12 +396,13 @@ func measureIdle(ctx context.Context, pid int, d time.Duration, farm *Farm) (Idl
 	secs := b.t.Sub(a.t).Seconds()
 	diff := b.counters.Sub(a.counters)
 	f := IdleFigures{
-		Seconds:             secs,
-		CPUPercent:          100 * (b.cpu - a.cpu) / secs,
-		WANPacketsPerSecond: (b.udpOut - a.udpOut) / secs,
-		TxPerSecond:         float64(diff.RxPackets) / secs, // the farm receives what the gateway sends
-		RxPerSecond:         float64(diff.TxPackets) / secs,
-		Handshakes:          diff.HandshakesCompleted,
+		Seconds:              secs,
+		CPUPercent:           100 * (b.cpu - a.cpu) / secs,
+		WANPacketsPerSecond:  (b.udpOut - a.udpOut) / secs,
+		TransportFromGateway: float64(diff.RxPackets) / secs,
+		Handshakes:           diff.HandshakesCompleted,
+		FarmInitiated:        diff.HandshakesInitiated,
+		FarmAnswered:         diff.HandshakesAnswered,
 	}
 	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		if rss, _, err := bench.ParseProcStatus(st); err == nil {
@@ -412,9 +421,11 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "| start-up (exec to control socket) | %.2f s |\n", r.StartupSeconds)
 	fmt.Fprintf(&b, "| first sessions with all peers (from exec) | %.2f s |\n", r.FirstSessionsSeconds)
 	fmt.Fprintf(&b, "| idle CPU (%.0f s) | %.2f %% of a core |\n", r.Idle.Seconds, r.Idle.CPUPercent)
-	fmt.Fprintf(&b, "| idle WAN packets/s (tx+rx) | %.1f (tx %.1f, rx %.1f) |\n", r.Idle.WANPacketsPerSecond, r.Idle.TxPerSecond, r.Idle.RxPerSecond)
+	fmt.Fprintf(&b, "| idle WAN packets/s (sent+received) | %.1f (of which %.1f/s transport messages from the gateway) |\n",
+		r.Idle.WANPacketsPerSecond, r.Idle.TransportFromGateway)
 	fmt.Fprintf(&b, "| idle RSS | %.0f MiB |\n", r.Idle.RSSMiB)
-	fmt.Fprintf(&b, "| handshakes completed while idle | %d |\n", r.Idle.Handshakes)
+	fmt.Fprintf(&b, "| handshakes completed while idle | %d (%.1f/s; farm initiated %d, answered %d) |\n",
+		r.Idle.Handshakes, float64(r.Idle.Handshakes)/max(r.Idle.Seconds, 1), r.Idle.FarmInitiated, r.Idle.FarmAnswered)
 	var all []float64
 	for i, x := range r.Restarts {
 		all = append(all, x.AllSessionsSeconds)

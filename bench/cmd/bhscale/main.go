@@ -45,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		restarts  = fs.Int("restarts", 3, "gateway restarts to time")
 		timeout   = fs.Duration("timeout", 180*time.Second, "longest wait for all sessions")
 		out       = fs.String("out", "bench/results/scale", "directory for results.json and results.md")
+		profile   = fs.String("cpuprofile", "", "CPU profile of the first gateway run (start-up and idle) to this file")
 		dir       = fs.String("dir", "", "work directory for the catalog and the gateway's log (default: a new temporary one)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -69,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := scale.Run(ctx, scale.Options{Binary: abs, Peers: *peers, Gateways: *gateways, Prefixes: *prefixes,
-		Keepalive: ka, Idle: *idle, Restarts: *restarts, Timeout: *timeout, Dir: *dir, Progress: stderr})
+		Keepalive: ka, Idle: *idle, Restarts: *restarts, Timeout: *timeout, Dir: *dir, CPUProfile: *profile, Progress: stderr})
 	if rep != nil {
 		md := rep.Markdown()
 		fmt.Fprint(stdout, md)
