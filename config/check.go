@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -27,6 +28,9 @@ type CheckOptions struct {
 //
 // The rules, one function each:
 //   - checkHostBits: no prefix has host bits set;
+//   - checkMapped: no prefix is IPv4-mapped IPv6 (::ffff:a.b.c.d/n), which
+//     the data path would treat as the IPv4 range and so escape the
+//     overlap checks;
 //   - checkOverlaps: node and pod CIDRs of all sites and the service CIDRs
 //     are pairwise disjoint, within and across sites. This also ensures no
 //     site's own CIDRs are routed to another site;
@@ -48,24 +52,40 @@ type CheckOptions struct {
 //   - checkEndpoints (warnings): a remote gateway endpoint inside a CIDR
 //     routed into the tunnel would loop tunnel packets into the tunnel; an
 //     endpoint of the other address family than listen is unreachable.
+//   - checkNextHopFamilies (warnings): a site whose nodes need routes to
+//     another site's CIDRs of an address family in which it has no next
+//     hop, which `bridgehead routes` refuses for that site.
+//
+// Every rule is O(n log n) in the number of prefixes (see prefixset.go).
 func Check(c *Config, opts CheckOptions) (problems ErrorList, warnings ErrorList) {
+	problems, warnings, _ = check(c, opts)
+	return problems, warnings
+}
+
+// check is Check, also returning the count of primitive steps it took.
+func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int) {
 	if c == nil {
-		return ErrorList{{File: "<config>", Msg: "no config"}}, nil
+		return ErrorList{{File: "<config>", Msg: "no config"}}, nil, 0
 	}
 	r := &reporter{file: c.Path, lines: c.lines}
-	checkHostBits(c, r)
-	checkOverlaps(c, r)
-	checkReserved(c, r)
+	plan := planCIDRs(c)
+	sites := newSiteIndexes(c, r)
+	checkHostBits(c, plan, r)
+	checkMapped(c, plan, r)
+	checkOverlaps(plan, r)
+	checkReserved(plan, r)
 	checkDNSServiceIP(c, r)
 	checkSiteGateways(c, r)
-	checkGatewayAddresses(c, r)
-	checkNodes(c, r)
-	checkRouterAddress(c, r)
+	checkGatewayAddresses(c, sites, r)
+	checkNodes(c, sites, r)
+	checkRouterAddress(c, sites, r)
 	if !opts.SkipPrivateKey {
 		checkPrivateKey(c, r, opts)
 	}
-	checkSelfRoute(c, r)
-	checkEndpoints(c, r)
+	remote := remoteIndex(c, plan, r)
+	checkSelfRoute(c, remote, r)
+	checkEndpoints(c, remote, r)
+	checkNextHopFamilies(c, r)
 	checkProbes(c, r)
 	if len(r.errs) > 0 {
 		problems = r.errs.sorted()
@@ -73,7 +93,7 @@ func Check(c *Config, opts CheckOptions) (problems ErrorList, warnings ErrorList
 	if len(r.warns) > 0 {
 		warnings = r.warns.sorted()
 	}
-	return problems, warnings
+	return problems, warnings, r.ops
 }
 
 // cidr is a prefix of the address plan with where it came from.
@@ -104,13 +124,13 @@ func planCIDRs(c *Config) []cidr {
 }
 
 // checkHostBits: every prefix is in canonical form.
-func checkHostBits(c *Config, r *reporter) {
+func checkHostBits(c *Config, plan []cidr, r *reporter) {
 	check := func(path string, p netip.Prefix) {
 		if p.IsValid() && p.Masked() != p {
 			r.errorf(path, "%s has host bits set; did you mean %s?", p, p.Masked())
 		}
 	}
-	for _, x := range planCIDRs(c) {
+	for _, x := range plan {
 		check(x.path, x.p)
 	}
 	for i, s := range c.Sites {
@@ -120,17 +140,39 @@ func checkHostBits(c *Config, r *reporter) {
 	}
 }
 
-// checkOverlaps: no two CIDRs of the address plan overlap. The problem is
-// reported on the later one and names both.
-func checkOverlaps(c *Config, r *reporter) {
-	all := planCIDRs(c)
-	for j, b := range all {
-		for _, a := range all[:j] {
-			if a.p.Masked().Overlaps(b.p.Masked()) {
-				r.errorf(b.path, "%s overlaps %s %s (line %d)", b.p, a.path, a.p, r.line(a.path))
-			}
+// checkMapped: no prefix is written as IPv4-mapped IPv6. The data path
+// unmaps such a prefix into the IPv4 range it stands for, where it would
+// take over routing and anti-spoofing of whatever site owns that range,
+// while every check here compares it as IPv6.
+func checkMapped(c *Config, plan []cidr, r *reporter) {
+	check := func(path string, p netip.Prefix) {
+		if !p.IsValid() || !p.Addr().Is4In6() {
+			return
+		}
+		if p.Bits() >= 96 {
+			r.errorf(path, "%s is an IPv4-mapped IPv6 prefix; write the IPv4 prefix %s instead", p,
+				netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked())
+		} else {
+			r.errorf(path, "%s is an IPv4-mapped IPv6 prefix (::ffff:0:0/96 is not routable); write IPv4 prefixes as IPv4", p)
 		}
 	}
+	for _, x := range plan {
+		check(x.path, x.p)
+	}
+	for i, s := range c.Sites {
+		for j, n := range s.Nodes {
+			check(nodePath(i, j, "podCIDR"), n.PodCIDR)
+			check(nodePath(i, j, "podCIDR6"), n.PodCIDR6)
+		}
+	}
+}
+
+// checkOverlaps: no two CIDRs of the address plan overlap. The problem is
+// reported on the later one and names both.
+func checkOverlaps(plan []cidr, r *reporter) {
+	sweepOverlaps(plan, r, func(a, b cidr) {
+		r.errorf(b.path, "%s overlaps %s %s (line %d)", b.p, a.path, a.p, r.line(a.path))
+	})
 }
 
 // reservedRanges are the ranges AKS does not allow in node, pod and
@@ -145,9 +187,11 @@ func reservedRanges() []netip.Prefix {
 }
 
 // checkReserved: no CIDR overlaps a range AKS reserves.
-func checkReserved(c *Config, r *reporter) {
-	for _, x := range planCIDRs(c) {
-		for _, res := range reservedRanges() {
+func checkReserved(plan []cidr, r *reporter) {
+	reserved := reservedRanges()
+	for _, x := range plan {
+		for _, res := range reserved {
+			r.ops++
 			if x.p.Masked().Overlaps(res) {
 				r.errorf(x.path, "%s overlaps %s, which AKS reserves", x.p, res)
 			}
@@ -186,17 +230,17 @@ func checkSiteGateways(c *Config, r *reporter) {
 
 // checkGatewayAddresses: each gateway's LAN address is in its site's node
 // CIDRs.
-func checkGatewayAddresses(c *Config, r *reporter) {
+func checkGatewayAddresses(c *Config, sites []siteIndex, r *reporter) {
 	for i, s := range c.Sites {
 		for j, g := range s.Gateways {
 			path := gatewayPath(i, j, "address")
 			switch {
 			case !g.Address.IsValid():
 				r.errorf(path, "is required: the gateway's address in its site's node network")
-			case !inAny(s.NodeCIDRs, g.Address):
-				r.errorf(path, "%s is not inside the nodeCIDRs of site %q %v", g.Address, s.Name, s.NodeCIDRs)
+			case !sites[i].nodes.containsAddr(g.Address, r):
+				r.errorf(path, "%s is not inside the nodeCIDRs of site %q %v", g.Address, s.Name, shortList(s.NodeCIDRs))
 			}
-			checkAddr6(r, gatewayPath(i, j, "address6"), g.Address6, s)
+			checkAddr6(r, gatewayPath(i, j, "address6"), g.Address6, s, sites[i])
 		}
 	}
 }
@@ -207,9 +251,10 @@ func nodePath(site, node int, name string) string {
 
 // checkNodes: the nodes of each site have unique names, addresses in the
 // node CIDRs and disjoint pod CIDRs inside the site's pod CIDRs.
-func checkNodes(c *Config, r *reporter) {
+func checkNodes(c *Config, sites []siteIndex, r *reporter) {
 	for i, s := range c.Sites {
 		names := map[string]string{}
+		var pods, pods6 []cidr
 		for j, n := range s.Nodes {
 			namePath := nodePath(i, j, "name")
 			if n.Name == "" {
@@ -223,11 +268,11 @@ func checkNodes(c *Config, r *reporter) {
 			addrPath := nodePath(i, j, "address")
 			if !n.Address.IsValid() {
 				r.errorf(addrPath, "is required")
-			} else if !inAny(s.NodeCIDRs, n.Address) {
-				r.errorf(addrPath, "%s is not inside the nodeCIDRs of site %q %v", n.Address, s.Name, s.NodeCIDRs)
+			} else if !sites[i].nodes.containsAddr(n.Address, r) {
+				r.errorf(addrPath, "%s is not inside the nodeCIDRs of site %q %v", n.Address, s.Name, shortList(s.NodeCIDRs))
 			}
 
-			checkAddr6(r, nodePath(i, j, "address6"), n.Address6, s)
+			checkAddr6(r, nodePath(i, j, "address6"), n.Address6, s, sites[i])
 			if n.PodCIDR6.IsValid() {
 				p6 := nodePath(i, j, "podCIDR6")
 				switch {
@@ -235,15 +280,10 @@ func checkNodes(c *Config, r *reporter) {
 					r.errorf(p6, "%s is not an IPv6 prefix", n.PodCIDR6)
 				case !n.Address6.IsValid():
 					r.errorf(p6, "needs address6: the gateway routes %s via the node's IPv6 address", n.PodCIDR6)
-				case !withinAny(s.PodCIDRs, n.PodCIDR6):
-					r.errorf(p6, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR6, s.Name, s.PodCIDRs)
+				case !sites[i].pods.containsPrefix(n.PodCIDR6, r):
+					r.errorf(p6, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR6, s.Name, shortList(s.PodCIDRs))
 				}
-				for k, m := range s.Nodes[:j] {
-					if m.PodCIDR6.IsValid() && m.PodCIDR6.Masked().Overlaps(n.PodCIDR6.Masked()) {
-						other := nodePath(i, k, "podCIDR6")
-						r.errorf(p6, "%s overlaps %s %s (line %d)", n.PodCIDR6, other, m.PodCIDR6, r.line(other))
-					}
-				}
+				pods6 = append(pods6, cidr{p6, n.PodCIDR6, i})
 			}
 
 			podPath := nodePath(i, j, "podCIDR")
@@ -251,38 +291,38 @@ func checkNodes(c *Config, r *reporter) {
 				r.errorf(podPath, "is required")
 				continue
 			}
-			if !withinAny(s.PodCIDRs, n.PodCIDR) {
-				r.errorf(podPath, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR, s.Name, s.PodCIDRs)
+			if !sites[i].pods.containsPrefix(n.PodCIDR, r) {
+				r.errorf(podPath, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR, s.Name, shortList(s.PodCIDRs))
 			}
-			for k, m := range s.Nodes[:j] {
-				if m.PodCIDR.IsValid() && m.PodCIDR.Masked().Overlaps(n.PodCIDR.Masked()) {
-					other := nodePath(i, k, "podCIDR")
-					r.errorf(podPath, "%s overlaps %s %s (line %d)", n.PodCIDR, other, m.PodCIDR, r.line(other))
-				}
-			}
+			pods = append(pods, cidr{podPath, n.PodCIDR, i})
+		}
+		for _, list := range [][]cidr{pods6, pods} {
+			sweepOverlaps(list, r, func(a, b cidr) {
+				r.errorf(b.path, "%s overlaps %s %s (line %d)", b.p, a.path, a.p, r.line(a.path))
+			})
 		}
 	}
 }
 
 // checkAddr6: an optional IPv6 LAN address is IPv6 and in the site's
 // node CIDRs.
-func checkAddr6(r *reporter, path string, a netip.Addr, s Site) {
+func checkAddr6(r *reporter, path string, a netip.Addr, s Site, x siteIndex) {
 	switch {
 	case !a.IsValid():
 	case !a.Is6() || a.Is4In6():
 		r.errorf(path, "%s is not an IPv6 address", a)
-	case !inAny(s.NodeCIDRs, a):
-		r.errorf(path, "%s is not inside the nodeCIDRs of site %q %v", a, s.Name, s.NodeCIDRs)
+	case !x.nodes.containsAddr(a, r):
+		r.errorf(path, "%s is not inside the nodeCIDRs of site %q %v", a, s.Name, shortList(s.NodeCIDRs))
 	}
 }
 
 // checkRouterAddress: a site's routerAddress (and routerAddress6) is in
 // its node CIDRs.
-func checkRouterAddress(c *Config, r *reporter) {
+func checkRouterAddress(c *Config, sites []siteIndex, r *reporter) {
 	for i, s := range c.Sites {
-		checkAddr6(r, joinPath(indexPath("sites", i), "routerAddress6"), s.RouterAddress6, s)
-		if s.RouterAddress.IsValid() && !inAny(s.NodeCIDRs, s.RouterAddress) {
-			r.errorf(joinPath(indexPath("sites", i), "routerAddress"), "%s is not inside the nodeCIDRs of site %q %v", s.RouterAddress, s.Name, s.NodeCIDRs)
+		checkAddr6(r, joinPath(indexPath("sites", i), "routerAddress6"), s.RouterAddress6, s, sites[i])
+		if s.RouterAddress.IsValid() && !sites[i].nodes.containsAddr(s.RouterAddress, r) {
+			r.errorf(joinPath(indexPath("sites", i), "routerAddress"), "%s is not inside the nodeCIDRs of site %q %v", s.RouterAddress, s.Name, shortList(s.NodeCIDRs))
 		}
 	}
 }
@@ -363,35 +403,37 @@ func localIndexes(c *Config) (site, gw int) {
 	return site, gw
 }
 
-// tunnelCIDRs are the CIDRs the gateway of site local routes into the
-// tunnel: the node and pod CIDRs of every other site.
-func tunnelCIDRs(c *Config, local int) []cidr {
-	var out []cidr
-	for _, x := range planCIDRs(c) {
-		if x.site >= 0 && x.site != local {
-			out = append(out, x)
+// remoteIndex indexes the CIDRs the local gateway routes into the
+// tunnel: the node and pod CIDRs of every other site. nil when the local
+// site is unknown.
+func remoteIndex(c *Config, plan []cidr, r *reporter) *prefixIndex[cidr] {
+	si, _ := localIndexes(c)
+	if si < 0 {
+		return nil
+	}
+	var remote []cidr
+	for _, x := range plan {
+		if x.site >= 0 && x.site != si {
+			remote = append(remote, x)
 		}
 	}
-	return out
+	return newPrefixIndex(remote, func(x cidr) netip.Prefix { return x.p }, r)
 }
 
 // checkSelfRoute: the local gateway's own addresses are not inside a CIDR
 // it routes into the tunnel, or it would send its own traffic to a peer.
-func checkSelfRoute(c *Config, r *reporter) {
+func checkSelfRoute(c *Config, remote *prefixIndex[cidr], r *reporter) {
 	si, gi := localIndexes(c)
 	if si < 0 {
 		return
 	}
-	remote := tunnelCIDRs(c, si)
 	check := func(path string, a netip.Addr) {
 		if !a.IsValid() {
 			return
 		}
-		for _, x := range remote {
-			if x.p.Masked().Contains(a) {
-				r.errorf(path, "%s is inside %s %s (line %d) of another site: this gateway would route its own traffic into the tunnel", a, x.path, x.p, r.line(x.path))
-			}
-		}
+		remote.covering(netip.PrefixFrom(a, a.BitLen()), r, func(x cidr) {
+			r.errorf(path, "%s is inside %s %s (line %d) of another site: this gateway would route its own traffic into the tunnel", a, x.path, x.p, r.line(x.path))
+		})
 	}
 	if gi >= 0 {
 		check(gatewayPath(si, gi, "address"), c.Sites[si].Gateways[gi].Address)
@@ -404,12 +446,11 @@ func checkSelfRoute(c *Config, r *reporter) {
 
 // checkEndpoints warns about remote gateway endpoints the local gateway
 // cannot use as they are.
-func checkEndpoints(c *Config, r *reporter) {
+func checkEndpoints(c *Config, remote *prefixIndex[cidr], r *reporter) {
 	si, _ := localIndexes(c)
 	if si < 0 {
 		return
 	}
-	remote := tunnelCIDRs(c, si)
 	listen := c.ListenAddr.Addr()
 	dualStack := listen.Is6() && listen.IsUnspecified()
 	for i, s := range c.Sites {
@@ -422,16 +463,108 @@ func checkEndpoints(c *Config, r *reporter) {
 				continue
 			}
 			path := gatewayPath(i, j, "endpoint")
-			for _, x := range remote {
-				if x.p.Masked().Contains(a) {
-					r.warnf(path, "%s is inside %s %s (line %d), which is routed into the tunnel: tunnel packets to it would loop unless the host routes them outside the tunnel", a, x.path, x.p, r.line(x.path))
-				}
-			}
+			remote.covering(netip.PrefixFrom(a, a.BitLen()), r, func(x cidr) {
+				r.warnf(path, "%s is inside %s %s (line %d), which is routed into the tunnel: tunnel packets to it would loop unless the host routes them outside the tunnel", a, x.path, x.p, r.line(x.path))
+			})
 			if listen.IsValid() && !dualStack && a.Is4() != listen.Is4() {
 				r.warnf(path, "%s cannot be reached from listen address %s (other address family)", a, c.ListenAddr)
 			}
 		}
 	}
+}
+
+// checkNextHopFamilies warns about what `bridgehead routes` refuses: a
+// site whose nodes need a route to another site's IPv6 (or IPv4) CIDR,
+// but which has no next hop of that family (routerAddress6/address6, or
+// routerAddress/address). Linux cannot route a destination via a next hop
+// of the other family. It is a warning, not a problem: the gateways
+// forward all the same, and configs that ran before keep running; but the
+// nodes of that site cannot be given routes to those CIDRs.
+func checkNextHopFamilies(c *Config, r *reporter) {
+	// For each family, the first two sites with CIDRs of it: enough to
+	// name "another site" for every site in one pass.
+	type owner struct {
+		site int
+		path string
+		p    netip.Prefix
+	}
+	var first [2][]owner // [0] IPv4, [1] IPv6
+	for i, s := range c.Sites {
+		sp := indexPath("sites", i)
+		for _, list := range []struct {
+			field string
+			ps    []netip.Prefix
+		}{{"nodeCIDRs", s.NodeCIDRs}, {"podCIDRs", s.PodCIDRs}} {
+			for k, p := range list.ps {
+				r.ops++
+				if !p.IsValid() {
+					continue
+				}
+				f := 0
+				if p.Addr().Is6() {
+					f = 1
+				}
+				if n := len(first[f]); n < 2 && (n == 0 || first[f][0].site != i) {
+					first[f] = append(first[f], owner{i, indexPath(joinPath(sp, list.field), k), p})
+				}
+			}
+		}
+	}
+	for i, s := range c.Sites {
+		if len(s.Gateways) == 0 {
+			continue // a problem of its own (checkSiteGateways)
+		}
+		var has [2]bool
+		hop := func(a netip.Addr) {
+			if a.IsValid() {
+				has[btoi(a.Is6())] = true
+			}
+		}
+		hop(s.RouterAddress)
+		hop(s.RouterAddress6)
+		for _, g := range s.Gateways {
+			hop(g.Address)
+			hop(g.Address6)
+		}
+		for f, fam := range []string{"IPv4", "IPv6"} {
+			if has[f] {
+				continue
+			}
+			for _, o := range first[f] {
+				if o.site == i {
+					continue
+				}
+				field := "routerAddress/address"
+				if f == 1 {
+					field = "routerAddress6/address6"
+				}
+				r.warnf(indexPath("sites", i), "site %q has no %s next hop (%s) for its nodes' routes to %s CIDRs such as %s %s (line %d) of site %q: `bridgehead routes -site %s` fails",
+					s.Name, fam, field, fam, o.path, o.p, r.line(o.path), c.Sites[o.site].Name, s.Name)
+				break
+			}
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// siteIndex holds the containment indexes of one site's CIDRs.
+type siteIndex struct {
+	nodes, pods *prefixIndex[netip.Prefix]
+}
+
+func newSiteIndexes(c *Config, r *reporter) []siteIndex {
+	id := func(p netip.Prefix) netip.Prefix { return p }
+	out := make([]siteIndex, len(c.Sites))
+	for i, s := range c.Sites {
+		out[i] = siteIndex{nodes: newPrefixIndex(s.NodeCIDRs, id, r), pods: newPrefixIndex(s.PodCIDRs, id, r)}
+	}
+	return out
 }
 
 // inAny reports whether a is inside one of ps.
@@ -444,14 +577,14 @@ func inAny(ps []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-// withinAny reports whether q lies entirely inside one of ps.
-func withinAny(ps []netip.Prefix, q netip.Prefix) bool {
-	for _, p := range ps {
-		if p.IsValid() && p.Bits() <= q.Bits() && p.Masked().Contains(q.Addr()) {
-			return true
-		}
+// shortList formats a list of prefixes for a message, eliding all but
+// the first few of a long one.
+func shortList(ps []netip.Prefix) string {
+	const show = 4
+	if len(ps) <= show+1 {
+		return fmt.Sprint(ps)
 	}
-	return false
+	return fmt.Sprintf("%v … %d more]", ps[:show], len(ps)-show)
 }
 
 // CheckFile loads path and reports every problem in it at once: those
@@ -465,9 +598,16 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	c, problems, warnings := CheckData(path, data, opts)
+	return c, problems, warnings, nil
+}
+
+// CheckData is CheckFile on data already read from path, for a caller
+// that compared HashData(data) with the running config first.
+func CheckData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
 	c, decodeErrs := defaultLoader().parseAll(path, data)
 	if c == nil {
-		return nil, decodeErrs, nil, nil
+		return nil, decodeErrs, nil
 	}
 	problems, warnings := Check(c, opts)
 	bad := map[string]bool{}
@@ -481,7 +621,7 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 		}
 	}
 	if len(all) > 0 {
-		return nil, all.sorted(), warnings, nil
+		return nil, all.sorted(), warnings
 	}
-	return c, nil, warnings, nil
+	return c, nil, warnings
 }

@@ -101,7 +101,7 @@ func TestCheck(t *testing.T) {
 		{name: "service CIDR overlaps two sites", repl: map[int]string{13: "    - 10.0.0.0/15", 14: ""},
 			problems: []want{
 				{13, "cluster.serviceCIDRs[0]", "overlaps sites[0].nodeCIDRs[0] 10.0.0.0/16 (line 22)"},
-				{13, "cluster.serviceCIDRs[0]", "overlaps sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 46)"},
+				{13, "cluster.serviceCIDRs[0]", "overlaps sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 45)"},
 			}},
 
 		// checkReserved
@@ -126,15 +126,20 @@ func TestCheck(t *testing.T) {
 			problems: []want{{50, "sites[1].gateways", `site "b" has no gateways`}}},
 		{name: "site without CIDRs", repl: map[int]string{45: "", 46: "", 47: "", 48: "", 49: "", 52: ""},
 			problems: []want{{51, "sites[1].gateways[0].address", "is required"}},
-			warnings: []want{{44, "sites[1]", `site "b" has no nodeCIDRs and no podCIDRs`}}},
+			warnings: []want{
+				{44, "sites[1]", `site "b" has no nodeCIDRs and no podCIDRs`},
+				{44, "sites[1]", `site "b" has no IPv4 next hop`},
+				{44, "sites[1]", `site "b" has no IPv6 next hop`},
+			}},
 
 		// checkGatewayAddresses
 		{name: "gateway address outside node CIDRs", repl: map[int]string{52: "        address: 10.2.0.10"},
-			problems: []want{{52, "sites[1].gateways[0].address", `10.2.0.10 is not inside the nodeCIDRs of site "b" [10.1.0.0/16]`}}},
+			problems: []want{{52, "sites[1].gateways[0].address", `10.2.0.10 is not inside the nodeCIDRs of site "b" [10.1.0.0/16 fd00:b::/64]`}}},
 		{name: "gateway address in a pod CIDR", repl: map[int]string{52: "        address: 10.245.0.10"},
 			problems: []want{{52, "sites[1].gateways[0].address", "is not inside the nodeCIDRs"}}},
 		{name: "gateway address missing", repl: map[int]string{52: ""},
-			problems: []want{{51, "sites[1].gateways[0].address", "is required"}}},
+			problems: []want{{51, "sites[1].gateways[0].address", "is required"}},
+			warnings: []want{{44, "sites[1]", `site "b" has no IPv4 next hop (routerAddress/address) for its nodes' routes to IPv4 CIDRs such as sites[0].nodeCIDRs[0] 10.0.0.0/16 (line 22) of site "a": ` + "`bridgehead routes -site b` fails"}}},
 
 		// checkNodes
 		{name: "node pod CIDR outside site pod CIDRs", repl: map[int]string{43: "        podCIDR: 10.245.2.0/24"},
@@ -163,7 +168,7 @@ func TestCheck(t *testing.T) {
 		{name: "router address in another site", repl: map[int]string{26: "    routerAddress: 10.1.0.5"},
 			problems: []want{
 				{26, "sites[0].routerAddress", "is not inside the nodeCIDRs"},
-				{26, "sites[0].routerAddress", "10.1.0.5 is inside sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 46) of another site"},
+				{26, "sites[0].routerAddress", "10.1.0.5 is inside sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 45) of another site"},
 			}},
 		{name: "listen address in another site", repl: map[int]string{5: "listen: 10.245.0.1:51820"},
 			problems: []want{{5, "listen", "is inside sites[1].podCIDRs[0] 10.245.0.0/16 (line 48)"}}},
@@ -175,7 +180,7 @@ func TestCheck(t *testing.T) {
 
 		// checkEndpoints
 		{name: "remote endpoint routed into the tunnel", repl: map[int]string{53: "        endpoint: 10.1.0.10:51820"},
-			warnings: []want{{53, "sites[1].gateways[0].endpoint", "10.1.0.10 is inside sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 46), which is routed into the tunnel"}}},
+			warnings: []want{{53, "sites[1].gateways[0].endpoint", "10.1.0.10 is inside sites[1].nodeCIDRs[0] 10.1.0.0/16 (line 45), which is routed into the tunnel"}}},
 		{name: "remote endpoint of the other family", repl: map[int]string{53: "        endpoint: '[2001:db8::9]:51820'"},
 			warnings: []want{{53, "sites[1].gateways[0].endpoint", "cannot be reached from listen address 0.0.0.0:51820"}}},
 		{name: "dual-stack listener reaches both families", repl: map[int]string{5: "listen: '[::]:51820'", 53: "        endpoint: '[2001:db8::9]:51820'"}},

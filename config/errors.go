@@ -95,6 +95,8 @@ type reporter struct {
 	lines map[string]int
 	errs  ErrorList
 	warns ErrorList
+	// ops counts the primitive steps of Check's rules (see prefixset.go).
+	ops int
 }
 
 func (r *reporter) errorAt(line int, field, format string, args ...any) {

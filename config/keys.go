@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // keyLen is the length of an X25519 key.
@@ -45,11 +46,7 @@ func parsePublicKey(s string) ([]byte, error) {
 	if err != nil {
 		return nil, errors.New("is not an X25519 public key")
 	}
-	// Any scalar works: X25519 clamps it to a multiple of the cofactor, so
-	// a low-order point always yields zero, which ECDH reports as an error.
-	scalar := make([]byte, keyLen)
-	scalar[0] = 1
-	priv, err := ecdh.X25519().NewPrivateKey(scalar)
+	priv, err := lowOrderProbe()
 	if err != nil {
 		return nil, fmt.Errorf("cannot check key: %v", err)
 	}
@@ -58,6 +55,17 @@ func parsePublicKey(s string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// lowOrderProbe is the private key parsePublicKey multiplies peers' keys
+// by. Any scalar works: X25519 clamps it to a multiple of the cofactor, so
+// a low-order point always yields zero, which ECDH reports as an error.
+// Made once (it costs a scalar multiplication, as much as the check
+// itself, and catalogs list hundreds of keys); immutable afterwards.
+var lowOrderProbe = sync.OnceValues(func() (*ecdh.PrivateKey, error) {
+	scalar := make([]byte, keyLen)
+	scalar[0] = 1
+	return ecdh.X25519().NewPrivateKey(scalar)
+})
 
 // parsePrivateKey decodes the contents of a private key file: one base64
 // key, surrounding whitespace ignored. It returns the matching public key.

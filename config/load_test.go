@@ -334,8 +334,8 @@ func TestParseErrors(t *testing.T) {
 			[]want{{8, "", "invalid YAML"}}},
 		{"two documents", map[int]string{17: "---\nsite: b"},
 			[]want{{17, "", "more than one YAML document"}}},
-		{"every problem at once, sorted by line", map[int]string{6: "cipher: x", 9: "  mtu: 1", 46: "      - 1.2.3.4/40"},
-			[]want{{6, "cipher", "is not a cipher"}, {9, "interface.mtu", "out of range"}, {46, "sites[1].nodeCIDRs[0]", "is not a CIDR"}}},
+		{"every problem at once, sorted by line", map[int]string{6: "cipher: x", 9: "  mtu: 1", 45: "    nodeCIDRs: [1.2.3.4/40]"},
+			[]want{{6, "cipher", "is not a cipher"}, {9, "interface.mtu", "out of range"}, {45, "sites[1].nodeCIDRs[0]", "is not a CIDR"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -151,13 +151,16 @@ func Run(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
-	if err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
+	if _, err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
 		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reloads := make(chan struct{})
+	// The loop keeps only the path: capturing cfg would keep the start-up
+	// config (tens of MB for a large catalog) alive after every reload.
+	path := cfg.Path
 	repair := time.NewTicker(routeRepairInterval)
 	defer repair.Stop()
 	go func() {
@@ -172,11 +175,11 @@ func Run(ctx context.Context, o Options) error {
 				g.mu.Unlock()
 			case <-hup:
 				notify.Reloading()
-				g.reload(cfg.Path, "SIGHUP")
+				g.reload(path, "SIGHUP")
 				notify.Ready()
 			case <-changed:
 				notify.Reloading()
-				g.reload(cfg.Path, "file changed")
+				g.reload(path, "file changed")
 				notify.Ready()
 			}
 		}

@@ -401,3 +401,38 @@ func TestReloadKernelFailureLog(t *testing.T) {
 		t.Fatalf("refusal log does not name the running config:\n%s", out)
 	}
 }
+
+// TestReloadUnchangedIsNotParsed: a reload of a file whose bytes hash like
+// the running config's compares the hash before parsing (issue #14: each
+// no-op reload of a 100k-prefix catalog parsed and checked it for
+// seconds). Shown without timing: a file that would no longer pass the
+// checks (its private key file is gone) but is byte-for-byte the running
+// one is not looked at, only the kernel state is re-applied; one byte more
+// and it is parsed, and refused.
+func TestReloadUnchangedIsNotParsed(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	pathA := keys.write(t, dir, "a", sa, sb)
+	bindA, bindB := udp.NewPair(epA, epB)
+	bindB.Close()
+	ga, _, kernA := startGateway(t, pathA, bindA)
+	before := ga.cfg.Load()
+	if err := os.Remove(filepath.Join(dir, "a.key")); err != nil {
+		t.Fatal(err)
+	}
+	calls := kernA.calls
+	if err := ga.reload(pathA, "test"); err != nil {
+		t.Fatalf("reload of the unchanged file parsed it: %v", err)
+	}
+	if kernA.calls != calls+1 || ga.cfg.Load() != before {
+		t.Fatalf("unchanged reload: %d kernel applies (want 1), config replaced %v", kernA.calls-calls, ga.cfg.Load() != before)
+	}
+	if err := os.WriteFile(pathA, append([]byte(mustRead(t, pathA)), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := ga.reload(pathA, "test"); err == nil || !strings.Contains(err.Error(), "a.key does not exist") {
+		t.Fatalf("reload of a changed file = %v, want the missing key reported", err)
+	}
+}

@@ -132,6 +132,9 @@ func (s *Setup) Apply(w Want) error {
 			s.log.Warn("replacing a route bridgehead did not install", "prefix", p)
 		}
 	}
+	// One log line per Apply: a catalog of 100k prefixes would otherwise
+	// log 100k lines at start-up (each route is logged at debug level).
+	added, removed := 0, 0
 	// Install what is wanted first, and remove what is no longer wanted
 	// only afterwards: RouteReplace overwrites a route to the same prefix
 	// (a prefix moving between tunnel and via, a new next hop), and if it
@@ -148,7 +151,8 @@ func (s *Setup) Apply(w Want) error {
 		}
 		s.tunnel[p] = true
 		delete(s.via, p) // replaced
-		s.log.Info("route added", "prefix", p, "dev", w.Link)
+		added++
+		s.log.Debug("route added", "prefix", p, "dev", w.Link)
 	}
 	for _, p := range sortedKeys(wantVia) {
 		gw := wantVia[p]
@@ -162,7 +166,8 @@ func (s *Setup) Apply(w Want) error {
 		}
 		s.via[p] = gw
 		delete(s.tunnel, p) // replaced
-		s.log.Info("route added", "prefix", p, "via", gw)
+		added++
+		s.log.Debug("route added", "prefix", p, "via", gw)
 	}
 	for _, p := range sortedKeys(s.tunnel) {
 		if wantTunnel[p] {
@@ -176,7 +181,8 @@ func (s *Setup) Apply(w Want) error {
 			continue
 		}
 		delete(s.tunnel, p)
-		s.log.Info("route removed", "prefix", p, "dev", w.Link)
+		removed++
+		s.log.Debug("route removed", "prefix", p, "dev", w.Link)
 	}
 	for _, p := range sortedKeys(s.via) {
 		if _, ok := wantVia[p]; ok || wantTunnel[p] {
@@ -187,7 +193,12 @@ func (s *Setup) Apply(w Want) error {
 			continue
 		}
 		delete(s.via, p)
-		s.log.Info("route removed", "prefix", p)
+		removed++
+		s.log.Debug("route removed", "prefix", p)
+	}
+	if added+removed > 0 {
+		s.log.Info("kernel routes updated", "link", w.Link, "added", added, "removed", removed,
+			"tunnel", len(s.tunnel), "via", len(s.via), "failed", len(errs))
 	}
 	return errors.Join(errs...)
 }

@@ -1,9 +1,12 @@
 package lpm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+
+	"github.com/bridgehead/bridgehead/bench/catalog"
 )
 
 // benchTable fills a table with n random prefixes, half IPv4 (/8 to /32)
@@ -46,3 +49,84 @@ func benchLookup(b *testing.B, n int) {
 
 func BenchmarkLookup10(b *testing.B)   { benchLookup(b, 10) }
 func BenchmarkLookup100k(b *testing.B) { benchLookup(b, 100_000) }
+
+func BenchmarkLookup10k(b *testing.B) { benchLookup(b, 10_000) }
+
+// catalogTable is the routing table of a generated catalog (package
+// bench/catalog: 200 sites x 3 gateways, /25 pod prefixes in 10.0.0.0/8
+// and a /24 node CIDR per site) with n pod prefixes, and addresses that
+// hit its prefixes at random: the shape issue #14 measures.
+func catalogTable(tb testing.TB, n int) (*Table[int], []netip.Addr) {
+	tb.Helper()
+	sites := min(200, n)
+	c, err := catalog.New(catalog.Options{Sites: sites, Gateways: 3, Prefixes: n})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tab := &Table[int]{}
+	var prefixes []netip.Prefix
+	for i, s := range c.Sites {
+		tab.Insert(s.NodeCIDR, i)
+		prefixes = append(prefixes, s.NodeCIDR)
+		for _, p := range s.Pods {
+			tab.Insert(p, i)
+			prefixes = append(prefixes, p)
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), 7))
+	addrs := make([]netip.Addr, 1<<16)
+	for i := range addrs {
+		addrs[i] = randInside(rng, prefixes[rng.IntN(len(prefixes))])
+	}
+	return tab, addrs
+}
+
+// BenchmarkLookupCatalog: route lookup ns/op at 10, 10,000 and 100,000
+// catalog prefixes. A trie walk is bounded by the address length (at most
+// four 8-bit strides for IPv4), so the figure must stay flat as the table
+// grows; a table that degrades to a scan shows up here as 10^4 times
+// slower.
+func BenchmarkLookupCatalog(b *testing.B) {
+	for _, n := range []int{10, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("prefixes=%d", n), func(b *testing.B) {
+			tab, addrs := catalogTable(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			hits := 0
+			for i := 0; b.Loop(); i++ {
+				if _, ok := tab.Lookup(addrs[i&(len(addrs)-1)]); ok {
+					hits++
+				}
+			}
+			if hits == 0 {
+				b.Fatal("no hits")
+			}
+		})
+	}
+}
+
+// BenchmarkBuildCatalog: building the table of a catalog, which every
+// reload does (the router swaps in a new table whole).
+func BenchmarkBuildCatalog(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		c, err := catalog.New(catalog.Options{Prefixes: n})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("prefixes=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tab := &Table[int]{}
+				for i, s := range c.Sites {
+					tab.Insert(s.NodeCIDR, i)
+					for _, p := range s.Pods {
+						tab.Insert(p, i)
+					}
+				}
+				if tab.Len() != c.PrefixCount() {
+					b.Fatalf("%d routes, want %d", tab.Len(), c.PrefixCount())
+				}
+			}
+		})
+	}
+}
