@@ -59,10 +59,12 @@ func (r *Router) queueHandshake(msg []byte, from netip.AddrPort) {
 // handshakeLoop owns all handshake state. It answers and completes
 // handshakes, retransmits, gives up, and flushes queued packets.
 func (r *Router) handshakeLoop(ctx context.Context) error {
-	// One ticker at ProbeTick drives both the probes and, every
-	// TimerTick, the slower session timers.
-	tick, stop := r.clock.Ticker(ProbeTick)
-	defer stop()
+	// One ticker drives the probes (every st.probeTick, a quarter of the
+	// shortest probe interval) and, every TimerTick, the slower session
+	// timers.
+	period := r.state.Load().probeTick
+	tick, stop := r.clock.Ticker(period)
+	defer func() { stop() }()
 	scratch := make([]byte, r.bufSize)
 	var lastTimers time.Time
 	for {
@@ -80,7 +82,13 @@ func (r *Router) handshakeLoop(ctx context.Context) error {
 				lastTimers = now
 				r.timers(now)
 			}
-			r.probeTimers(r.state.Load(), now)
+			st := r.state.Load()
+			r.probeTimers(st, now)
+			if st.probeTick != period {
+				stop()
+				period = st.probeTick
+				tick, stop = r.clock.Ticker(period)
+			}
 		}
 	}
 }

@@ -19,8 +19,10 @@ const (
 	// ProbeMisses is how many probe intervals of silence mark a gateway
 	// down.
 	ProbeMisses = 3
-	// ProbeTick is how often the handshake loop looks at probe timers:
-	// a down gateway is noticed at most this late.
+	// ProbeTick is the shortest interval at which the handshake loop
+	// looks at probe timers; it uses a quarter of the shortest probe
+	// interval of its peers, at least this and at most TimerTick, so a
+	// down gateway is noticed at most a quarter interval late.
 	ProbeTick = 20 * time.Millisecond
 )
 
@@ -104,10 +106,16 @@ func (l *liveness) init(interval time.Duration) {
 }
 
 func (l *liveness) setInterval(d time.Duration) {
+	l.interval.Store(int64(probeInterval(d)))
+}
+
+// probeInterval is the interval a configured value d means: the default
+// for zero, else d within [MinProbeInterval, MaxProbeInterval].
+func probeInterval(d time.Duration) time.Duration {
 	if d <= 0 {
-		d = DefaultProbeInterval
+		return DefaultProbeInterval
 	}
-	l.interval.Store(int64(clampDuration(d, MinProbeInterval, MaxProbeInterval)))
+	return clampDuration(d, MinProbeInterval, MaxProbeInterval)
 }
 
 func clampDuration(d, lo, hi time.Duration) time.Duration {

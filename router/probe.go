@@ -88,12 +88,12 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 		session := kp != nil && usable(kp, now)
 		a := p.live.evaluate(mono, wall, session)
 		if a.changed {
+			// No new handshake here: a peer that lost our session
+			// (it restarted) starts one itself when our probes hit
+			// an index it does not know, and a dead path would
+			// only add handshake load; on a loaded gateway that
+			// load would feed more false downs.
 			r.logLiveness(p, a.from, now)
-			if p.live.State() == LiveDown && p.hs.pending == nil {
-				// A fresh handshake tells a dead path from a peer
-				// that lost our session (it restarted).
-				r.initiate(p, now, false)
-			}
 		}
 		if !a.probe {
 			continue

@@ -208,7 +208,7 @@ func New(o Options) (*Router, error) {
 		r.filter.Store(&o.Filter)
 	}
 	r.index.onChange = r.syncFilterIndices
-	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}}
+	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil
 }

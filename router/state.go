@@ -91,6 +91,10 @@ type routingState struct {
 
 	clampMSS     bool
 	icmp4, icmp6 netip.Addr
+	// probeTick is how often the handshake loop runs probeTimers: a
+	// quarter of the shortest probe interval, within [ProbeTick,
+	// TimerTick].
+	probeTick time.Duration
 }
 
 type peerKey struct {
@@ -135,6 +139,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 	}
 	owner := make(map[netip.Prefix]string)
 	var updates []peerUpdate
+	shortest := time.Duration(MaxProbeInterval)
 	for _, sc := range c.Sites {
 		if sc.Name == "" {
 			return nil, nil, nil, fmt.Errorf("router: site with empty name")
@@ -176,6 +181,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
 				updates = append(updates, peerUpdate{p, gc})
 			}
+			shortest = min(shortest, probeInterval(gc.ProbeInterval))
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p
 			st.order = append(st.order, p)
@@ -185,6 +191,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 	if st.local == nil {
 		return nil, nil, nil, fmt.Errorf("router: local site %q is not in the site list", c.LocalSite)
 	}
+	st.probeTick = clampDuration(shortest/4, ProbeTick, TimerTick)
 	gone := make([]*Peer, 0, len(reuse))
 	for _, p := range reuse {
 		gone = append(gone, p)
