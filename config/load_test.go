@@ -323,9 +323,12 @@ func TestParseErrors(t *testing.T) {
 			[]want{{8, "interface.name", "is not allowed"}}},
 		{"syntax error", map[int]string{8: "  name: [bh0"},
 			[]want{{8, "", "invalid YAML: did not find expected ',' or ']'"}}},
-		// yaml.v3 names the line where the enclosing block starts.
+		// yaml.v3 names the line where the enclosing block starts (38);
+		// the error names the line with the bad indentation.
 		{"bad indentation", map[int]string{42: "       address: 10.0.1.2"},
-			[]want{{38, "", "invalid YAML: did not find expected '-' indicator"}}},
+			[]want{{42, "", "invalid YAML: did not find expected '-' indicator"}}},
+		{"bad indentation of a mapping key", map[int]string{31: "       endpoint: 198.51.100.1:51820"},
+			[]want{{31, "", "invalid YAML: did not find expected '-' indicator"}}},
 		{"mapping inside scalar", map[int]string{11: "  name: a: b"},
 			[]want{{11, "", "invalid YAML: mapping values are not allowed"}}},
 		{"unknown anchor", map[int]string{13: "    - *svc"},
