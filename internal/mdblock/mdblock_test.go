@@ -1,0 +1,28 @@
+package mdblock
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	md := "# t\n\n<!-- runs-in: TestX -->\n```sh\necho a\n```\n\ntext\n```yaml\nk: v\n```\n<!-- not-run: needs root -->\n\n~~~sh\nx\n~~~\n"
+	got, err := Parse("r.md", []byte(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Block{
+		{File: "r.md", Line: 4, Lang: "sh", Text: "echo a\n", Marker: "runs-in", Arg: "TestX"},
+		{File: "r.md", Line: 9, Lang: "yaml", Text: "k: v\n"},
+		{File: "r.md", Line: 14, Lang: "sh", Text: "x\n", Marker: "not-run", Arg: "needs root"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestParseUnclosed(t *testing.T) {
+	if _, err := Parse("r.md", []byte("```sh\necho\n")); err == nil {
+		t.Fatal("unclosed block accepted")
+	}
+}
