@@ -26,12 +26,15 @@ import (
 //     `bridgehead routes` for every site in every format. A block that is
 //     not a whole file is marked <!-- fragment: reason --> and is checked
 //     merged over the last whole config before it (its top-level keys
-//     replace the example's);
+//     replace the example's); a YAML block that is no bridgehead config
+//     (cloud-init, a manifest) is marked <!-- not-config: reason -->;
 //   - every ```sh block of README.md is marked, on the line before it,
 //     <!-- runs-in: TestName --> (that test runs it; it must exist) or
 //     <!-- not-run: reason -->;
 //   - the commands the README's ```sh blocks call are exactly the CLI's
-//     command table, and every flag they pass is one of that command's.
+//     command table, and every flag they pass is one of that command's;
+//     the commands in deploy/README.md's code blocks exist and take the
+//     flags they are given.
 
 const repo = "../.."
 
@@ -55,6 +58,12 @@ func TestReadmeConfigs(t *testing.T) {
 		n := 0
 		for _, b := range readBlocks(t, file) {
 			if b.Lang != "yaml" {
+				continue
+			}
+			if b.Marker == "not-config" {
+				if len(strings.Fields(b.Arg)) < 2 {
+					t.Errorf("%s: not-config needs a reason, got %q", b, b.Arg)
+				}
 				continue
 			}
 			text := b.Text
@@ -94,7 +103,7 @@ func checkEverySite(t *testing.T, text string) {
 	root := doc.Content[0]
 	sites := mapValue(root, "sites")
 	if sites == nil || len(sites.Content) == 0 {
-		t.Fatal("no sites: a README config must be a whole config, or be marked <!-- fragment: ... -->")
+		t.Fatal("no sites: a README config must be a whole config, or be marked <!-- fragment: reason --> (merged into the example before it) or <!-- not-config: reason -->")
 	}
 	dir := t.TempDir()
 	type gw struct{ site, name, keyFile string }
@@ -268,38 +277,44 @@ func testFuncs(t *testing.T) map[string]bool {
 // readmeCalls returns, per command the README's shell blocks call, the
 // flags they pass it.
 func readmeCalls(t *testing.T) map[string]map[string]bool {
+	var lines []string
+	for _, b := range readBlocks(t, "README.md") {
+		if shellLang(b.Lang) {
+			lines = append(lines, strings.Split(b.Text, "\n")...)
+		}
+	}
+	return bridgeheadCalls(lines)
+}
+
+// bridgeheadCalls collects the commands and flags of the lines that start
+// with "bridgehead " (comments after # left out).
+func bridgeheadCalls(lines []string) map[string]map[string]bool {
 	calls := map[string]map[string]bool{}
 	flagRE := regexp.MustCompile(`(?:^|[\s\[])(--?[a-z][a-z0-9-]*)`)
-	for _, b := range readBlocks(t, "README.md") {
-		if !shellLang(b.Lang) {
+	for _, line := range lines {
+		line, _, _ = strings.Cut(line, "#")
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "bridgehead" {
 			continue
 		}
-		for _, line := range strings.Split(b.Text, "\n") {
-			line, _, _ = strings.Cut(line, "#")
-			fields := strings.Fields(line)
-			if len(fields) < 2 || fields[0] != "bridgehead" {
-				continue
-			}
-			cmd := fields[1]
-			if calls[cmd] == nil {
-				calls[cmd] = map[string]bool{}
-			}
-			for _, m := range flagRE.FindAllStringSubmatch(strings.Join(fields[2:], " "), -1) {
-				calls[cmd][m[1]] = true
-			}
+		cmd := fields[1]
+		if calls[cmd] == nil {
+			calls[cmd] = map[string]bool{}
+		}
+		for _, m := range flagRE.FindAllStringSubmatch(strings.Join(fields[2:], " "), -1) {
+			calls[cmd][m[1]] = true
 		}
 	}
 	return calls
 }
 
-func TestReadmeCommandList(t *testing.T) {
-	calls := readmeCalls(t)
-	var listed []string
+// checkCalls reports calls of unknown commands or with unknown flags.
+func checkCalls(t *testing.T, file string, calls map[string]map[string]bool) {
+	t.Helper()
 	for cmd, flags := range calls {
-		listed = append(listed, cmd)
 		c, ok := lookup(cmd)
 		if !ok || c.name != cmd {
-			t.Errorf("README.md calls `bridgehead %s`, which is not a command (commands: %s)", cmd, strings.Join(commandNames(), ", "))
+			t.Errorf("%s calls `bridgehead %s`, which is not a command (commands: %s)", file, cmd, strings.Join(commandNames(), ", "))
 			continue
 		}
 		known := map[string]bool{}
@@ -308,15 +323,53 @@ func TestReadmeCommandList(t *testing.T) {
 		}
 		for f := range flags {
 			if !known[f] {
-				t.Errorf("README.md passes %s to `bridgehead %s`, which has only %s", f, cmd, strings.Join(c.flagNames(), " "))
+				t.Errorf("%s passes %s to `bridgehead %s`, which has only %s", file, f, cmd, strings.Join(c.flagNames(), " "))
 			}
 		}
 	}
+}
+
+func TestDeployReadmeCommands(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(repo, "deploy/README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		lines = append(lines, strings.TrimSpace(l)) // indented and fenced blocks alike
+	}
+	calls := bridgeheadCalls(lines)
+	if len(calls) == 0 {
+		t.Fatal("deploy/README.md calls no bridgehead command")
+	}
+	checkCalls(t, "deploy/README.md", calls)
+}
+
+func TestReadmeCommandList(t *testing.T) {
+	calls := readmeCalls(t)
+	checkCalls(t, "README.md", calls)
+	var listed []string
+	for cmd := range calls {
+		listed = append(listed, cmd)
+	}
+	sort.Strings(listed)
 	for _, name := range commandNames() {
 		if calls[name] == nil {
-			sort.Strings(listed)
 			t.Errorf("README.md does not list `bridgehead %s` in a ```sh block (it lists %s)", name, strings.Join(listed, ", "))
 		}
+	}
+}
+
+func TestMergeTop(t *testing.T) {
+	base := "site: a\nrelay: {x: 1}\nsites: []\n"
+	got := mergeTop(t, "test", base, "relay:\n  y: 2\nmetrics: {listen: ':1'}\n")
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(got), &m); err != nil {
+		t.Fatal(err)
+	}
+	relay, _ := m["relay"].(map[string]any)
+	if m["site"] != "a" || relay["y"] != 2 || relay["x"] != nil || m["metrics"] == nil {
+		t.Fatalf("merged:\n%s", got)
 	}
 }
 

@@ -8,6 +8,8 @@
 //	<!-- runs-in: TestName -->      the block is run by that test
 //	<!-- not-run: reason -->        the block is not run, for that reason
 //	<!-- fragment: reason -->       a config block that is not a whole file
+//	<!-- not-config: reason -->     a YAML block that is no bridgehead config
+//	                                (cloud-init, a Kubernetes manifest)
 //
 // Functions here keep no state; they are safe for concurrent use.
 package mdblock
@@ -27,7 +29,7 @@ type Block struct {
 	Lang string // info string after the fence ("sh", "yaml")
 	Text string // the lines between the fences, each ending in "\n"
 	// Marker is the kind of the preceding marker comment ("runs-in",
-	// "not-run", "fragment") and Arg what follows its colon; both are
+	// "not-run", "fragment", "not-config") and Arg what follows its colon; both are
 	// empty without a marker.
 	Marker, Arg string
 }
