@@ -123,7 +123,7 @@ func (d *decoder) yamlError(err error, data []byte) {
 			if n, err := strconv.Atoi(num); err == nil && n > 0 {
 				line, msg = n, text
 				if strings.HasPrefix(text, "did not find expected") || strings.HasPrefix(text, "found a tab character") {
-					line = problemLine(data, n+1, full)
+					line = problemLine(data, n, full)
 				}
 			}
 		}
@@ -140,19 +140,24 @@ func (d *decoder) yamlError(err error, data []byte) {
 }
 
 // problemLine finds the line of a parser error that yaml.v3 reported at
-// its context line: the first line, from there on, at which the file cut
-// after that line fails with the same error. A valid file cut at a line
-// end mostly stays valid, so that is where the problem starts. It returns
-// context when no cut reproduces the error.
-func problemLine(data []byte, context int, full string) int {
+// from, the line before (or of) its context: the first line, from there
+// on, at which the file cut after that line fails with the same error. A
+// valid file cut at a line end mostly stays valid, so that is where the
+// problem starts. When no cut reproduces the error it returns from+1 (the
+// context line), within the file.
+func problemLine(data []byte, from int, full string) int {
+	from = max(from, 1)
 	lines := bytes.SplitAfter(data, []byte("\n"))
+	if n := len(lines); n > 1 && len(lines[n-1]) == 0 {
+		lines = lines[:n-1] // data ends in a newline
+	}
 	end := 0
 	for i, l := range lines {
 		end += len(l)
-		if i+1 < context {
+		if i+1 < from {
 			continue
 		}
-		if i+1 > context+maxProblemScan {
+		if i+1 > from+maxProblemScan {
 			break
 		}
 		var n yaml.Node
@@ -161,7 +166,7 @@ func problemLine(data []byte, context int, full string) int {
 			return i + 1
 		}
 	}
-	return context
+	return max(min(from+1, len(lines)), 1)
 }
 
 // maxProblemScan bounds the re-parses of problemLine (each is of the whole

@@ -2,6 +2,7 @@ package mdblock
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -25,4 +26,22 @@ func TestParseUnclosed(t *testing.T) {
 	if _, err := Parse("r.md", []byte("```sh\necho\n")); err == nil {
 		t.Fatal("unclosed block accepted")
 	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("<!-- runs-in: TestX -->\n```sh\necho a\n```\n")
+	f.Add("```yaml\nk: v\n")
+	f.Add("~~~\n```\n~~~\n<!--:-->\n```\n```\n")
+	f.Fuzz(func(t *testing.T, md string) {
+		blocks, err := Parse("f.md", []byte(md))
+		if err != nil {
+			return
+		}
+		lines := strings.Count(md, "\n") + 1
+		for _, b := range blocks {
+			if b.Line < 1 || b.Line > lines || !strings.Contains(md, b.Text) {
+				t.Fatalf("block %+v out of the input", b)
+			}
+		}
+	})
 }
