@@ -43,7 +43,7 @@ func commands() []command {
 		{name: "routes", synopsis: "--config FILE --site NAME --format FORMAT",
 			summary: "print the static routes the nodes of a site need",
 			setup:   setupRoutes},
-		{name: "status", synopsis: "[--json] [--socket PATH]",
+		{name: "status", synopsis: "[--json] [--socket PATH] [--timeout DURATION]",
 			summary: "show the running gateway's sites, gateways, sessions and drops; exit 1 when a remote site is unreachable",
 			setup:   setupStatus},
 		{name: "genkey", synopsis: "[-o FILE [--force]]",
