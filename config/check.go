@@ -44,8 +44,8 @@ type CheckOptions struct {
 //     pod CIDRs in the site's pod CIDRs and disjoint from each other;
 //   - checkRouterAddress: routerAddress is in its site's node CIDRs;
 //   - checkPrivateKey: privateKeyFile is set, readable, holds a valid key
-//     whose public key is this gateway's publicKey; a warning when group
-//     or others have access to it;
+//     whose public key is this gateway's publicKey, and only its owner
+//     has access to it (as ssh, it refuses a key others could read);
 //   - checkSelfRoute: none of the local gateway's own addresses (its
 //     address, listen address, the site's routerAddress) lies in a CIDR of
 //     another site, which the gateway routes into the tunnel;
@@ -328,7 +328,8 @@ func checkRouterAddress(c *Config, sites []siteIndex, r *reporter) {
 }
 
 // checkPrivateKey: the private key file exists, parses and belongs to the
-// local gateway's publicKey. Group or other access is a warning.
+// local gateway's publicKey. Group or other access is a problem: the
+// daemon refuses to start with it, as ssh refuses such an identity file.
 func checkPrivateKey(c *Config, r *reporter, opts CheckOptions) {
 	const field = "privateKeyFile"
 	path := c.PrivateKeyPath()
@@ -357,7 +358,8 @@ func checkPrivateKey(c *Config, r *reporter, opts CheckOptions) {
 		return
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		r.warnf(field, "%s has mode %04o: group and others can access the private key; chmod 600 it", path, perm)
+		// As ssh does: a key others could have read may be known to them.
+		r.errorf(field, "%s has mode %04o: group or others can access the private key; run chmod 600 %s", path, perm, path)
 	}
 	data, err := read(path)
 	if err != nil {

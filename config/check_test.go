@@ -197,7 +197,11 @@ func TestCheck(t *testing.T) {
 		{name: "private key file is a directory", key: keyFile{mode: fs.ModeDir | 0o700},
 			problems: []want{{4, "privateKeyFile", "is not a regular file"}}},
 		{name: "private key file readable by others", key: keyFile{mode: 0o644},
-			warnings: []want{{4, "privateKeyFile", "has mode 0644: group and others can access"}}},
+			problems: []want{{4, "privateKeyFile", "has mode 0644: group or others can access the private key; run chmod 600 gw-a1.key"}}},
+		{name: "private key file readable by group", key: keyFile{mode: 0o640},
+			problems: []want{{4, "privateKeyFile", "has mode 0640: group or others can access the private key; run chmod 600 gw-a1.key"}}},
+		{name: "private key file 0400", key: keyFile{mode: 0o400}},
+		{name: "private key mode not checked with SkipPrivateKey", key: keyFile{mode: 0o644, skip: true}},
 		{name: "private key file not set", repl: map[int]string{4: ""},
 			problems: []want{{2, "privateKeyFile", "is required"}}},
 
@@ -205,11 +209,11 @@ func TestCheck(t *testing.T) {
 			repl: map[int]string{14: "  dnsServiceIP: 10.97.0.10", 25: "      - 10.244.1.0/16", 52: "        address: 10.2.0.10"},
 			key:  keyFile{mode: 0o640},
 			problems: []want{
+				{4, "privateKeyFile", "mode 0640"},
 				{14, "cluster.dnsServiceIP", "not inside"},
 				{25, "sites[0].podCIDRs[0]", "host bits"},
 				{52, "sites[1].gateways[0].address", "not inside"},
-			},
-			warnings: []want{{4, "privateKeyFile", "mode 0640"}}},
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

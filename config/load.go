@@ -111,16 +111,18 @@ func (d *decoder) document(data []byte) (*yaml.Node, bool) {
 
 // yamlError turns a yaml.v3 syntax error into an Error with its line.
 // yaml.v3 reports parser errors ("did not find expected ...") and the tab
-// error at the 0-based line of their context, one less than the line of
-// the problem, and some errors without a line: both are corrected here.
+// error at the 0-based line of their context (the start of the enclosing
+// block, often lines before the problem), and some errors without a line:
+// both are corrected here.
 func (d *decoder) yamlError(err error, data []byte) {
-	msg, line := strings.TrimPrefix(err.Error(), "yaml: "), 1
+	full := err.Error()
+	msg, line := strings.TrimPrefix(full, "yaml: "), 1
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if num, text, ok := strings.Cut(rest, ": "); ok {
 			if n, err := strconv.Atoi(num); err == nil && n > 0 {
 				line, msg = n, text
 				if strings.HasPrefix(text, "did not find expected") || strings.HasPrefix(text, "found a tab character") {
-					line++
+					line = problemLine(data, n, full)
 				}
 			}
 		}
@@ -134,6 +136,54 @@ func (d *decoder) yamlError(err error, data []byte) {
 		}
 	}
 	d.errorAt(line, "", "invalid YAML: %s", msg)
+}
+
+// problemLine finds the line of a parser error that yaml.v3 reported at
+// from, the line before (or of) its context: the first line, from there
+// on, at which the file cut after that line fails with the same error. A
+// valid file cut at a line end mostly stays valid, so that is where the
+// problem starts. When no cut reproduces the error it returns from+1 (the
+// context line), within the file.
+func problemLine(data []byte, from int, full string) int {
+	from = max(from, 1)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if n := len(lines); n > 1 && len(lines[n-1]) == 0 {
+		lines = lines[:n-1] // data ends in a newline
+	}
+	end := 0
+	for i, l := range lines {
+		end += len(l)
+		if i+1 < from {
+			continue
+		}
+		if i+1 > from+maxProblemScan {
+			break
+		}
+		var n yaml.Node
+		err := yaml.Unmarshal(data[:end], &n)
+		if err != nil && sameYAMLError(err.Error(), full) {
+			return i + 1
+		}
+	}
+	return max(min(from+1, len(lines)), 1)
+}
+
+// maxProblemScan bounds the re-parses of problemLine (each is of the whole
+// file so far), so a huge malformed file costs no more than a few hundred.
+const maxProblemScan = 200
+
+// sameYAMLError compares two yaml.v3 errors without their line numbers.
+func sameYAMLError(a, b string) bool {
+	strip := func(s string) string {
+		s = strings.TrimPrefix(s, "yaml: ")
+		if rest, ok := strings.CutPrefix(s, "line "); ok {
+			if _, text, ok := strings.Cut(rest, ": "); ok {
+				return text
+			}
+		}
+		return s
+	}
+	return strip(a) == strip(b)
 }
 
 // applyDefaults fills in fields the file left out.

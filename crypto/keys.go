@@ -30,7 +30,7 @@ func GeneratePrivateKey(rand io.Reader) (PrivateKey, error) {
 	}
 	var k PrivateKey
 	if _, err := io.ReadFull(rand, k[:]); err != nil {
-		return PrivateKey{}, fmt.Errorf("crypto: generating private key: %w", err)
+		return PrivateKey{}, fmt.Errorf("generating private key: %w", err)
 	}
 	k.clamp()
 	return k, nil
@@ -73,7 +73,7 @@ func ParsePrivateKey(s string) (PrivateKey, error) {
 		return PrivateKey{}, err
 	}
 	if k == (PrivateKey{}) {
-		return PrivateKey{}, errors.New("crypto: private key is all zero")
+		return PrivateKey{}, errors.New("private key is all zero")
 	}
 	return k, nil
 }
@@ -87,10 +87,10 @@ func ParsePublicKey(s string) (PublicKey, error) {
 		return PublicKey{}, err
 	}
 	if k.IsZero() {
-		return PublicKey{}, errors.New("crypto: public key is all zero")
+		return PublicKey{}, errors.New("public key is all zero")
 	}
 	if !k.validPoint() {
-		return PublicKey{}, errors.New("crypto: public key is a low-order curve25519 point")
+		return PublicKey{}, errors.New("public key is a low-order curve25519 point")
 	}
 	return k, nil
 }
@@ -108,14 +108,14 @@ func (k PublicKey) validPoint() bool {
 func decodeKey(what, s string, dst []byte) error {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return fmt.Errorf("crypto: %s key is empty", what)
+		return fmt.Errorf("%s key is empty", what)
 	}
 	raw, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return fmt.Errorf("crypto: %s key is not valid standard base64: %w", what, err)
+		return fmt.Errorf("%s key is not valid standard base64: %w", what, err)
 	}
 	if len(raw) != len(dst) {
-		return fmt.Errorf("crypto: %s key decodes to %d bytes, want %d", what, len(raw), len(dst))
+		return fmt.Errorf("%s key decodes to %d bytes, want %d", what, len(raw), len(dst))
 	}
 	copy(dst, raw)
 	clear(raw)

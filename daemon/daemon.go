@@ -82,9 +82,12 @@ func Run(ctx context.Context, o Options) error {
 	var filter router.KernelFilter
 	if cfg.EarlyDropEnabled() {
 		f, err := earlydrop.Attach(bind)
-		if err != nil {
+		switch {
+		case err != nil && errors.Is(err, os.ErrPermission):
+			log.Warn("kernel early-drop filter needs CAP_BPF; every datagram is checked in userspace (earlyDrop: false turns it off)", "err", err)
+		case err != nil:
 			log.Warn("kernel early-drop filter unavailable; every datagram is checked in userspace", "err", err)
-		} else {
+		default:
 			defer f.Close()
 			filter = f
 			log.Info("kernel early-drop filter attached to the outside socket", "listen", bind.LocalAddr())
@@ -299,6 +302,11 @@ func openTUN(name string, mtu int, offload bool, log *slog.Logger) (tun.Device, 
 		dev, err := tun.OpenOffload(tun.OffloadConfig{Name: name, MTU: mtu}, log)
 		if err == nil {
 			return dev, nil
+		}
+		if errors.Is(err, os.ErrPermission) {
+			// The portable backend would fail the same way: no
+			// fallback, and no warning that suggests one.
+			return nil, fmt.Errorf("open TUN %s: %w (needs root or CAP_NET_ADMIN)", name, err)
 		}
 		log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
 	} else {

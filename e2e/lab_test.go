@@ -36,9 +36,12 @@ var (
 )
 
 // requireRoot skips the test without root, except in CI where a skip would
-// hide a broken data path.
+// hide a broken data path, and with -short.
 func requireRoot(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end tests do not run with -short (make test-short)")
+	}
 	if os.Geteuid() == 0 {
 		return
 	}

@@ -59,14 +59,18 @@ type Plan struct {
 // the error names every such destination.
 func Routes(c *config.Config, site string) (*Plan, error) {
 	if c == nil {
-		return nil, errors.New("noderoutes: no config")
+		return nil, errors.New("no config")
 	}
 	if site == "" {
 		site = c.Site
 	}
 	local := c.SiteByName(site)
 	if local == nil {
-		return nil, fmt.Errorf("%s: no site %q", c.Path, site)
+		var names []string
+		for _, s := range c.Sites {
+			names = append(names, s.Name)
+		}
+		return nil, fmt.Errorf("%s: no site %q; the sites are %s", c.Path, site, strings.Join(names, ", "))
 	}
 	var vias4, vias6 []netip.Addr
 	if local.RouterAddress.Is4() {
@@ -190,7 +194,7 @@ func Formats() []string {
 func Render(w io.Writer, c *config.Config, site, format string, opts ...Option) error {
 	render, ok := renderers()[format]
 	if !ok {
-		return fmt.Errorf("noderoutes: unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
+		return fmt.Errorf("unknown format %q (want one of %s)", format, strings.Join(Formats(), ", "))
 	}
 	o := options{iface: DefaultInterface}
 	for _, opt := range opts {
@@ -200,11 +204,11 @@ func Render(w io.Writer, c *config.Config, site, format string, opts ...Option) 
 	}
 	plan, err := Routes(c, site)
 	if err != nil {
-		return fmt.Errorf("noderoutes: %w", err)
+		return err
 	}
 	var b bytes.Buffer
 	if err := render(&b, c, plan, o); err != nil {
-		return fmt.Errorf("noderoutes: %w", err)
+		return err
 	}
 	_, err = w.Write(b.Bytes())
 	return err

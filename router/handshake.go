@@ -444,16 +444,29 @@ func (r *Router) logDrops(now time.Time) {
 		return
 	}
 	r.lastDropLg = now.UnixNano()
-	cur := r.drops.snapshot()
+	cur, prev := r.drops.snapshot(), r.lastDrops
 	var attrs []any
 	for d := range cur {
 		for reason, n := range cur[d] {
-			if delta := n - r.lastDrops[d][reason]; delta > 0 {
+			if Direction(d) == Inside && Reason(reason) == ReasonNotUnicast {
+				continue // logged at debug below
+			}
+			if delta := n - prev[d][reason]; delta > 0 {
 				attrs = append(attrs, Direction(d).String()+"."+Reason(reason).String(), delta)
 			}
 		}
 	}
 	r.lastDrops = cur
+	var quiet []any
+	if n := cur[Inside][ReasonNotUnicast] - prev[Inside][ReasonNotUnicast]; n > 0 {
+		// The kernel's own link-scoped packets on the TUN (IPv6 MLD
+		// reports and router solicitations when it comes up): counted,
+		// never routed, nothing for an operator to fix.
+		quiet = append(quiet, Inside.String()+"."+ReasonNotUnicast.String(), n)
+	}
+	if len(quiet) > 0 {
+		r.log.Debug("link-local and multicast packets dropped", quiet...)
+	}
 	if len(attrs) > 0 {
 		r.log.Warn("packets dropped", attrs...)
 	}

@@ -131,9 +131,8 @@ func OpenOffload(cfg OffloadConfig, log *slog.Logger) (Device, error) {
 	}
 	dev, err := wgtun.CreateTUN(cfg.Name, cfg.MTU)
 	if err != nil {
-		log.Warn("tun: offload TUN unavailable, use the water backend",
-			"name", cfg.Name, "err", err)
-		return nil, fmt.Errorf("tun: offload open %q: %w", cfg.Name, err)
+		// The caller decides whether to fall back and says so once.
+		return nil, fmt.Errorf("offload TUN %q: %w", cfg.Name, err)
 	}
 	name, err := dev.Name()
 	if err != nil {

@@ -1,44 +1,38 @@
 package main
 
 import (
-	"errors"
+	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/noderoutes"
 )
 
-// errReported is returned after a command has already printed its errors.
-var errReported = errors.New("problems found")
+// defaultConfig is where the package installs the config.
+const defaultConfig = "/etc/bridgehead/bridgehead.yaml"
 
-func cmdCheck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("check", stderr)
-	cfgPath := fs.String("config", "/etc/bridgehead/bridgehead.yaml", "config file")
+func setupCheck(fs *flag.FlagSet) action {
+	cfgPath := fs.String("config", defaultConfig, "read the config from `FILE`")
 	noKey := fs.Bool("skip-private-key", false, "do not check the private key file (checking a config away from its gateway)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{errUnexpectedArgs(fs.Args())}
-	}
-	cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return errReported
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
-	}
-	if len(problems) > 0 {
-		fmt.Fprintln(stderr, problems)
-		fmt.Fprintf(stderr, "%s: %d problem(s)\n", *cfgPath, len(problems))
-		return errReported
-	}
-	fmt.Fprintf(stdout, "%s: ok: site %s, gateway %s, %d sites, %d gateways, config %s\n",
-		cfg.Path, cfg.Site, cfg.Gateway, len(cfg.Sites), countGateways(cfg), cfg.Hash())
-	return nil
+	return noArgs(func(std *stdio) error {
+		cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
+		if err != nil {
+			fmt.Fprintln(std.err, err)
+			return errReported
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(std.err, "warning: %v\n", w)
+		}
+		if len(problems) > 0 {
+			fmt.Fprintln(std.err, problems)
+			fmt.Fprintf(std.err, "%s: %d problem(s)\n", *cfgPath, len(problems))
+			return errReported
+		}
+		fmt.Fprintf(std.out, "%s: ok: site %s, gateway %s, %d sites, %d gateways, config %s\n",
+			cfg.Path, cfg.Site, cfg.Gateway, len(cfg.Sites), countGateways(cfg), cfg.Hash())
+		return nil
+	})
 }
 
 func countGateways(c *config.Config) int {
@@ -49,22 +43,17 @@ func countGateways(c *config.Config) int {
 	return n
 }
 
-func cmdRoutes(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("routes", stderr)
-	cfgPath := fs.String("config", "/etc/bridgehead/bridgehead.yaml", "config file")
-	site := fs.String("site", "", "site whose nodes get the routes (default: the config's own site)")
-	format := fs.String("format", "ip", "output format: "+strings.Join(noderoutes.Formats(), ", "))
-	iface := fs.String("interface", noderoutes.DefaultInterface, "node interface name for the netplan format")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{errUnexpectedArgs(fs.Args())}
-	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return errReported
-	}
-	return noderoutes.Render(stdout, cfg, *site, *format, noderoutes.WithInterface(*iface))
+func setupRoutes(fs *flag.FlagSet) action {
+	cfgPath := fs.String("config", defaultConfig, "read the config from `FILE`")
+	site := fs.String("site", "", "`NAME` of the site whose nodes get the routes (default: the config's own site)")
+	format := fs.String("format", "ip", "output `FORMAT`: "+strings.Join(noderoutes.Formats(), ", "))
+	iface := fs.String("interface", noderoutes.DefaultInterface, "node interface `NAME` for the netplan format")
+	return noArgs(func(std *stdio) error {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintln(std.err, err)
+			return errReported
+		}
+		return noderoutes.Render(std.out, cfg, *site, *format, noderoutes.WithInterface(*iface))
+	})
 }

@@ -2,35 +2,100 @@ package main
 
 import (
 	"crypto/rand"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 )
 
-func cmdGenkey(stdout io.Writer) error {
-	k, err := bhcrypto.GeneratePrivateKey(rand.Reader)
+func setupGenkey(fs *flag.FlagSet) action {
+	out := fs.String("o", "", "write the key to `FILE` with mode 0600, creating its directory (mode 0700) if missing")
+	force := fs.Bool("force", false, "with -o: replace an existing key file (the old key is lost)")
+	return noArgs(func(std *stdio) error {
+		k, err := bhcrypto.GeneratePrivateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		if *out == "" {
+			if *force {
+				return usageError{errors.New("--force only applies with -o FILE")}
+			}
+			_, err = fmt.Fprintln(std.out, k.String())
+			return err
+		}
+		return writeKeyFile(*out, k.String()+"\n", *force)
+	})
+}
+
+// writeKeyFile writes a private key readable only by its owner. A missing
+// directory is created with mode 0700. Without force an existing file is
+// left alone and reported; with force it is replaced atomically, so a
+// reader never sees a half-written key.
+func writeKeyFile(path, key string, force bool) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if !force {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, iofs.ErrExist) {
+			return fmt.Errorf("%s already exists; not overwriting a private key (--force replaces it, and the old key is lost)", path)
+		}
+		if err != nil {
+			return err
+		}
+		return finishKeyFile(f, key, func() { os.Remove(path) })
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*") // mode 0600
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, k.String())
-	return err
-}
-
-func cmdPubkey(stdin io.Reader, stdout io.Writer) error {
-	raw, err := io.ReadAll(io.LimitReader(stdin, 4096))
-	if err != nil {
+	if err := finishKeyFile(f, key, func() { os.Remove(f.Name()) }); err != nil {
 		return err
 	}
-	k, err := bhcrypto.ParsePrivateKey(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return fmt.Errorf("reading private key from stdin: %w", err)
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
 	}
-	_, err = fmt.Fprintln(stdout, k.PublicKey().String())
+	return nil
+}
+
+// finishKeyFile makes f mode 0600 whatever the umask did, writes the key,
+// syncs and closes it; on failure it calls undo.
+func finishKeyFile(f *os.File, key string, undo func()) error {
+	err := f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(key)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		undo()
+	}
 	return err
 }
 
-func errUnexpectedArgs(args []string) error {
-	return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+func setupPubkey(fs *flag.FlagSet) action {
+	return noArgs(func(std *stdio) error {
+		raw, err := io.ReadAll(io.LimitReader(std.in, 4096))
+		if err != nil {
+			return err
+		}
+		k, err := bhcrypto.ParsePrivateKey(strings.TrimSpace(string(raw)))
+		if err != nil {
+			return fmt.Errorf("reading a private key from stdin: %w", err)
+		}
+		_, err = fmt.Fprintln(std.out, k.PublicKey().String())
+		return err
+	})
 }

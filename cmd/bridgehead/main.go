@@ -1,13 +1,9 @@
-// Command bridgehead is the gateway daemon and its tools.
+// Command bridgehead is the gateway daemon and its tools. `bridgehead help`
+// lists the commands (the table in commands.go); `bridgehead help COMMAND`
+// shows a command's flags.
 //
-//	bridgehead run --config FILE      run the gateway in the foreground
-//	bridgehead check --config FILE    validate a config and its address plan
-//	bridgehead routes --config FILE --site NAME --format FORMAT
-//	                                  print the static routes a site's nodes need
-//	bridgehead status [--json]        the running gateway's sites and sessions
-//	bridgehead genkey                 print a new private key (base64)
-//	bridgehead pubkey < private.key   print the public key of a private key
-//	bridgehead version                print the version
+// Exit codes: 0 success, 1 failure (the message says why), 2 a usage
+// error (unknown command or flag, stray arguments).
 package main
 
 import (
@@ -20,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -30,63 +27,61 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-const usage = `usage: bridgehead <command> [flags]
+// errReported is returned after a command has already printed its errors.
+var errReported = errors.New("problems found")
 
-commands:
-  run --config FILE     run the gateway in the foreground (SIGTERM/SIGINT stop it)
-  check --config FILE   validate a config: every problem with file, line and field
-  routes --config FILE --site NAME --format ip|networkd|netplan|azure|json
-                        print the static routes the nodes of a site need
-  status [--json]       show sites, gateways, sessions and drops of the running gateway;
-                        exit 1 when a remote site is unreachable
-  genkey                print a new base64 private key
-  pubkey                read a private key on stdin, print its public key
-  version               print the version
-`
+// usageError marks an error in how the command was called (exit 2).
+type usageError struct{ error }
 
+// run runs one CLI invocation and returns its exit code. Every error is
+// printed once, on stderr, as "bridgehead COMMAND: message".
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		writeUsage(stderr)
 		return 2
 	}
-	var err error
-	switch args[0] {
-	case "run":
-		err = cmdRun(args[1:], stderr)
-	case "check":
-		err = cmdCheck(args[1:], stdout, stderr)
-	case "routes":
-		err = cmdRoutes(args[1:], stdout, stderr)
-	case "status":
-		err = cmdStatus(args[1:], stdout, stderr)
-	case "genkey":
-		err = cmdGenkey(stdout)
-	case "pubkey":
-		err = cmdPubkey(stdin, stdout)
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "bridgehead", buildVersion())
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-	default:
-		fmt.Fprintf(stderr, "bridgehead: unknown command %q\n\n%s", args[0], usage)
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "bridgehead: unknown command %q%s\nrun 'bridgehead help' for the list of commands\n", args[0], suggest(args[0]))
 		return 2
 	}
-	if errors.Is(err, errReported) {
-		return 1
-	}
-	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "bridgehead %s: %v\n", args[0], err)
-			return 2
+	fs, act := c.flagSet()
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeHelp(stdout, c)
+			return 0
 		}
-		fmt.Fprintf(stderr, "bridgehead %s: %v\n", args[0], err)
-		return 1
+		fmt.Fprintf(stderr, "bridgehead %s: %v\nrun 'bridgehead help %s' for its flags\n", c.name, err, c.name)
+		return 2
 	}
-	return 0
+	err := act(&stdio{in: stdin, out: stdout, err: stderr}, fs.Args())
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errReported):
+		return 1
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "bridgehead %s: %v\n", c.name, err)
+		return 2
+	}
+	fmt.Fprintf(stderr, "bridgehead %s: %v\n", c.name, err)
+	return 1
 }
 
-type usageError struct{ error }
+func errUnexpectedArgs(args []string) error {
+	return fmt.Errorf("unexpected arguments: %s", strings.Join(args, " "))
+}
+
+// noArgs wraps an action that takes no positional arguments.
+func noArgs(f func(std *stdio) error) action {
+	return func(std *stdio, args []string) error {
+		if len(args) > 0 {
+			return usageError{errUnexpectedArgs(args)}
+		}
+		return f(std)
+	}
+}
 
 func buildVersion() string {
 	if version != "" {
@@ -132,10 +127,4 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", format)}
-}
-
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("bridgehead "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	iofs "io/fs"
@@ -13,27 +14,27 @@ import (
 	"github.com/bridgehead/bridgehead/control"
 )
 
-// cmdStatus prints the running gateway's status from its control socket.
-// It fails (exit 1, after printing) when a remote site is unreachable, so
+// setupStatus declares status, which prints the running gateway's status
+// from its control socket. It fails (exit 1, after printing) when a remote
+// site is unreachable, so
 // scripts and probes can use it as a check.
-func cmdStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", stderr)
-	socket := fs.String("socket", control.DefaultSocket, "control socket of the running gateway")
+func setupStatus(fs *flag.FlagSet) action {
+	socket := fs.String("socket", control.DefaultSocket, "control socket `PATH` of the running gateway (its controlSocket)")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{errUnexpectedArgs(fs.Args())}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after this `DURATION`")
+	return noArgs(func(std *stdio) error {
+		return status(std.out, *socket, *asJSON, *timeout)
+	})
+}
+
+func status(stdout io.Writer, socket string, asJSON bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	st, err := control.Fetch(ctx, *socket)
+	st, err := control.Fetch(ctx, socket)
 	if err != nil {
-		return statusError(*socket, err)
+		return statusError(socket, err)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(st); err != nil {
@@ -52,9 +53,9 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 func statusError(socket string, err error) error {
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("is bridgehead running? no control socket at %s", socket)
+		return fmt.Errorf("no control socket at %s: is bridgehead running? (if its config sets controlSocket, pass that with --socket PATH)", socket)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("is bridgehead running? nothing listens on %s (stale socket)", socket)
+		return fmt.Errorf("nothing listens on %s (stale socket): is bridgehead running? (if its config sets controlSocket, pass that with --socket PATH)", socket)
 	case errors.Is(err, iofs.ErrPermission):
 		return fmt.Errorf("%s: permission denied (the control socket is root-only)", socket)
 	}

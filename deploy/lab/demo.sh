@@ -39,7 +39,7 @@ deploy/lab/lab.sh up "$STATE" "$PREFIX"
 
 say "node A's routing table: only its LAN and the routes toward gateway A"
 run ip -n $PREFIX-a-node route
-run ip -n $PREFIX-a-node -6 route show proto static
+run ip -n $PREFIX-a-node -6 route
 
 say "ICMP echo pod A -> pod B and back, IPv4 and IPv6"
 run ip netns exec $PREFIX-a-node "$PROBE" ping -src 10.244.1.10 -count 3 10.245.1.10

@@ -78,10 +78,8 @@ up() {
 	ip -n "$p-b-node" link set eth0 up
 
 	say "generating keys"
-	umask 077
-	"$BRIDGEHEAD" genkey >"$dir/a.key"
-	"$BRIDGEHEAD" genkey >"$dir/b.key"
-	umask 022
+	"$BRIDGEHEAD" genkey -o "$dir/a.key"
+	"$BRIDGEHEAD" genkey -o "$dir/b.key"
 	local pa pb
 	pa=$("$BRIDGEHEAD" pubkey <"$dir/a.key")
 	pb=$("$BRIDGEHEAD" pubkey <"$dir/b.key")

@@ -81,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if !set["modes"] {
 			*modes = "kernel,bridgehead"
+			fmt.Fprintln(stdout, "note: --quick leaves wireguard-go out; --quick --modes kernel,bridgehead,wireguard-go adds it (needs wireguard-go and wg)")
 		}
 		if !set["cipher"] {
 			*ciphers = "aesgcm"
