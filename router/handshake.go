@@ -295,8 +295,18 @@ func (r *Router) onTrigger(p *Peer, now time.Time, scratch []byte) {
 
 // initiate sends a handshake initiation to p unless one is in flight.
 // retransmit forces a new attempt for a pending handshake.
+//
+// New attempts (not retransmits) are paced to InitiationRate: after a
+// restart with hundreds of peers, initiating to all of them at once would
+// bring their responses back faster than the loop answers them, tip it
+// "under load" and cost every peer a cookie round and a RekeyTimeout.
+// An attempt the pace holds back is made again by the caller's next run
+// (the timers, or the next packet that wants a session).
 func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	if p.hs.pending != nil && !retransmit {
+		return
+	}
+	if !retransmit && !r.initPace.Allow(netip.IPv4Unspecified()) {
 		return
 	}
 	if p.hs.firstAttempt.IsZero() {
@@ -416,8 +426,11 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	default:
 		p.hs.noSession = time.Time{}
 		// Rekey idle sessions too (probes keep them in use): a
-		// failover must never find the session expired.
-		if p.hs.pending == nil && needsRekey(kp, now) {
+		// failover must never find the session expired. Each peer
+		// waits a little longer, by its rank, so sessions set up
+		// together (a restart with hundreds of peers) are not all
+		// renewed in the same second every two minutes.
+		if p.hs.pending == nil && needsRekey(kp, now.Add(-idleRekeySpread(p))) {
 			r.initiate(p, now, false)
 		}
 	}
@@ -429,6 +442,12 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 			r.sendKeepalive(p, kp, scratch)
 		}
 	}
+}
+
+// idleRekeySpread is how much later than RekeyAfterTime an idle session
+// with p is renewed: up to RekeyTimeout*3, spread by the peer's rank.
+func idleRekeySpread(p *Peer) time.Duration {
+	return time.Duration(p.rank % uint64(3*RekeyTimeout))
 }
 
 // leads reports whether this gateway starts proactive handshakes with p:

@@ -81,6 +81,9 @@ type Router struct {
 	mac1    *bhcrypto.MAC1Checker // used by the outside loop only
 	cookies *bhcrypto.CookieChecker
 	limiter *ratelimit.Limiter
+	// initPace paces new handshake attempts (one bucket); handshake
+	// loop only.
+	initPace *ratelimit.Limiter
 
 	// The kernel early-drop filter, nil when there is none or after it
 	// was detached; filterSeen (under filterMu) is how much of its
@@ -199,6 +202,7 @@ func New(o Options) (*Router, error) {
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
+	r.initPace = ratelimit.New(InitiationRate, InitiationBurst, 1, r.clock.Now)
 	r.badMAC = ratelimit.New(BadMACRate, BadMACBurst, 4096, r.clock.Now)
 	r.blockBudget = ratelimit.New(maxBlocksPerSecond, maxBlocksPerSecond, 1, r.clock.Now)
 	r.blockedUntil = make(map[netip.Addr]time.Time)
