@@ -200,8 +200,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 		// Removed by a reload since we initiated: the key may be
 		// revoked. establish refuses too, should the reload come
 		// later than this check.
-		delete(r.pending, idx)
-		p.hs.pending = nil
+		r.dropPending(p)
 		r.drops.Add(Outside, ReasonUnknownPeer, 1)
 		return
 	}
@@ -285,8 +284,7 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 		p.hs.firstAttempt = now
 	}
 	if p.hs.pending != nil {
-		delete(r.pending, p.hs.pendingIndex)
-		p.hs.pending = nil
+		r.dropPending(p)
 	}
 	idx, err := r.newIndex()
 	if err != nil {
@@ -312,6 +310,13 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	}
 }
 
+// dropPending abandons p's pending initiation, zeroing its ephemeral key.
+func (r *Router) dropPending(p *Peer) {
+	delete(r.pending, p.hs.pendingIndex)
+	p.hs.pending.Abandon()
+	p.hs.pending = nil
+}
+
 // jitter returns a random delay in [0, RekeyJitter).
 func (r *Router) jitter() time.Duration {
 	var b [8]byte
@@ -326,17 +331,15 @@ func (r *Router) jitter() time.Duration {
 func (r *Router) timers(now time.Time) {
 	r.timersRan.Store(now.UnixNano())
 	st := r.state.Load()
-	for idx, p := range r.pending {
+	for _, p := range r.pending {
 		if p.removed.Load() {
-			delete(r.pending, idx)
-			p.hs.pending = nil
+			r.dropPending(p)
 		}
 	}
 	for _, p := range st.order {
 		if p.hs.pending != nil && now.Sub(p.hs.lastSent) >= p.hs.retryAfter {
 			if now.Sub(p.hs.firstAttempt) >= RekeyAttemptTime {
-				delete(r.pending, p.hs.pendingIndex)
-				p.hs.pending = nil
+				r.dropPending(p)
 				p.hs.firstAttempt = time.Time{}
 				n := p.queue.clear()
 				r.drops.Add(Inside, ReasonHandshakeTimeout, uint64(n))
