@@ -177,7 +177,7 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	}
 	ep := from
 	p.endpoint.Store(&ep)
-	p.lastReceive.Store(now.UnixNano())
+	p.lastReceive.Store(r.mono.ns(now))
 	r.handshakes.answered.Add(1)
 	p.hsAnswered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
@@ -219,8 +219,8 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	}
 	ep := from
 	p.endpoint.Store(&ep)
-	p.lastHandshake.Store(now.UnixNano())
-	p.lastReceive.Store(now.UnixNano())
+	p.lastHandshake.Store(r.mono.ns(now))
+	p.lastReceive.Store(r.mono.ns(now))
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
@@ -329,7 +329,7 @@ func (r *Router) jitter() time.Duration {
 // timers retransmits and abandons handshakes, forgets dead sessions and
 // logs drop summaries.
 func (r *Router) timers(now time.Time) {
-	r.timersRan.Store(now.UnixNano())
+	r.timersRan.Store(r.mono.ns(now))
 	st := r.state.Load()
 	for _, p := range r.pending {
 		if p.removed.Load() {
@@ -356,8 +356,8 @@ func (r *Router) timers(now time.Time) {
 	}
 	r.pollFilter()
 	r.logDrops(now)
-	if now.UnixNano()-r.lastGC >= int64(limiterGCInterval) {
-		r.lastGC = now.UnixNano()
+	if r.mono.ns(now)-r.lastGC >= int64(limiterGCInterval) {
+		r.lastGC = r.mono.ns(now)
 		r.limiter.GC()
 		r.icmpLimit.GC()
 		r.badMAC.GC()
@@ -385,7 +385,7 @@ func (r *Router) timers(now time.Time) {
 // again on its next authenticated packet.
 func (r *Router) liveness(p *Peer, now time.Time) {
 	kp := p.current.Load()
-	ns := now.UnixNano()
+	ns := r.mono.ns(now)
 	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
 	ka := p.keepalive.Load()
 	scratch := r.keepaliveScratch
@@ -409,7 +409,7 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 		p.hs.downSince = ns
 		p.down.Store(true)
 		r.log.Warn("peer not answering", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
-			"last_receive", unixTime(recv), "unanswered_since", unixTime(first))
+			"last_receive", p.mono.time(recv), "unanswered_since", p.mono.time(first))
 		if kp != nil && p.hs.pending == nil {
 			r.initiate(p, now, false)
 		}
@@ -425,10 +425,10 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 // logDrops logs the drops since the last summary, at most once per
 // DropLogInterval, so a flood of bad packets cannot flood the log.
 func (r *Router) logDrops(now time.Time) {
-	if now.UnixNano()-r.lastDropLg < int64(DropLogInterval) {
+	if r.mono.ns(now)-r.lastDropLg < int64(DropLogInterval) {
 		return
 	}
-	r.lastDropLg = now.UnixNano()
+	r.lastDropLg = r.mono.ns(now)
 	cur := r.drops.snapshot()
 	var attrs []any
 	for d := range cur {
@@ -465,7 +465,7 @@ func (r *Router) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) int {
 		}
 		p.txPackets.Add(1)
 		p.txBytes.Add(uint64(n))
-		ns := r.clock.Now().UnixNano()
+		ns := r.mono.ns(r.clock.Now())
 		p.lastSend.Store(ns)
 		p.unanswered.CompareAndSwap(0, ns)
 		sent++
@@ -484,7 +484,7 @@ func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte, ex
 		r.log.Debug("keepalive send failed", "site", p.site, "gateway", p.name, "err", err)
 		return
 	}
-	ns := r.clock.Now().UnixNano()
+	ns := r.mono.ns(r.clock.Now())
 	p.lastSend.Store(ns)
 	if expectAnswer {
 		p.unanswered.CompareAndSwap(0, ns)

@@ -70,10 +70,15 @@ type hotPair struct {
 
 func newHotPair(tb testing.TB, cipher bhcrypto.CipherKind) *hotPair {
 	tb.Helper()
+	return newHotPairClock(tb, cipher, newFakeClock())
+}
+
+// newHotPairClock is newHotPair with the routers on clock.
+func newHotPairClock(tb testing.TB, cipher bhcrypto.CipherKind, clock Clock) *hotPair {
+	tb.Helper()
 	idA, idB := newIdentity(tb, cipher), newIdentity(tb, cipher)
-	h := &hotPair{bindA: newCaptureBind("192.0.2.1:51820"), bindB: newCaptureBind("192.0.2.2:51820"), tunB: &nullTUN{batch: 64}, now: time.Unix(1_800_000_000, 0)}
+	h := &hotPair{bindA: newCaptureBind("192.0.2.1:51820"), bindB: newCaptureBind("192.0.2.2:51820"), tunB: &nullTUN{batch: 64}}
 	var err error
-	clock := newFakeClock()
 	h.now = clock.Now()
 	h.a, err = New(Options{TUN: &nullTUN{batch: 64}, Bind: h.bindA, Identity: idA, Clock: clock})
 	if err != nil {

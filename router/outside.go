@@ -64,7 +64,7 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 			failures = 0
 		}
 		now := r.clock.Now()
-		r.outsideBusy.Store(now.UnixNano())
+		r.outsideBusy.Store(r.mono.ns(now))
 		r.receiveBatch(b, n, now)
 		r.outsideBusy.Store(0)
 	}
@@ -148,7 +148,7 @@ func (r *Router) openTransport(st *routingState, msg []byte, from netip.AddrPort
 	if p.next.Load() == e.kp {
 		r.confirm(p, e.kp, now)
 	}
-	p.lastReceive.Store(now.UnixNano())
+	p.lastReceive.Store(r.mono.ns(now))
 	if p.unanswered.Load() != 0 {
 		p.unanswered.Store(0)
 	}
@@ -192,7 +192,7 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 		return
 	}
 	r.retire(gone)
-	p.lastHandshake.Store(now.UnixNano())
+	p.lastHandshake.Store(r.mono.ns(now))
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.

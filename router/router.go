@@ -54,6 +54,7 @@ type Router struct {
 	clock Clock
 	rand  io.Reader
 	mtu   int
+	mono  monoEpoch // for the stamps of liveness and loop health
 
 	queueLen int
 	bufSize  int
@@ -158,6 +159,7 @@ func New(o Options) (*Router, error) {
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
+	r.mono = newMonoEpoch(r.clock.Now())
 	if r.rand == nil {
 		r.rand = rand.Reader
 	}
@@ -208,7 +210,7 @@ func (r *Router) SetConfig(c *Config) error {
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
 	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
-		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now)
+		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now, r.mono)
 	})
 	if err != nil {
 		return err
@@ -263,7 +265,7 @@ const StuckAfter = 10 * time.Second
 // is not; the handshake loop must have run its timers within StuckAfter.
 // The daemon feeds the systemd watchdog only while this returns nil.
 func (r *Router) Healthy(now time.Time) error {
-	ns := now.UnixNano()
+	ns := r.mono.ns(now)
 	if t := r.insideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
 		return fmt.Errorf("inside loop stuck on one batch for %s", time.Duration(ns-t))
 	}
