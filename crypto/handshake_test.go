@@ -344,3 +344,29 @@ func TestMAC1CheckedFirst(t *testing.T) {
 		t.Fatalf("bad mac1, broken identity: %v, want ErrMAC1", err)
 	}
 }
+
+// TestAbandon: an abandoned initiation has its ephemeral key zeroed and
+// cannot complete, even with a valid response.
+func TestAbandon(t *testing.T) {
+	a := testIdentity(t, 1, AESGCM, Prologue("x"))
+	b := testIdentity(t, 2, AESGCM, Prologue("x"))
+	in, msg, err := a.CreateInitiation(b.Public, 1, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := b.ConsumeInitiation(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resp, err := b.CreateResponse(ri, 2, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Abandon()
+	if in.ephemeral != [KeySize]byte{} || in.hs != nil {
+		t.Fatal("ephemeral key or Noise state kept after Abandon")
+	}
+	if _, err := in.ConsumeResponse(resp, testNow); err != ErrUsed {
+		t.Fatalf("ConsumeResponse after Abandon: %v, want ErrUsed", err)
+	}
+}

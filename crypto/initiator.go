@@ -77,6 +77,17 @@ func (in *Initiation) start() ([]byte, error) {
 	return msg, nil
 }
 
+// Abandon gives up the handshake: the ephemeral private key is zeroed and
+// the Noise state (which holds a copy flynn/noise cannot wipe) is dropped
+// for the garbage collector. Later ConsumeResponse calls return ErrUsed.
+// Call it when the attempt is retransmitted with a new Initiation, given
+// up, or its peer removed.
+func (in *Initiation) Abandon() {
+	in.done = true
+	in.hs = nil
+	clear(in.ephemeral[:])
+}
+
 // SenderIndex returns the index this initiation announced (our LocalIndex
 // once it completes).
 func (in *Initiation) SenderIndex() uint32 { return in.senderIndex }

@@ -17,7 +17,6 @@ type metrics struct {
 	reloads    *prometheus.CounterVec
 	lastReload prometheus.Gauge
 	configInfo *prometheus.GaugeVec
-	tunErrors  prometheus.Counter
 	readyGauge prometheus.Gauge
 	siteReady  *prometheus.GaugeVec
 }

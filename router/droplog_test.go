@@ -13,8 +13,8 @@ import (
 // and logged at debug, never as a warning; every other reason still warns.
 func TestLogDropsQuietForLinkLocal(t *testing.T) {
 	var buf bytes.Buffer
-	r := &Router{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	now := time.Unix(1000, 0)
+	r := &Router{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), mono: newMonoEpoch(now.Add(-DropLogInterval))}
 
 	r.drops.Add(Inside, ReasonNotUnicast, 2)
 	r.logDrops(now)

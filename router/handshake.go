@@ -193,8 +193,7 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	}
 	ep := from
 	p.endpoint.Store(&ep)
-	p.lastReceive.Store(now.UnixNano())
-	p.live.heard(r.mono(now))
+	p.lastReceive.Store(r.mono.ns(now))
 	r.handshakes.answered.Add(1)
 	p.hsAnswered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
@@ -217,8 +216,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 		// Removed by a reload since we initiated: the key may be
 		// revoked. establish refuses too, should the reload come
 		// later than this check.
-		delete(r.pending, idx)
-		p.hs.pending = nil
+		r.dropPending(p)
 		r.drops.Add(Outside, ReasonUnknownPeer, 1)
 		return
 	}
@@ -237,9 +235,8 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	}
 	ep := from
 	p.endpoint.Store(&ep)
-	p.lastHandshake.Store(now.UnixNano())
-	p.lastReceive.Store(now.UnixNano())
-	p.live.heard(r.mono(now))
+	p.lastHandshake.Store(r.mono.ns(now))
+	p.lastReceive.Store(r.mono.ns(now))
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
@@ -313,8 +310,7 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 		p.hs.firstAttempt = now
 	}
 	if p.hs.pending != nil {
-		delete(r.pending, p.hs.pendingIndex)
-		p.hs.pending = nil
+		r.dropPending(p)
 	}
 	idx, err := r.newIndex()
 	if err != nil {
@@ -340,6 +336,13 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	}
 }
 
+// dropPending abandons p's pending initiation, zeroing its ephemeral key.
+func (r *Router) dropPending(p *Peer) {
+	delete(r.pending, p.hs.pendingIndex)
+	p.hs.pending.Abandon()
+	p.hs.pending = nil
+}
+
 // jitter returns a random delay in [0, RekeyJitter).
 func (r *Router) jitter() time.Duration {
 	var b [8]byte
@@ -352,19 +355,17 @@ func (r *Router) jitter() time.Duration {
 // timers retransmits and abandons handshakes, forgets dead sessions and
 // logs drop summaries.
 func (r *Router) timers(now time.Time) {
-	r.timersRan.Store(now.UnixNano())
+	r.timersRan.Store(r.mono.ns(now))
 	st := r.state.Load()
-	for idx, p := range r.pending {
+	for _, p := range r.pending {
 		if p.removed.Load() {
-			delete(r.pending, idx)
-			p.hs.pending = nil
+			r.dropPending(p)
 		}
 	}
 	for _, p := range st.order {
 		if p.hs.pending != nil && now.Sub(p.hs.lastSent) >= p.hs.retryAfter {
 			if now.Sub(p.hs.firstAttempt) >= RekeyAttemptTime {
-				delete(r.pending, p.hs.pendingIndex)
-				p.hs.pending = nil
+				r.dropPending(p)
 				p.hs.firstAttempt = time.Time{}
 				n := p.queue.clear()
 				r.drops.Add(Inside, ReasonHandshakeTimeout, uint64(n))
@@ -381,8 +382,8 @@ func (r *Router) timers(now time.Time) {
 	}
 	r.pollFilter()
 	r.logDrops(now)
-	if now.UnixNano()-r.lastGC >= int64(limiterGCInterval) {
-		r.lastGC = now.UnixNano()
+	if r.mono.ns(now)-r.lastGC >= int64(limiterGCInterval) {
+		r.lastGC = r.mono.ns(now)
 		r.limiter.GC()
 		r.icmpLimit.GC()
 		r.badMAC.GC()
@@ -407,7 +408,7 @@ func (r *Router) timers(now time.Time) {
 // (probeTimers), not this function's.
 func (r *Router) liveness(p *Peer, now time.Time) {
 	kp := p.current.Load()
-	ns := now.UnixNano()
+	ns := r.mono.ns(now)
 	sent, recv := p.lastSend.Load(), p.lastReceive.Load()
 	ka := p.keepalive.Load()
 	scratch := r.keepaliveScratch
@@ -459,10 +460,10 @@ func (r *Router) leads(p *Peer) bool {
 // logDrops logs the drops since the last summary, at most once per
 // DropLogInterval, so a flood of bad packets cannot flood the log.
 func (r *Router) logDrops(now time.Time) {
-	if now.UnixNano()-r.lastDropLg < int64(DropLogInterval) {
+	if r.mono.ns(now)-r.lastDropLg < int64(DropLogInterval) {
 		return
 	}
-	r.lastDropLg = now.UnixNano()
+	r.lastDropLg = r.mono.ns(now)
 	cur, prev := r.drops.snapshot(), r.lastDrops
 	var attrs []any
 	for d := range cur {
@@ -512,7 +513,7 @@ func (r *Router) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) int {
 		}
 		p.txPackets.Add(1)
 		p.txBytes.Add(uint64(n))
-		ns := r.clock.Now().UnixNano()
+		ns := r.mono.ns(r.clock.Now())
 		p.lastSend.Store(ns)
 		sent++
 	})
@@ -529,7 +530,7 @@ func (r *Router) sendKeepalive(p *Peer, kp *bhcrypto.Keypair, scratch []byte) {
 		r.log.Debug("keepalive send failed", "site", p.site, "gateway", p.name, "err", err)
 		return
 	}
-	p.lastSend.Store(r.clock.Now().UnixNano())
+	p.lastSend.Store(r.mono.ns(r.clock.Now()))
 }
 
 // establish installs kp, a handshake we initiated and completed, as p's

@@ -142,3 +142,36 @@ func TestSimultaneousInitiation(t *testing.T) {
 		_ = i
 	}
 }
+
+// TestAbandonedInitiationsForgotten: an initiation replaced by a
+// retransmission, or given up, keeps no usable ephemeral key: a response
+// to it can no longer complete it.
+func TestAbandonedInitiationsForgotten(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	p := h.a.state.Load().peers[h.b.id.Public]
+	answer := func() []byte {
+		ri, err := h.b.id.ConsumeInitiation(append([]byte(nil), h.bindA.last[:h.bindA.n]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, resp, err := h.b.id.CreateResponse(ri, 99, h.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	h.a.initiate(p, h.now, false)
+	first, resp1 := p.hs.pending, answer()
+	h.a.initiate(p, h.now.Add(RekeyTimeout), true)
+	if _, err := first.ConsumeResponse(resp1, h.now); err == nil {
+		t.Fatal("an initiation replaced by a retransmission still completes")
+	}
+	second, resp2 := p.hs.pending, answer()
+	h.a.timers(h.now.Add(RekeyAttemptTime + RekeyTimeout + RekeyJitter))
+	if p.hs.pending != nil {
+		t.Fatal("handshake did not give up")
+	}
+	if _, err := second.ConsumeResponse(resp2, h.now); err == nil {
+		t.Fatal("a given-up initiation still completes")
+	}
+}

@@ -281,7 +281,7 @@ func (r *Router) newInsideBatch() *insideBatch {
 // routeBatch routes and seals the n packets in b and sends them, as
 // sealQueued does for one read.
 func (r *Router) routeBatch(b *insideBatch, n int, now time.Time) {
-	b.run.now = now.UnixNano()
+	b.run.now = r.mono.ns(now)
 	r.route(b, n, now)
 	r.flushInside(b.run)
 }

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"bytes"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -68,10 +70,15 @@ type hotPair struct {
 
 func newHotPair(tb testing.TB, cipher bhcrypto.CipherKind) *hotPair {
 	tb.Helper()
+	return newHotPairClock(tb, cipher, newFakeClock())
+}
+
+// newHotPairClock is newHotPair with the routers on clock.
+func newHotPairClock(tb testing.TB, cipher bhcrypto.CipherKind, clock Clock) *hotPair {
+	tb.Helper()
 	idA, idB := newIdentity(tb, cipher), newIdentity(tb, cipher)
-	h := &hotPair{bindA: newCaptureBind("192.0.2.1:51820"), bindB: newCaptureBind("192.0.2.2:51820"), tunB: &nullTUN{batch: 64}, now: time.Unix(1_800_000_000, 0)}
+	h := &hotPair{bindA: newCaptureBind("192.0.2.1:51820"), bindB: newCaptureBind("192.0.2.2:51820"), tunB: &nullTUN{batch: 64}}
 	var err error
-	clock := newFakeClock()
 	h.now = clock.Now()
 	h.a, err = New(Options{TUN: &nullTUN{batch: 64}, Bind: h.bindA, Identity: idA, Clock: clock})
 	if err != nil {
@@ -337,5 +344,51 @@ func TestFloodPathAllocs(t *testing.T) {
 	}
 	if h.b.drops.Get(Outside, ReasonBadMAC) < 1000 || h.b.Handshakes().DH != 0 {
 		t.Fatalf("bad-MAC drops %d, DH %d", h.b.drops.Get(Outside, ReasonBadMAC), h.b.Handshakes().DH)
+	}
+}
+
+// failingTUN writes like the water backend: one packet at a time,
+// stopping at the first that fails (every packet whose first byte after
+// the offset is bad), and reports how many it wrote before it.
+type failingTUN struct {
+	nullTUN
+	bad     byte
+	written [][]byte
+}
+
+func (d *failingTUN) Write(bufs [][]byte, off int) (int, error) {
+	for i, b := range bufs {
+		if b[len(b)-1] == d.bad {
+			return i, errors.New("invalid argument")
+		}
+		d.written = append(d.written, append([]byte(nil), b[off:]...))
+	}
+	return len(bufs), nil
+}
+
+// TestWriteTUNPartial: when the TUN refuses one packet of a batch, only
+// that packet is dropped and counted; the rest of the batch is written.
+func TestWriteTUNPartial(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	dev := &failingTUN{nullTUN: nullTUN{batch: 64}, bad: 0xee}
+	h.b.tun = dev
+	in := h.a.newInsideBatch()
+	out := h.b.newOutsideBatch()
+	payloads := []byte{1, 2, 0xee, 4, 0xee, 6}
+	for i, pl := range payloads {
+		h.a.routeBatch(refill(in, udpPacket(t, podA, podB, []byte{pl})), 1, h.now)
+		out.sizes[i] = copy(out.bufs[i], h.bindA.last[:h.bindA.n])
+		out.eps[i] = h.bindA.local
+	}
+	h.b.receiveBatch(out, len(payloads), h.now)
+	if got := h.b.drops.Get(Outside, ReasonTUNWriteError); got != 2 {
+		t.Errorf("tun_write_error drops %d, want 2", got)
+	}
+	var got []byte
+	for _, p := range dev.written {
+		got = append(got, p[len(p)-1])
+	}
+	if !bytes.Equal(got, []byte{1, 2, 4, 6}) {
+		t.Errorf("written payloads % x, want 01 02 04 06", got)
 	}
 }

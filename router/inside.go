@@ -27,7 +27,7 @@ type sealRun struct {
 	out   [][]byte // sealed datagrams of the current run
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
-	now   int64    // unix nanoseconds of the batch
+	now   int64    // time of the batch (monotonic nanoseconds, see monoEpoch)
 }
 
 // newInsideSlot returns buffers for one TUN read, without a run.
@@ -179,8 +179,8 @@ drain:
 		return
 	}
 	now := r.clock.Now()
-	r.insideBusy.Store(now.UnixNano())
-	p.run.now = now.UnixNano()
+	r.insideBusy.Store(r.mono.ns(now))
+	p.run.now = r.mono.ns(now)
 	for _, b := range taken {
 		r.route(b, b.n, now)
 	}

@@ -63,7 +63,7 @@ func TestKeepalive(t *testing.T) {
 	clock.Step(6 * time.Second)
 	waitFor(t, "first keepalive", func() bool { return rx() == base+1 }, func() string {
 		p := a.r.state.Load().peers[b.id.Public]
-		return fmt.Sprintf("rx %d base %d; A sent %v recv %v; now %v", rx(), base, unixTime(p.lastSend.Load()), unixTime(p.lastReceive.Load()), clock.Now())
+		return fmt.Sprintf("rx %d base %d; A sent %v recv %v; now %v", rx(), base, p.mono.time(p.lastSend.Load()), p.mono.time(p.lastReceive.Load()), clock.Now())
 	})
 	clock.Step(25 * time.Second)
 	waitFor(t, "second keepalive", func() bool { return rx() == base+2 })

@@ -78,16 +78,16 @@ func (s LiveState) String() string {
 // gateway whose process is up but whose path is black-holed goes down the
 // same way as one that died.
 //
-// Times are monotonic nanoseconds since the router's epoch (Router.mono),
-// never wall-clock values, so a clock step cannot mark gateways down.
+// When the gateway was last heard from is the Peer's lastReceive stamp;
+// times are monotonic nanoseconds of the router's monoEpoch, never
+// wall-clock values, so a clock step cannot mark gateways down.
 //
-// Writers: heard and rtt by the outside loop (and the handshake loop for
-// handshake messages); everything else by the handshake loop alone, in
-// probe. Any goroutine may read.
+// Writers: rtt and probeReplies by the outside loop; interval by
+// SetConfig; everything else by the handshake loop alone (evaluate and
+// probeTimers). Any goroutine may read.
 type liveness struct {
-	lastHeard atomic.Int64 // mono ns of the newest authenticated packet; 0: never
-	state     atomic.Uint32
-	interval  atomic.Int64 // probe interval in ns; SetConfig writes it
+	state    atomic.Uint32
+	interval atomic.Int64 // probe interval in ns
 
 	// Probing, written by the handshake loop.
 	lastProbe    atomic.Int64  // mono ns the last probe was sent
@@ -96,8 +96,7 @@ type liveness struct {
 	probeReplies atomic.Uint64 // answers to our probes
 
 	// Transitions, written by the handshake loop.
-	changedMono atomic.Int64  // mono ns of the last state change
-	changedWall atomic.Int64  // unix ns of the last state change, for display
+	changedMono atomic.Int64  // mono ns of the last state change; 0: never
 	downs       atomic.Uint64 // times it went from up to down (failovers away from it)
 }
 
@@ -122,13 +121,6 @@ func clampDuration(d, lo, hi time.Duration) time.Duration {
 	return min(max(d, lo), hi)
 }
 
-// heard records an authenticated packet at mono.
-func (l *liveness) heard(mono int64) {
-	if l.lastHeard.Load() < mono {
-		l.lastHeard.Store(mono)
-	}
-}
-
 // State is the current liveness state.
 func (l *liveness) State() LiveState { return LiveState(l.state.Load()) }
 
@@ -143,14 +135,14 @@ type probeAction struct {
 	from    LiveState // state before the change
 }
 
-// evaluate moves the state machine to mono and says whether to probe. It
-// runs in the handshake loop only. session says whether a usable session
-// exists: without one nothing is probed (the handshake loop sets one up)
-// and a gateway cannot be up, since nothing could be sent to it.
-func (l *liveness) evaluate(mono, wall int64, session bool) probeAction {
+// evaluate moves the state machine to mono, the gateway having last been
+// heard from at heard (0: never), and says whether to probe. It runs in
+// the handshake loop only. session says whether a usable session exists:
+// without one nothing is probed (the handshake loop sets one up) and a
+// gateway cannot be up, since nothing could be sent to it.
+func (l *liveness) evaluate(mono, heard int64, session bool) probeAction {
 	var a probeAction
 	iv := l.interval.Load()
-	heard := l.lastHeard.Load()
 	silent := mono - heard
 	cur := LiveState(l.state.Load())
 	next := cur
@@ -169,7 +161,6 @@ func (l *liveness) evaluate(mono, wall int64, session bool) probeAction {
 	if next != cur {
 		l.state.Store(uint32(next))
 		l.changedMono.Store(mono)
-		l.changedWall.Store(wall)
 		if next == LiveDown {
 			l.downs.Add(1)
 		}
@@ -200,14 +191,14 @@ type LivenessStats struct {
 	Downs uint64 `json:"downs"`
 }
 
-func (l *liveness) stats() LivenessStats {
+func (l *liveness) stats(mono monoEpoch) LivenessStats {
 	return LivenessStats{
 		State:         l.State(),
 		ProbeInterval: time.Duration(l.interval.Load()),
 		ProbeRTT:      time.Duration(l.rtt.Load()),
 		ProbesSent:    l.probesSent.Load(),
 		ProbeReplies:  l.probeReplies.Load(),
-		LastChange:    unixTime(l.changedWall.Load()),
+		LastChange:    mono.time(l.changedMono.Load()),
 		Downs:         l.downs.Load(),
 	}
 }

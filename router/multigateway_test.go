@@ -248,7 +248,7 @@ func peerStats(g *gateway, name string) PeerStats {
 func pickSite(tb testing.TB, n int, now time.Time) *site {
 	s := &site{name: "b"}
 	for i := range n {
-		p := newPeer(PeerConfig{Site: "b", Name: fmt.Sprint("gw-", i), PublicKey: newIdentity(tb, bhcrypto.AESGCM).Public}, 1, 1500, time.Now)
+		p := newPeer(PeerConfig{Site: "b", Name: fmt.Sprint("gw-", i), PublicKey: newIdentity(tb, bhcrypto.AESGCM).Public}, 1, 1500, time.Now, newMonoEpoch(now))
 		p.current.Store(&bhcrypto.Keypair{Created: now})
 		p.live.state.Store(uint32(LiveUp))
 		s.gateways = append(s.gateways, p)

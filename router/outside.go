@@ -68,7 +68,7 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 			failures = 0
 		}
 		now := r.clock.Now()
-		r.outsideBusy.Store(now.UnixNano())
+		r.outsideBusy.Store(r.mono.ns(now))
 		r.receiveBatch(b, n, now)
 		r.outsideBusy.Store(0)
 	}
@@ -99,8 +99,8 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	if len(b.out) == 0 {
 		return
 	}
-	if _, err := r.writeTUN(b.out); err != nil {
-		r.drops.Add(Outside, ReasonTUNWriteError, uint64(len(b.out)))
+	if n := r.writeTUN(b.out); n > 0 {
+		r.drops.Add(Outside, ReasonTUNWriteError, uint64(n))
 	}
 }
 
@@ -152,8 +152,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 	if p.next.Load() == e.kp {
 		r.confirm(p, e.kp, now)
 	}
-	p.lastReceive.Store(now.UnixNano())
-	p.live.heard(r.mono(now))
+	p.lastReceive.Store(r.mono.ns(now))
 	if from != *p.endpoint.Load() {
 		ep := from
 		p.endpoint.Store(&ep)
@@ -198,7 +197,7 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 		return
 	}
 	r.retire(gone)
-	p.lastHandshake.Store(now.UnixNano())
+	p.lastHandshake.Store(r.mono.ns(now))
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.
@@ -207,11 +206,32 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	}
 }
 
-// writeTUN writes packets at bufHeadroom. The outside loop and the ICMP
-// errors of the inside loop both write; the TUN takes one writer at a
-// time.
-func (r *Router) writeTUN(bufs [][]byte) (int, error) {
+// writeTUN writes packets at bufHeadroom and returns how many it could not
+// write. When the TUN stops at a packet it refuses (the kernel rejects
+// malformed packets one at a time), that packet is dropped and the rest
+// are written again. A backend that tried every packet and cannot say
+// which failed (Offload) counts one per error it joined (a coalesced
+// write that failed counts once, whatever it carried). The
+// outside loop and the ICMP errors of the inside loop both write; the TUN
+// takes one writer at a time.
+func (r *Router) writeTUN(bufs [][]byte) (failed int) {
 	r.tunMu.Lock()
 	defer r.tunMu.Unlock()
-	return r.tun.Write(bufs, bufHeadroom)
+	for len(bufs) > 0 {
+		n, err := r.tun.Write(bufs, bufHeadroom)
+		switch {
+		case err == nil:
+			return failed
+		case n >= len(bufs):
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				return failed + max(len(j.Unwrap()), 1)
+			}
+			return failed + 1
+		case errors.Is(err, tun.ErrClosed):
+			return failed + len(bufs) - n
+		}
+		failed++
+		bufs = bufs[n+1:]
+	}
+	return failed
 }

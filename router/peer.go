@@ -80,18 +80,23 @@ type Peer struct {
 	// (queued packets it flushes), rx by the outside loop.
 	txPackets, txBytes atomic.Uint64
 	rxPackets, rxBytes atomic.Uint64
-	// lastHandshake is when the last handshake completed (unix
-	// nanoseconds): written by the handshake loop (as initiator) and the
-	// outside loop (confirming as responder).
+	// The time stamps below are monotonic nanoseconds (see monoEpoch;
+	// 0 = never).
+	//
+	// lastHandshake is when the last handshake completed: written by the
+	// handshake loop (as initiator) and the outside loop (confirming as
+	// responder).
 	lastHandshake atomic.Int64
-	// lastReceive is when the peer was last heard from (unix
-	// nanoseconds): written by the outside loop (authenticated packets)
-	// and the handshake loop (handshakes).
+	// lastReceive is when the peer was last heard from: written by the
+	// outside loop (authenticated packets) and the handshake loop
+	// (handshakes).
 	lastReceive atomic.Int64
-	// lastSend is when we last sent to the peer (unix nanoseconds):
-	// written by the inside path and the handshake loop (queued packets,
-	// keepalives).
+	// lastSend is when we last sent to the peer: written by the inside
+	// path and the handshake loop (queued packets, keepalives).
 	lastSend atomic.Int64
+	// mono converts the time stamps above back to times. Set by
+	// newPeer, never changed.
+	mono monoEpoch
 	// keepalive is the keepalive interval in nanoseconds, 0 = off.
 	// Written by SetConfig only.
 	keepalive atomic.Int64
@@ -117,8 +122,8 @@ type peerHandshake struct {
 	noSession time.Time
 }
 
-func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time) *Peer {
-	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now),
+func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {
+	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now), mono: mono,
 		rank: binary.LittleEndian.Uint64(c.PublicKey[:8])}
 	p.live.init(c.ProbeInterval)
 	p.keepalive.Store(int64(c.Keepalive))
@@ -168,11 +173,11 @@ func (p *Peer) Stats() PeerStats {
 		Site: p.site, Name: p.name, Endpoint: p.Endpoint(),
 		TxPackets: p.txPackets.Load(), TxBytes: p.txBytes.Load(),
 		RxPackets: p.rxPackets.Load(), RxBytes: p.rxBytes.Load(),
-		LastHandshake: unixTime(p.lastHandshake.Load()),
-		LastReceive:   unixTime(p.lastReceive.Load()),
+		LastHandshake: p.mono.time(p.lastHandshake.Load()),
+		LastReceive:   p.mono.time(p.lastReceive.Load()),
 		QueuedPackets: p.queue.len(),
 		Keepalive:     time.Duration(p.keepalive.Load()),
-		Live:          p.live.stats(),
+		Live:          p.live.stats(p.mono),
 
 		HandshakesInitiated: p.hsInitiated.Load(),
 		HandshakesAnswered:  p.hsAnswered.Load(),
@@ -184,13 +189,6 @@ func (p *Peer) Stats() PeerStats {
 		s.SessionCreated = kp.Created
 	}
 	return s
-}
-
-func unixTime(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 // setConfigEndpoint applies the endpoint of a reloaded config: it moves the

@@ -28,9 +28,6 @@ const (
 // isControl reports whether a decrypted plaintext is a control message.
 func isControl(plain []byte) bool { return len(plain) > 0 && plain[0]>>4 == 1 }
 
-// mono is t as monotonic nanoseconds since the router's epoch, never 0.
-func (r *Router) mono(t time.Time) int64 { return int64(t.Sub(r.epoch)) + 1 }
-
 // probeScratch is a buffer for one sealed control message.
 func probeScratch() []byte {
 	return make([]byte, bhcrypto.TransportOverhead+probeLen)
@@ -65,11 +62,11 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 			r.drops.Add(Inside, ReasonSendError, 1)
 			return
 		}
-		p.lastSend.Store(now.UnixNano())
+		p.lastSend.Store(r.mono.ns(now))
 	case probeReply:
 		p.live.probeReplies.Add(1)
 		if sent := int64(echo); sent > 0 {
-			if rtt := r.mono(now) - sent; rtt >= 0 {
+			if rtt := r.mono.ns(now) - sent; rtt >= 0 {
 				p.live.rtt.Store(rtt)
 			}
 		}
@@ -82,11 +79,11 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 // sends the probes it asks for. It runs in the handshake loop every
 // ProbeTick.
 func (r *Router) probeTimers(st *routingState, now time.Time) {
-	mono, wall := r.mono(now), now.UnixNano()
+	mono := r.mono.ns(now)
 	for _, p := range st.order {
 		kp := p.current.Load()
 		session := kp != nil && usable(kp, now)
-		a := p.live.evaluate(mono, wall, session)
+		a := p.live.evaluate(mono, p.lastReceive.Load(), session)
 		if a.changed {
 			// No new handshake here: a peer that lost our session
 			// (it restarted) starts one itself when our probes hit
@@ -109,14 +106,14 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 			r.log.Debug("probe send failed", "site", p.site, "gateway", p.name, "err", err)
 			continue
 		}
-		p.lastSend.Store(wall)
+		p.lastSend.Store(mono)
 	}
 }
 
 func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
 	case to == LiveDown:
-		silent := time.Duration(r.mono(now) - p.live.lastHeard.Load())
+		silent := time.Duration(r.mono.ns(now) - p.lastReceive.Load())
 		r.log.Warn("gateway down: no authenticated packet, flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
 			"silent_for", silent.Round(time.Millisecond), "probe_interval", time.Duration(p.live.interval.Load()))

@@ -54,6 +54,7 @@ type Router struct {
 	clock Clock
 	rand  io.Reader
 	mtu   int
+	mono  monoEpoch // for the stamps of liveness and loop health
 
 	queueLen int
 	bufSize  int
@@ -113,9 +114,8 @@ type Router struct {
 	icmpOut   [][]byte
 	icmpLimit *ratelimit.Limiter
 
-	// epoch is the origin of monotonic stamps (see mono); flowSeed keys
-	// the flow hash of site.pick. Both are set by New, then read-only.
-	epoch    time.Time
+	// flowSeed keys the flow hash of site.pick; set by New, then
+	// read-only.
 	flowSeed uint64
 
 	// Owned by the handshake loop.
@@ -168,6 +168,7 @@ func New(o Options) (*Router, error) {
 	if r.clock == nil {
 		r.clock = SystemClock{}
 	}
+	r.mono = newMonoEpoch(r.clock.Now())
 	if r.rand == nil {
 		r.rand = rand.Reader
 	}
@@ -192,7 +193,6 @@ func New(o Options) (*Router, error) {
 	r.trigger = make(chan *Peer, 1024)
 	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
 	r.probeBuf, r.probeOut = probeScratch(), make([][]byte, 1)
-	r.epoch = r.clock.Now()
 	var seed [8]byte
 	if _, err := io.ReadFull(r.rand, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
@@ -226,7 +226,7 @@ func (r *Router) SetConfig(c *Config) error {
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
 	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
-		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now)
+		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now, r.mono)
 	})
 	if err != nil {
 		return err
@@ -281,7 +281,7 @@ const StuckAfter = 10 * time.Second
 // is not; the handshake loop must have run its timers within StuckAfter.
 // The daemon feeds the systemd watchdog only while this returns nil.
 func (r *Router) Healthy(now time.Time) error {
-	ns := now.UnixNano()
+	ns := r.mono.ns(now)
 	if t := r.insideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
 		return fmt.Errorf("inside loop stuck on one batch for %s", time.Duration(ns-t))
 	}

@@ -29,7 +29,12 @@ type Device interface {
 	// how many it read. It blocks until at least one packet is available.
 	Read(bufs [][]byte, sizes []int, offset int) (n int, err error)
 	// Write writes every bufs[i][offset:] as one packet and returns how
-	// many packets were accepted.
+	// many packets were accepted. On error, a backend that stops at the
+	// first failure returns n < len(bufs): bufs[:n] were written,
+	// bufs[n] failed and bufs[n+1:] were not tried, so the caller may
+	// skip bufs[n] and write the rest again. A backend that tries every
+	// packet whatever fails (Offload) returns n = len(bufs) with the
+	// error: nothing is left to retry.
 	Write(bufs [][]byte, offset int) (n int, err error)
 	// BatchSize is the largest number of packets Read may return at once
 	// and the number of bufs a caller should offer.

@@ -257,9 +257,11 @@ func (d *Offload) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 
 // Write writes bufs[i][offset:] as packets, coalescing runs of one flow
 // (see OpenOffload for what that needs from the caller). It returns
-// len(bufs) when every write succeeded. On error it returns 0: the library
-// tries every (coalesced) packet and joins the errors, so which packets
-// were accepted is unknown. offset must be at least HeadroomNeeded.
+// len(bufs) when every write succeeded. The library tries every
+// (coalesced) packet and joins the errors, so which packets were accepted
+// is unknown: a failed write returns len(bufs) (every packet was tried,
+// nothing is left to retry) with the error, or 0 with ErrClosed or a bad
+// offset. offset must be at least HeadroomNeeded.
 func (d *Offload) Write(bufs [][]byte, offset int) (int, error) {
 	if offset < HeadroomNeeded {
 		return 0, errBadOffset
@@ -297,7 +299,7 @@ func (d *Offload) Write(bufs [][]byte, offset int) (int, error) {
 		if d.closed.Load() || errors.Is(err, os.ErrClosed) {
 			return 0, ErrClosed
 		}
-		return 0, err
+		return len(bufs), err
 	}
 	return len(bufs), nil
 }

@@ -1,0 +1,82 @@
+package router
+
+import (
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+)
+
+// wallStep returns t with its wall clock moved by step and its monotonic
+// reading unchanged: what time.Now() returns after NTP steps the clock.
+// The standard library has no way to make such a value, so this writes
+// the monotonic field of time.Time directly; it fails the test if the
+// result is not what it claims (a changed time.Time layout).
+func wallStep(tb testing.TB, t time.Time, step time.Duration) time.Time {
+	tb.Helper()
+	s := t.Add(step) // wall and monotonic both move
+	(*struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	})(unsafe.Pointer(&s)).ext -= int64(step) // monotonic back
+	if s.Sub(t) != 0 || s.Unix()-t.Unix() != int64(step/time.Second) {
+		tb.Fatalf("cannot build a wall-stepped time: Sub %v, wall %v", s.Sub(t), s.Unix()-t.Unix())
+	}
+	return s
+}
+
+// monoClock is a Clock on real time.Now() values, so they carry monotonic
+// readings, moved by hand; the test may step its wall clock alone.
+type monoClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *monoClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *monoClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+func (c *monoClock) Ticker(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+
+// TestWallClockStep: a step of the wall clock (NTP) does not make a peer
+// look silent (not ready, or down) or the loops look stuck (no watchdog
+// ping): liveness, readiness and Healthy measure monotonic time.
+func TestWallClockStep(t *testing.T) {
+	clock := &monoClock{now: time.Now()}
+	h := newHotPairClock(t, bhcrypto.AESGCM, clock)
+	in := h.a.newInsideBatch()
+	out := h.b.newOutsideBatch()
+	t0 := clock.Now()
+	// A sends to B (A now waits for an answer); B hears A.
+	h.a.routeBatch(refill(in, udpPacket(t, podA, podB, []byte("x"))), 1, t0)
+	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
+	out.eps[0] = h.bindA.local
+	h.b.receiveBatch(out, 1, t0)
+	h.a.timers(t0)
+
+	// One second later by the monotonic clock, the wall clock has
+	// jumped an hour ahead.
+	later := wallStep(t, t0.Add(time.Second), time.Hour)
+	clock.set(later)
+	if err := h.a.Healthy(later); err != nil {
+		t.Errorf("Healthy after a wall-clock step: %v", err)
+	}
+	if got := later.Sub(h.b.Peers()[0].LastReceive); got > 2*time.Second || got < 0 {
+		t.Errorf("B heard A %s ago by the readiness clock, want 1s", got)
+	}
+	h.a.timers(later)
+	if h.a.Peers()[0].Down {
+		t.Error("peer reported down after a wall-clock step")
+	}
+}
