@@ -32,6 +32,9 @@ type Options struct {
 	Version    string
 	// Ready, if set, is called once the TUN, routes and socket are up.
 	Ready func()
+	// RekeyAfter shortens the session rekey interval (router.Options);
+	// for tests that watch sessions rotate. Zero keeps the default.
+	RekeyAfter time.Duration
 }
 
 // Run loads the config and runs the gateway until ctx is cancelled. It
@@ -92,7 +95,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		log.Info("kernel early-drop filter turned off by earlyDrop")
 	}
-	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter})
+	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
 	if err != nil {
 		dev.Close()
 		bind.Close()

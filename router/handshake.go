@@ -237,7 +237,7 @@ func (r *Router) onTrigger(p *Peer, now time.Time, scratch []byte) {
 	kp := p.current.Load()
 	if kp != nil && usable(kp, now) {
 		r.flushQueue(p, kp, scratch)
-		if !needsRekey(kp, now) {
+		if !r.needsRekey(kp, now) {
 			return
 		}
 	}

@@ -14,6 +14,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (for performance work)")
+	rekeyAfter := fs.Duration("rekey-after", 0, "rekey sessions after this long instead of 2m (for tests; 0 keeps the default)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -38,5 +39,5 @@ func cmdRun(args []string, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
-	return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion()})
+	return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter})
 }

@@ -25,6 +25,8 @@ WAN_MTU=${WAN_MTU:-1500}
 KEEPALIVE=${KEEPALIVE:-10s}
 READY_WINDOW=${READY_WINDOW:-60s}
 OFFLOAD=${OFFLOAD:-true}
+# RUN_ARGS: extra flags for `bridgehead run` (tests: --rekey-after 10s).
+RUN_ARGS=${RUN_ARGS:-}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -122,7 +124,8 @@ up() {
 
 	say "starting gateways"
 	for s in a b; do
-		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" >"$dir/$s.log" 2>&1 &
+		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
+		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
 		echo $! >>"$dir/pids"
 		echo "    gw-${s}1 pid $! (log $dir/$s.log)"
 	done
