@@ -66,6 +66,7 @@ func Check(c *Config, opts CheckOptions) (problems ErrorList, warnings ErrorList
 	}
 	checkSelfRoute(c, r)
 	checkEndpoints(c, r)
+	checkRelayPlan(c, r, opts)
 	if len(r.errs) > 0 {
 		problems = r.errs.sorted()
 	}

@@ -157,6 +157,7 @@ func applyDefaults(c *Config) {
 	if c.Metrics.ReadyWindow == 0 {
 		c.Metrics.ReadyWindow = DefaultReadyWindow
 	}
+	relayDefaults(c.Relay)
 }
 
 // Hash identifies the file contents: the first 12 hex digits of their
