@@ -8,6 +8,8 @@
 //	bhprobe tcp-send [-src ADDR] -bytes N [-seed S] DST:PORT
 //	bhprobe udp-send [-src ADDR] [-size N] DST:PORT
 //	bhprobe http-get URL
+//	bhprobe kubelet -listen ADDR:PORT -cert FILE -key FILE
+//	bhprobe callbacks -target ADDR:PORT -ca FILE [-proxy URL] [-echo N] [-logs N] [-duration D] [-bytes N]
 package main
 
 import (
@@ -45,6 +47,10 @@ func main() {
 		err = udpSend(os.Args[2:])
 	case "http-get":
 		err = httpGet(os.Args[2:])
+	case "kubelet":
+		err = kubelet(os.Args[2:])
+	case "callbacks":
+		err = callbacks(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
