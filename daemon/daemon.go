@@ -142,6 +142,17 @@ func Run(ctx context.Context, o Options) error {
 		defer srv.Close()
 	}
 
+	rl, err := startRelay(cfg, g.m.reg, log)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
+	if rl != nil {
+		defer rl.Close()
+		g.relay = rl
+	}
+
 	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
 	if err != nil {
 		dev.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
 )
 
@@ -42,6 +43,8 @@ type gateway struct {
 
 	mu  sync.Mutex
 	cfg atomic.Pointer[config.Config]
+	// relay is the CONNECT relay, nil when off; set before reloads start.
+	relay *relay.Relay
 }
 
 // errNeedsRestart marks a change a reload cannot apply.
@@ -107,8 +110,18 @@ func (g *gateway) apply(path, why string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", next.Path, err)
 	}
+	relayCfg, err := relayConfig(next)
+	if err != nil {
+		return fmt.Errorf("%s: %w", next.Path, err)
+	}
 	if err := g.r.SetConfig(rc); err != nil {
 		return fmt.Errorf("%s: %w", next.Path, err)
+	}
+	if g.relay != nil && relayCfg != nil {
+		// Connections to sites the new plan drops are closed.
+		if err := g.relay.SetConfig(*relayCfg); err != nil {
+			g.log.Error("relay kept its previous policy", "err", err)
+		}
 	}
 	g.cfg.Store(next)
 	g.m.configInfo.Reset()
@@ -151,6 +164,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)
+	same("relay.listen", relayListen(old), relayListen(next))
 	if raw, err := os.ReadFile(next.PrivateKeyPath()); err == nil {
 		if k, err := bhcrypto.ParsePrivateKey(string(raw)); err == nil && k.PublicKey() != g.id.Public {
 			errs = append(errs, fmt.Errorf("%s: the key in privateKeyFile %s changed: %w", next.Path, next.PrivateKeyPath(), errNeedsRestart))

@@ -141,7 +141,11 @@ func (r *Relay) handle(nc net.Conn, cfg *Config) {
 	defer r.unregister(c)
 
 	dialStart := time.Now()
-	up, err := r.dial(ctx, cfg.Source, dst)
+	src := cfg.Source
+	if dst.Addr().Is6() {
+		src = cfg.Source6
+	}
+	up, err := r.dial(ctx, src, dst)
 	r.m.dial.Observe(time.Since(dialStart).Seconds())
 	if err != nil {
 		if p := c.reason.Load(); p != nil { // revoked or shut down while dialing

@@ -35,8 +35,8 @@ type Config struct {
 	// Source is the address relayed connections leave from: the
 	// gateway's LAN address, inside its site's node CIDRs, so the remote
 	// gateway accepts the packets as coming from this site. Invalid:
-	// the kernel chooses.
-	Source netip.Addr
+	// the kernel chooses. Source6 is the IPv6 counterpart.
+	Source, Source6 netip.Addr
 	// TLS, when not nil, is the server config: the relay speaks TLS and
 	// the config decides which client certificates it accepts.
 	TLS *tls.Config

@@ -38,7 +38,8 @@ type Options struct {
 	// Registry receives the bridgehead_relay_* metrics (required).
 	Registry prometheus.Registerer
 	// Dial replaces the dialer toward destinations (tests). nil: a
-	// net.Dialer from Config.Source with Config.DialTimeout.
+	// net.Dialer from Config.Source (Source6) bounded by ctx, which
+	// carries Config.DialTimeout.
 	Dial func(ctx context.Context, src netip.Addr, dst netip.AddrPort) (net.Conn, error)
 }
 
