@@ -5,6 +5,7 @@
 //	bridgehead routes --config FILE --site NAME --format FORMAT
 //	                                  print the static routes a site's nodes need
 //	bridgehead status [--json]        the running gateway's sites and sessions
+//	bridgehead verify --config FILE   check the gateway's paths end to end
 //	bridgehead genkey                 print a new private key (base64)
 //	bridgehead pubkey < private.key   print the public key of a private key
 //	bridgehead version                print the version
@@ -39,6 +40,9 @@ commands:
                         print the static routes the nodes of a site need
   status [--json]       show sites, gateways, sessions and drops of the running gateway;
                         exit 1 when a remote site is unreachable
+  verify --config FILE [--json] [--timeout D] [--target ADDR]
+                        check the running gateway end to end: remote gateways, nodes'
+                        kubelet port, path MTU, routes, forwarding, relay; exit 1 on a FAIL
   genkey                print a new base64 private key
   pubkey                read a private key on stdin, print its public key
   version               print the version
@@ -59,6 +63,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdRoutes(args[1:], stdout, stderr)
 	case "status":
 		err = cmdStatus(args[1:], stdout, stderr)
+	case "verify":
+		err = cmdVerify(args[1:], stdout, stderr)
 	case "genkey":
 		err = cmdGenkey(stdout)
 	case "pubkey":

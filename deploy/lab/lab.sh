@@ -27,6 +27,10 @@ READY_WINDOW=${READY_WINDOW:-60s}
 OFFLOAD=${OFFLOAD:-true}
 # RUN_ARGS: extra flags for `bridgehead run` (tests: --rekey-after 10s).
 RUN_ARGS=${RUN_ARGS:-}
+# CONFIG_EXTRA_A, CONFIG_EXTRA_B: top-level YAML added to gateway A's
+# (B's) config, e.g. a relay section.
+CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
+CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -107,6 +111,8 @@ up() {
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
 			echo "  readyWindow: $READY_WINDOW"
+			if [ "$s" = a ] && [ -n "$CONFIG_EXTRA_A" ]; then printf '%s\n' "$CONFIG_EXTRA_A"; fi
+			if [ "$s" = b ] && [ -n "$CONFIG_EXTRA_B" ]; then printf '%s\n' "$CONFIG_EXTRA_B"; fi
 			cat "$dir/sites.yaml"
 		} >"$dir/$s.yaml"
 	done
