@@ -223,7 +223,9 @@ func TestFailures(t *testing.T) {
 			delete(n.tcp, netip.MustParseAddrPort("192.168.50.5:10250"))
 		}, "node", Fail, "drops it"},
 		{"mtu black hole", func(n *fakeNet, st *control.Status) { n.pathMTU[a("192.168.50.2")] = 1340 }, "path-mtu", Fail, "set interface.mtu to 1340"},
-		{"route stolen", func(n *fakeNet, st *control.Status) { n.routes[a("10.245.0.0")] = Route{Dev: "eth1", Via: a("10.1.1.1")} }, "kernel-routes", Fail, "10.245.0.0/16 of site-b goes via 10.1.1.1 dev eth1, not into bh0"},
+		{"route stolen", func(n *fakeNet, st *control.Status) {
+			n.routes[a("10.245.0.0")] = Route{Dev: "eth1", Via: a("10.1.1.1")}
+		}, "kernel-routes", Fail, "10.245.0.0/16 of site-b goes via 10.1.1.1 dev eth1, not into bh0"},
 		{"local site hijacked", func(n *fakeNet, st *control.Status) { n.routes[a("10.224.0.0")] = Route{Dev: "bh0"} }, "kernel-routes", Fail, "hijack"},
 		{"pod route missing", func(n *fakeNet, st *control.Status) { delete(n.routes, a("10.244.1.0")) }, "kernel-routes", Fail, "pod range 10.244.1.0/24 of node-a1"},
 		{"forwarding off", func(n *fakeNet, st *control.Status) { n.sysctl["net/ipv4/ip_forward"] = "0" }, "forwarding", Fail, "sysctl -w net.ipv4.ip_forward=1"},
