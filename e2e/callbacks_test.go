@@ -13,16 +13,17 @@ import (
 // Lab addresses of the callback tests (deploy/lab/lab.sh).
 const (
 	nodeB       = "192.168.50.5"
+	nodeB6      = "fd00:50::5"
 	gwA         = "10.224.0.4"
 	kubeletPort = "10250"
 )
 
-// startKubelet runs `bhprobe kubelet` on node B's address, port 10250,
-// until the test ends.
+// startKubelet runs `bhprobe kubelet` on node B, port 10250 of every
+// address (as the kubelet does), until the test ends.
 func (l *lab) startKubelet(p pki) {
 	l.t.Helper()
 	c := exec.Command("ip", "netns", "exec", l.ns("b-node"), filepath.Join(l.bin, "bhprobe"), "kubelet",
-		"-listen", nodeB+":"+kubeletPort, "-cert", p.path("kubelet.pem"), "-key", p.path("kubelet.key"))
+		"-listen", ":"+kubeletPort, "-cert", p.path("kubelet.pem"), "-key", p.path("kubelet.key"))
 	out := &syncBuffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {

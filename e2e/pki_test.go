@@ -32,7 +32,7 @@ func newPKI(t *testing.T, dir string) pki {
 	p := pki{dir: dir}
 	ca, caKey := makeCA(t, "bridgehead test CA")
 	writeCert(t, p.path("ca.pem"), ca, nil)
-	issue(t, p, "kubelet", ca, caKey, []net.IP{net.ParseIP(nodeB)}, x509.ExtKeyUsageServerAuth)
+	issue(t, p, "kubelet", ca, caKey, []net.IP{net.ParseIP(nodeB), net.ParseIP(nodeB6)}, x509.ExtKeyUsageServerAuth)
 	issue(t, p, "relay", ca, caKey, []net.IP{net.ParseIP(gwA)}, x509.ExtKeyUsageServerAuth)
 	issue(t, p, "client", ca, caKey, nil, x509.ExtKeyUsageClientAuth)
 	other, otherKey := makeCA(t, "some other CA")

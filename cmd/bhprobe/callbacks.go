@@ -44,7 +44,7 @@ func callbacks(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long each stream stays open")
 	interval := fs.Duration("interval", 50*time.Millisecond, "pause between writes of a stream")
 	chunk := fs.Int("chunk", 4096, "bytes per write")
-	total := fs.Int64("bytes", 0, "echo streams send this many bytes at full speed instead of for -duration")
+	total := fs.Int64("bytes", 0, "echo streams send, and log streams fetch, this many bytes at full speed instead of for -duration")
 	timeout := fs.Duration("timeout", 5*time.Minute, "overall timeout")
 	fs.Parse(args)
 
@@ -132,7 +132,7 @@ func callbacks(args []string) error {
 			defer wg.Done()
 			open := sync.OnceFunc(opened.Done)
 			defer open()
-			r, err := cl.logStream(ctx, tr, uint64(1000+i), ready, open, setup, *duration, *interval, *chunk)
+			r, err := cl.logStream(ctx, tr, uint64(1000+i), ready, open, setup, *duration, *interval, *chunk, *total)
 			received.Add(r)
 			if err != nil {
 				fail(fmt.Errorf("log stream %d: %w", i+1, err))
@@ -318,9 +318,9 @@ func (c *cbClient) echoStream(ctx context.Context, seed uint64, ready <-chan str
 }
 
 func (c *cbClient) logStream(ctx context.Context, tr *http.Transport, seed uint64, ready <-chan struct{}, opened func(), setup func(time.Duration),
-	duration, interval time.Duration, chunk int) (int64, error) {
+	duration, interval time.Duration, chunk int, total int64) (int64, error) {
 	t0 := time.Now()
-	u := fmt.Sprintf("https://%s/logs?seed=%d&chunk=%d&interval=%s&duration=%s", c.target, seed, chunk, interval, duration)
+	u := fmt.Sprintf("https://%s/logs?seed=%d&chunk=%d&interval=%s&duration=%s&bytes=%d", c.target, seed, chunk, interval, duration, total)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err
@@ -355,6 +355,12 @@ func (c *cbClient) logStream(ctx context.Context, tr *http.Transport, seed uint6
 		if err != nil {
 			return got, fmt.Errorf("read after %d bytes: %w", got, err)
 		}
+	}
+	if total > 0 {
+		if got != total {
+			return got, fmt.Errorf("stream ended after %d of %d bytes", got, total)
+		}
+		return got, nil
 	}
 	if min := int64(chunk) * int64(duration/interval) / 2; got < min {
 		return got, fmt.Errorf("stream ended after %d bytes, want at least %d", got, min)

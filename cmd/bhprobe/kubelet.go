@@ -22,6 +22,8 @@ import (
 //	                                chunks of pseudo-random bytes from seed S,
 //	                                flushed every interval, ended cleanly
 //	                                after duration
+//	GET /logs?seed=S&chunk=N&bytes=B
+//	                                B such bytes at full speed, then the end
 //	GET /exec with "Upgrade: bh-echo"
 //	                                101 Switching Protocols (like SPDY and
 //	                                WebSocket exec), then every byte echoed
@@ -87,6 +89,7 @@ func serveLogs(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		duration = 10 * time.Second
 	}
+	total, _ := strconv.ParseInt(q.Get("bytes"), 10, 64)
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "no flusher", http.StatusInternalServerError)
@@ -95,6 +98,17 @@ func serveLogs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	rng := streamRNG(seed)
 	buf := make([]byte, chunk)
+	if total > 0 {
+		for sent := int64(0); sent < total; {
+			n := int(min(int64(chunk), total-sent))
+			rng.Read(buf[:n])
+			if _, err := w.Write(buf[:n]); err != nil {
+				return
+			}
+			sent += int64(n)
+		}
+		return
+	}
 	end := time.Now().Add(duration)
 	t := time.NewTicker(interval)
 	defer t.Stop()
