@@ -1,11 +1,17 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -34,11 +40,17 @@ import (
 func kubelet(args []string) error {
 	fs := flag.NewFlagSet("kubelet", flag.ExitOnError)
 	listen := fs.String("listen", "", "address:port (the node address, port 10250)")
-	certFile := fs.String("cert", "", "serving certificate (PEM)")
+	certFile := fs.String("cert", "", "serving certificate (PEM); none: a self-signed one")
 	keyFile := fs.String("key", "", "serving key (PEM)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "exit after this long")
 	fs.Parse(args)
-	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	var cert tls.Certificate
+	var err error
+	if *certFile == "" {
+		cert, err = selfSigned()
+	} else {
+		cert, err = tls.LoadX509KeyPair(*certFile, *keyFile)
+	}
 	if err != nil {
 		return err
 	}
@@ -169,4 +181,21 @@ func rawConn(c net.Conn) net.Conn {
 		return tc.NetConn()
 	}
 	return c
+}
+
+// selfSigned makes a throwaway serving certificate, as a kubelet without
+// configured certificates does.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bhprobe-kubelet"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(crand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
