@@ -122,4 +122,3 @@ func acceptServer(tb testing.TB, addr string) netip.AddrPort {
 	tb.Helper()
 	return echoServer(tb, addr)
 }
-
