@@ -30,10 +30,17 @@ func (l *lab) curlConnect(target string) string {
 	return strings.TrimSpace(out)
 }
 
-// startCallbacks runs `bhprobe callbacks` in node A in the background.
+// startCallbacks runs `bhprobe callbacks ARGS` in node A in the
+// background and waits until its streams are open.
 func (l *lab) startCallbacks(args ...string) (*syncBuffer, chan error) {
 	l.t.Helper()
-	c := exec.Command("ip", append([]string{"netns", "exec", l.ns("a-node"), filepath.Join(l.bin, "bhprobe"), "callbacks"}, args...)...)
+	return l.startCallbacksRaw(append([]string{"callbacks"}, args...)...)
+}
+
+// startCallbacksRaw is startCallbacks with the bhprobe subcommand in args.
+func (l *lab) startCallbacksRaw(args ...string) (*syncBuffer, chan error) {
+	l.t.Helper()
+	c := exec.Command("ip", append([]string{"netns", "exec", l.ns("a-node"), filepath.Join(l.bin, "bhprobe")}, args...)...)
 	out := &syncBuffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
@@ -41,7 +48,7 @@ func (l *lab) startCallbacks(args ...string) (*syncBuffer, chan error) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- c.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(out.String(), "streams open") {
 		if time.Now().After(deadline) {
 			c.Process.Kill()

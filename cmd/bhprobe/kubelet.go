@@ -63,9 +63,11 @@ func kubelet(args []string) error {
 	mux.HandleFunc("GET /logs", serveLogs)
 	mux.HandleFunc("GET /exec", serveExec)
 	srv := &http.Server{
-		Handler:           mux,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:   mux,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		// Generous: 200 TLS handshakes through race-built gateways in
+		// the end-to-end tests take tens of seconds.
+		ReadHeaderTimeout: time.Minute,
 	}
 	fmt.Println("listening", ln.Addr())
 	time.AfterFunc(*timeout, func() { srv.Close() })
