@@ -148,10 +148,13 @@ func Run(ctx context.Context, o Options) error {
 		bind.Close()
 		return err
 	}
-	if rl != nil {
-		defer rl.Close()
-		g.relay = rl
-	}
+	g.relay.Store(rl)
+	defer func() {
+		// Reloads have stopped by now; the relay may have moved.
+		if rl := g.relay.Load(); rl != nil {
+			rl.Close()
+		}
+	}()
 
 	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
 	if err != nil {

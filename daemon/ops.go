@@ -39,8 +39,8 @@ func (g *gateway) status() control.Status {
 		Peers: health.PeerStates(g.r.Peers()),
 		Drops: control.Drops(g.r.Drops()),
 	}
-	if g.relay != nil {
-		rs := g.relay.Status()
+	if rl := g.relay.Load(); rl != nil {
+		rs := rl.Status()
 		st.Relay = &rs
 	}
 	return st

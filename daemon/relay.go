@@ -60,11 +60,7 @@ func startRelay(c *config.Config, reg prometheus.Registerer, log *slog.Logger) (
 		r.Close()
 		return nil, fmt.Errorf("relay listen %s: %w", c.Relay.ListenAddr, err)
 	}
-	go func() {
-		if err := r.Serve(ln); err != nil {
-			log.Error("relay stopped accepting", "err", err)
-		}
-	}()
+	r.Start(ln)
 	tlsNote := "plain TCP"
 	if rc.TLS != nil {
 		tlsNote = "TLS, client certificates required"
@@ -74,7 +70,8 @@ func startRelay(c *config.Config, reg prometheus.Registerer, log *slog.Logger) (
 	return r, nil
 }
 
-// relayListen is the relay's address for restart-only comparison: "" when off.
+// relayListen is the relay's address, "" when it is off: a reload that
+// changes it starts, moves or stops the relay.
 func relayListen(c *config.Config) string {
 	if c.Relay == nil {
 		return ""

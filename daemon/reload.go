@@ -43,8 +43,9 @@ type gateway struct {
 
 	mu  sync.Mutex
 	cfg atomic.Pointer[config.Config]
-	// relay is the CONNECT relay, nil when off; set before reloads start.
-	relay *relay.Relay
+	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
+	// move and stop it; status reads it from any goroutine.
+	relay atomic.Pointer[relay.Relay]
 }
 
 // errNeedsRestart marks a change a reload cannot apply.
@@ -114,12 +115,29 @@ func (g *gateway) apply(path, why string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", next.Path, err)
 	}
+	// A relay turned on or moved listens before anything changes, so a
+	// taken address refuses the whole reload.
+	moved := relayListen(old) != relayListen(next)
+	var started *relay.Relay
+	if moved && next.Relay != nil {
+		if started, err = startRelay(next, g.m.reg, g.log); err != nil {
+			return fmt.Errorf("%s: %w", next.Path, err)
+		}
+	}
 	if err := g.r.SetConfig(rc); err != nil {
+		if started != nil {
+			started.Close()
+		}
 		return fmt.Errorf("%s: %w", next.Path, err)
 	}
-	if g.relay != nil && relayCfg != nil {
+	if moved {
+		if prev := g.relay.Swap(started); prev != nil {
+			prev.Close() // and its connections
+			g.log.Info("relay stopped", "addr", relayListen(old))
+		}
+	} else if rl := g.relay.Load(); rl != nil {
 		// Connections to sites the new plan drops are closed.
-		if err := g.relay.SetConfig(*relayCfg); err != nil {
+		if err := rl.SetConfig(*relayCfg); err != nil {
 			g.log.Error("relay kept its previous policy", "err", err)
 		}
 	}
@@ -164,7 +182,6 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)
-	same("relay.listen", relayListen(old), relayListen(next))
 	if raw, err := os.ReadFile(next.PrivateKeyPath()); err == nil {
 		if k, err := bhcrypto.ParsePrivateKey(string(raw)); err == nil && k.PublicKey() != g.id.Public {
 			errs = append(errs, fmt.Errorf("%s: the key in privateKeyFile %s changed: %w", next.Path, next.PrivateKeyPath(), errNeedsRestart))

@@ -1,6 +1,10 @@
 package relay
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the relay's series, registered on the registry New gets.
 type metrics struct {
@@ -36,6 +40,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
+	// A relay restarted on another address (a reload) registers on the
+	// same registry: it takes over the series of the one before, so the
+	// counters keep counting.
+	var err error
+	m.active = register(reg, m.active, &err)
+	m.total = register(reg, m.total, &err)
+	m.bytes = register(reg, m.bytes, &err)
+	m.refused = register(reg, m.refused, &err)
+	m.closed = register(reg, m.closed, &err)
+	m.dial = register(reg, m.dial, &err)
+	if err != nil {
+		return nil, err
+	}
 	m.toDest = m.bytes.WithLabelValues("to_destination")
 	m.toClient = m.bytes.WithLabelValues("to_client")
 	for _, r := range Reasons() {
@@ -44,10 +61,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range closeReasons {
 		m.closed.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.active, m.total, m.bytes, m.refused, m.closed, m.dial} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+	return m, nil
+}
+
+// register registers c, or returns the collector already registered
+// under its name; the first error is kept in *err.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, err *error) C {
+	if e := reg.Register(c); e != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(e, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		if *err == nil {
+			*err = e
 		}
 	}
-	return m, nil
+	return c
 }

@@ -104,17 +104,44 @@ func dialTCP(ctx context.Context, src netip.Addr, dst netip.AddrPort) (net.Conn,
 // Serve accepts connections on ln until Close, which also closes ln.
 // It returns nil after Close and the accept error otherwise.
 func (r *Relay) Serve(ln net.Listener) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		ln.Close()
+	if !r.addListener(ln) {
 		return nil
+	}
+	defer r.wg.Done()
+	return r.acceptLoop(ln)
+}
+
+// Start is Serve on a goroutine of the relay's own: ln is serving (and
+// Status shows its address) when Start returns. An accept error that
+// stops it is logged.
+func (r *Relay) Start(ln net.Listener) {
+	if !r.addListener(ln) {
+		return
+	}
+	go func() {
+		defer r.wg.Done()
+		if err := r.acceptLoop(ln); err != nil {
+			r.log.Error("relay stopped accepting", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// addListener records ln for Close and Status and counts its accept loop
+// in wg; false (and ln closed) once the relay is closed.
+func (r *Relay) addListener(ln net.Listener) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		ln.Close()
+		return false
 	}
 	r.listeners = append(r.listeners, ln)
 	r.listen = ln.Addr().String()
 	r.wg.Add(1)
-	r.mu.Unlock()
-	defer r.wg.Done()
+	return true
+}
+
+func (r *Relay) acceptLoop(ln net.Listener) error {
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()

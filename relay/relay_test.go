@@ -474,3 +474,24 @@ func testCert(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, usage
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// TestSharedRegistry: a relay started on the registry of a stopped one
+// (a reload that moves it) takes over its series.
+func TestSharedRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := New(Options{Config: baseConfig(10250), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.refuse(ReasonPort)
+	a.Close()
+	b, err := New(Options{Config: baseConfig(10250), Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.refuse(ReasonPort)
+	if got := testutil.ToFloat64(b.m.refused.WithLabelValues(string(ReasonPort))); got != 2 {
+		t.Errorf("refused{port} = %v after the second relay, want 2", got)
+	}
+}
