@@ -492,6 +492,9 @@ func (v *run) relay(ctx context.Context) {
 	status, err := v.connect(ctx, addr, dst)
 	took := time.Since(start)
 	switch {
+	case isTimeout(err):
+		chk.Result, chk.Figure = Fail, fmt.Sprintf("no answer in %s", 4*v.o.Timeout)
+		chk.Detail = fmt.Sprintf("the relay did not answer the CONNECT to %s: it is still dialing, so the node does not answer through the tunnel (node checks above)", dst)
 	case err != nil:
 		chk.Result = Fail
 		chk.Detail = fmt.Sprintf("%v: is the relay listening on %s (bridgehead status shows it)? a firewall between the API server and it?", err, addr)
@@ -511,7 +514,8 @@ func (v *run) connect(ctx context.Context, relayAddr, dst netip.AddrPort) (int, 
 		return 0, fmt.Errorf("cannot connect to the relay: %w", err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(v.o.Timeout + 10*time.Second))
+	// The relay answers once its own dial is done: a few round trips.
+	conn.SetDeadline(time.Now().Add(4 * v.o.Timeout))
 	if v.o.Config.Relay.TLS != nil {
 		conf := v.o.RelayClient.Clone()
 		if conf.ServerName == "" {
