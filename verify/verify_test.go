@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -105,7 +106,12 @@ func (f *fakeNet) Dial(_ context.Context, src netip.Addr, dst netip.AddrPort, _ 
 		client, server := net.Pipe()
 		go func() {
 			defer server.Close()
-			req, err := http.ReadRequest(bufio.NewReader(server))
+			br := bufio.NewReader(server)
+			req, err := http.ReadRequest(br)
+			if f.relayCode < 0 { // still dialing: no answer
+				io.Copy(io.Discard, br)
+				return
+			}
 			if err != nil || req.Method != http.MethodConnect || req.RequestURI != "192.168.50.5:10250" {
 				fmt.Fprint(server, "HTTP/1.1 400 Bad Request\r\n\r\n")
 				return
@@ -230,6 +236,7 @@ func TestFailures(t *testing.T) {
 		{"pod route missing", func(n *fakeNet, st *control.Status) { delete(n.routes, a("10.244.1.0")) }, "kernel-routes", Fail, "pod range 10.244.1.0/24 of node-a1"},
 		{"forwarding off", func(n *fakeNet, st *control.Status) { n.sysctl["net/ipv4/ip_forward"] = "0" }, "forwarding", Fail, "sysctl -w net.ipv4.ip_forward=1"},
 		{"relay down", func(n *fakeNet, st *control.Status) { n.relayCode = 0 }, "relay", Fail, "is the relay listening on 10.224.0.4:8131"},
+		{"relay silent", func(n *fakeNet, st *control.Status) { n.relayCode = -1 }, "relay", Fail, "still dialing"},
 		{"relay refuses", func(n *fakeNet, st *control.Status) { n.relayCode = 403 }, "relay", Fail, "the relay answered 403"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
