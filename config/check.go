@@ -87,6 +87,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkEndpoints(c, remote, r)
 	checkNextHopFamilies(c, r)
 	checkProbes(c, r)
+	checkRelayPlan(c, r, opts)
 	if len(r.errs) > 0 {
 		problems = r.errs.sorted()
 	}

@@ -45,8 +45,11 @@ type Config struct {
 	// cannot be bridgehead messages in the kernel (package earlydrop).
 	// nil means the default (on); without the capability or kernel
 	// support the gateway runs without it and says so in the log.
-	EarlyDrop *bool  `yaml:"earlyDrop"`
-	Sites     []Site `yaml:"sites"`
+	EarlyDrop *bool `yaml:"earlyDrop"`
+	// Relay is the HTTP CONNECT relay for API-server callbacks; nil
+	// (section absent) means off. See relay.go.
+	Relay *Relay `yaml:"relay"`
+	Sites []Site `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`

@@ -335,6 +335,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"controlSocket", d.str(&c.ControlSocket)},
 		{"clampMSS", d.boolPtr(&c.ClampMSS)},
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
+		{"relay", func(n *yaml.Node, path string) { d.relay(n, path, c) }},
 		{"sites", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var s Site

@@ -203,6 +203,7 @@ func applyDefaults(c *Config) {
 	if c.Cluster.Name == "" {
 		c.Cluster.Name = DefaultClusterName
 	}
+	relayDefaults(c.Relay)
 }
 
 // HashData is what Hash returns for a Config parsed from data: the first

@@ -21,6 +21,7 @@ func validateBasic(c *Config, r *reporter, l loader) {
 	checkGatewayNames(c, r)
 	checkPublicKeys(c, r)
 	resolveEndpoints(c, r, l)
+	checkRelay(c, r)
 }
 
 // checkLocalRefs: site and gateway are set and name an existing site and

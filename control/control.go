@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/health"
+	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
 )
 
@@ -52,6 +53,8 @@ type Status struct {
 	Peers    []health.PeerState  `json:"peers"`
 	// Drops lists the nonzero drop counters.
 	Drops []Drop `json:"drops"`
+	// Relay is the CONNECT relay's summary; absent when it is off.
+	Relay *relay.Status `json:"relay,omitempty"`
 }
 
 // Drop is one nonzero drop counter (bridgehead_dropped_packets_total).

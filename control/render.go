@@ -3,10 +3,12 @@ package control
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/bridgehead/bridgehead/health"
+	"github.com/bridgehead/bridgehead/relay"
 )
 
 // Render writes s as the human table of `bridgehead status`: a header
@@ -68,6 +70,7 @@ func Render(w io.Writer, s *Status, now time.Time) {
 		}
 	}
 	tw.Flush()
+	renderRelay(w, s.Relay)
 
 	if len(s.Drops) == 0 {
 		return
@@ -83,6 +86,39 @@ func Render(w io.Writer, s *Status, now time.Time) {
 		fmt.Fprintf(tw, "  %s\t%s\t%*d\n", d.Direction, d.Reason, width, d.Count)
 	}
 	tw.Flush()
+}
+
+// renderRelay writes the relay's line (nothing when it is off):
+// address, transport, ports, open connections by site, totals and the
+// refusals by reason.
+func renderRelay(w io.Writer, r *relay.Status) {
+	if r == nil {
+		return
+	}
+	transport := "plain TCP"
+	if r.TLS {
+		transport = "mTLS"
+	}
+	var sites []string
+	for _, s := range r.BySite {
+		sites = append(sites, fmt.Sprintf("%s %d", s.Site, s.Active))
+	}
+	open := fmt.Sprintf("%d open", r.Active)
+	if len(sites) > 0 {
+		open += " (" + strings.Join(sites, ", ") + ")"
+	}
+	var refused []string
+	var n uint64
+	for _, x := range r.Refused {
+		refused = append(refused, fmt.Sprintf("%s %d", x.Reason, x.Count))
+		n += x.Count
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "relay:   %s (%s), ports %v: %s, %d relayed, %d refused", r.Listen, transport, r.AllowedPorts, open, r.Total, n)
+	if n > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(refused, ", "))
+	}
+	fmt.Fprintln(w)
 }
 
 // findPeer returns the peer of site and gateway, or a zero PeerState.

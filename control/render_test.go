@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/health"
+	"github.com/bridgehead/bridgehead/relay"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -32,6 +33,7 @@ func TestRenderGolden(t *testing.T) {
 		{"status_not_ready", sampleStatus()},
 		{"status_ready", ready},
 		{"status_empty", Status{}},
+		{"status_relay", withRelay(ready)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,4 +100,12 @@ func TestBytes(t *testing.T) {
 			t.Errorf("bytes(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
+}
+
+// withRelay is s with a relay that has open connections and refusals.
+func withRelay(s Status) Status {
+	s.Relay = &relay.Status{Listen: "10.224.0.4:8131", TLS: true, AllowedPorts: []uint16{10250}, Active: 3, Total: 120,
+		Refused: []relay.RefusedBy{{Reason: "local_site", Count: 2}, {Reason: "port", Count: 1}},
+		BySite:  []relay.SiteActive{{Site: "b", Active: 3}}}
+	return s
 }

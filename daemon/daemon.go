@@ -32,6 +32,9 @@ type Options struct {
 	Version    string
 	// Ready, if set, is called once the TUN, routes and socket are up.
 	Ready func()
+	// RekeyAfter shortens the session rekey interval (router.Options);
+	// for tests that watch sessions rotate. Zero keeps the default.
+	RekeyAfter time.Duration
 }
 
 // Run loads the config and runs the gateway until ctx is cancelled. It
@@ -95,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		log.Info("kernel early-drop filter turned off by earlyDrop")
 	}
-	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter})
+	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
 	if err != nil {
 		dev.Close()
 		bind.Close()
@@ -141,6 +144,20 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer srv.Close()
 	}
+
+	rl, err := startRelay(cfg, g.m.reg, log)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
+	g.relay.Store(rl)
+	defer func() {
+		// Reloads have stopped by now; the relay may have moved.
+		if rl := g.relay.Load(); rl != nil {
+			rl.Close()
+		}
+	}()
 
 	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
 	if err != nil {

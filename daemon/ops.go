@@ -30,7 +30,7 @@ func (g *gateway) status() control.Status {
 	now := time.Now()
 	cfg := g.cfg.Load()
 	rep := g.readiness(now)
-	return control.Status{
+	st := control.Status{
 		Version: g.version, Site: cfg.Site, Gateway: cfg.Gateway,
 		ConfigPath: cfg.Path, ConfigHash: cfg.Hash(),
 		ConfigLoaded: time.Unix(0, g.loaded.Load()), Started: g.started,
@@ -38,6 +38,11 @@ func (g *gateway) status() control.Status {
 		Peers: health.PeerStates(g.r.Peers()),
 		Drops: control.Drops(g.r.Drops()),
 	}
+	if rl := g.relay.Load(); rl != nil {
+		rs := rl.Status()
+		st.Relay = &rs
+	}
+	return st
 }
 
 // updateReadiness publishes readiness to the metrics and to systemd.

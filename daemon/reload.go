@@ -14,6 +14,7 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
 )
 
@@ -43,6 +44,9 @@ type gateway struct {
 
 	mu  sync.Mutex
 	cfg atomic.Pointer[config.Config]
+	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
+	// move and stop it; status reads it from any goroutine.
+	relay atomic.Pointer[relay.Relay]
 }
 
 // errNeedsRestart marks a change a reload cannot apply.
@@ -125,8 +129,35 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", next.Path, err)
 	}
-	if err := g.r.SetConfig(rc); err != nil {
+	relayCfg, err := relayConfig(next)
+	if err != nil {
 		return false, fmt.Errorf("%s: %w", next.Path, err)
+	}
+	// A relay turned on or moved listens before anything changes, so a
+	// taken address refuses the whole reload.
+	moved := relayListen(old) != relayListen(next)
+	var started *relay.Relay
+	if moved && next.Relay != nil {
+		if started, err = startRelay(next, g.m.reg, g.log); err != nil {
+			return false, fmt.Errorf("%s: %w", next.Path, err)
+		}
+	}
+	if err := g.r.SetConfig(rc); err != nil {
+		if started != nil {
+			started.Close()
+		}
+		return false, fmt.Errorf("%s: %w", next.Path, err)
+	}
+	if moved {
+		if prev := g.relay.Swap(started); prev != nil {
+			prev.Close() // and its connections
+			g.log.Info("relay stopped", "addr", relayListen(old))
+		}
+	} else if rl := g.relay.Load(); rl != nil {
+		// Connections to sites the new plan drops are closed.
+		if err := rl.SetConfig(*relayCfg); err != nil {
+			g.log.Error("relay kept its previous policy", "err", err)
+		}
 	}
 	g.cfg.Store(next)
 	g.loaded.Store(time.Now().UnixNano())

@@ -283,7 +283,7 @@ func (r *Router) onTrigger(p *Peer, now time.Time, scratch []byte) {
 	kp := p.current.Load()
 	if kp != nil && usable(kp, now) {
 		r.flushQueue(p, kp, scratch)
-		if !needsRekey(kp, now) {
+		if !r.needsRekey(kp, now) {
 			return
 		}
 	}
@@ -431,7 +431,7 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 		// waits a little longer, by its rank, so sessions set up
 		// together (a restart with hundreds of peers) are not all
 		// renewed in the same second every two minutes.
-		if p.hs.pending == nil && needsRekey(kp, now.Add(-idleRekeySpread(p))) {
+		if p.hs.pending == nil && r.needsRekey(kp, now.Add(-r.idleRekeySpread(p))) {
 			r.initiate(p, now, false)
 		}
 	}
@@ -445,10 +445,11 @@ func (r *Router) liveness(p *Peer, now time.Time) {
 	}
 }
 
-// idleRekeySpread is how much later than RekeyAfterTime an idle session
-// with p is renewed: up to RekeyTimeout*3, spread by the peer's rank.
-func idleRekeySpread(p *Peer) time.Duration {
-	return time.Duration(p.rank % uint64(3*RekeyTimeout))
+// idleRekeySpread is how much later than the rekey age an idle session
+// with p is renewed: up to an eighth of it (15 s of 2 minutes), spread by
+// the peer's rank.
+func (r *Router) idleRekeySpread(p *Peer) time.Duration {
+	return time.Duration(p.rank % uint64(max(r.rekeyAfter/8, 1)))
 }
 
 // leads reports whether this gateway starts proactive handshakes with p:

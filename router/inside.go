@@ -241,7 +241,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			r.wantHandshake(p)
 			continue
 		}
-		if needsRekey(kp, now) {
+		if r.needsRekey(kp, now) {
 			r.wantHandshake(p)
 		}
 		padded := bhcrypto.PaddedLen(size, r.mtu)
@@ -286,15 +286,17 @@ func usable(kp *bhcrypto.Keypair, now time.Time) bool {
 }
 
 // needsRekey reports whether sending on kp should start a new handshake.
-func needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
+// The initiator rekeys after r.rekeyAfter, the responder later (as much
+// later as responderRekeyAfter is after RekeyAfterTime, never past it).
+func (r *Router) needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
 	age := now.Sub(kp.Created)
 	if kp.SendCount() >= bhcrypto.RekeyAfterMessages {
 		return true
 	}
 	if kp.Initiator {
-		return age >= RekeyAfterTime
+		return age >= r.rekeyAfter
 	}
-	return age >= responderRekeyAfter
+	return age >= min(r.rekeyAfter+responderRekeyAfter-RekeyAfterTime, responderRekeyAfter)
 }
 
 // wantHandshake asks the handshake loop to set up a session with p. It

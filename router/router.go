@@ -39,6 +39,10 @@ type Options struct {
 	// Filter, if not nil, is the kernel early-drop filter attached to
 	// Bind's socket; the Router keeps it current (see KernelFilter).
 	Filter KernelFilter
+	// RekeyAfter replaces RekeyAfterTime when positive and shorter, so
+	// end-to-end tests can watch sessions rotate under live traffic
+	// without waiting minutes. Production leaves it zero.
+	RekeyAfter time.Duration
 }
 
 // Router forwards packets between the TUN device and the peers.
@@ -58,6 +62,8 @@ type Router struct {
 
 	queueLen int
 	bufSize  int
+	// rekeyAfter is RekeyAfterTime or Options.RekeyAfter; set by New.
+	rekeyAfter time.Duration
 
 	cfgMu sync.Mutex // serializes SetConfig
 	state atomic.Pointer[routingState]
@@ -158,9 +164,10 @@ func New(o Options) (*Router, error) {
 	r := &Router{
 		tun: o.TUN, bind: o.Bind, id: o.Identity,
 		log: o.Logger, clock: o.Clock, rand: o.Rand,
-		mtu:      o.TUN.MTU(),
-		queueLen: o.QueueLen,
-		pending:  make(map[uint32]*Peer),
+		mtu:        o.TUN.MTU(),
+		queueLen:   o.QueueLen,
+		pending:    make(map[uint32]*Peer),
+		rekeyAfter: rekeyInterval(o.RekeyAfter),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -376,4 +383,12 @@ func (r *Router) newIndex() (uint32, error) {
 		return idx, nil
 	}
 	return 0, errors.New("router: no free receiver index")
+}
+
+// rekeyInterval is the initiator's rekey age for Options.RekeyAfter.
+func rekeyInterval(opt time.Duration) time.Duration {
+	if opt > 0 && opt < RekeyAfterTime {
+		return opt
+	}
+	return RekeyAfterTime
 }

@@ -11,6 +11,8 @@
 //	bhprobe udp-stream [-src ADDR] [-rate N] [-flows N] [-duration D] DST:PORT
 //	bhprobe udp-sink -listen ADDR:PORT [-duration D]
 //	bhprobe lb-watch -gateways A,B [-gateways6 A6,B6] -dests P,Q [-interval D]
+//	bhprobe kubelet -listen ADDR:PORT -cert FILE -key FILE
+//	bhprobe callbacks -target ADDR:PORT -ca FILE [-proxy URL] [-echo N] [-logs N] [-duration D] [-bytes N]
 package main
 
 import (
@@ -54,6 +56,10 @@ func main() {
 		err = udpSink(os.Args[2:])
 	case "lb-watch":
 		err = lbWatch(os.Args[2:])
+	case "kubelet":
+		err = kubelet(os.Args[2:])
+	case "callbacks":
+		err = callbacks(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -13,6 +13,7 @@ func setupRun(fs *flag.FlagSet) action {
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
+	rekeyAfter := fs.Duration("rekey-after", 0, "rekey sessions after this `DURATION` instead of 2m (for tests; 0 keeps the default)")
 	return noArgs(func(std *stdio) error {
 		log, err := newLogger(std.err, *logFormat, *logLevel)
 		if err != nil {
@@ -37,6 +38,6 @@ func setupRun(fs *flag.FlagSet) action {
 			defer pprof.StopCPUProfile()
 		}
 		log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
-		return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion()})
+		return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter})
 	})
 }

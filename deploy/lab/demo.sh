@@ -35,7 +35,15 @@ fi
 # A demo left behind by a killed run would collide with this one.
 for ns in a-node a-gw b-gw b-node; do ip netns del "$PREFIX-$ns" 2>/dev/null || true; done
 
+# Gateway A also runs the CONNECT relay for API-server callbacks.
+export CONFIG_EXTRA_A=$'relay:\n  listen: 10.224.0.4:8131\n  allowedPorts: [10250]'
 deploy/lab/lab.sh up "$STATE" "$PREFIX"
+
+say "a stand-in kubelet on node B (HTTPS on :10250), for the callback checks"
+ip netns exec $PREFIX-b-node "$PROBE" kubelet -listen :10250 >"$STATE/kubelet.log" 2>&1 &
+echo $! >>"$STATE/pids"
+for _ in $(seq 1 50); do grep -q listening "$STATE/kubelet.log" 2>/dev/null && break; sleep 0.1; done
+sed 's/^/      /' "$STATE/kubelet.log"
 
 say "node A's routing table: only its LAN and the routes toward gateway A"
 run ip -n $PREFIX-a-node route
@@ -79,3 +87,6 @@ say "gateway B's metrics (excerpt)"
 ip netns exec $PREFIX-b-gw "$PROBE" http-get http://127.0.0.1:9641/metrics >"$STATE/metrics.txt"
 grep -E '^bridgehead_(peer_(sent|received)_(packets|bytes)_total|handshakes_total|peer_endpoint_info|build_info)' "$STATE/metrics.txt" | sed 's/^/      /'
 grep -E '^bridgehead_dropped_packets_total' "$STATE/metrics.txt" | grep -v ' 0$' | sed 's/^/      /' || echo "      (no drops)"
+
+say "bridgehead verify on gateway A: the checks an operator runs after installing it"
+run ip netns exec $PREFIX-a-gw "$BRIDGEHEAD" verify --config "$STATE/a.yaml"

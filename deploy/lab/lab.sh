@@ -25,6 +25,12 @@ WAN_MTU=${WAN_MTU:-1500}
 KEEPALIVE=${KEEPALIVE:-10s}
 READY_WINDOW=${READY_WINDOW:-60s}
 OFFLOAD=${OFFLOAD:-true}
+# RUN_ARGS: extra flags for `bridgehead run` (tests: --rekey-after 10s).
+RUN_ARGS=${RUN_ARGS:-}
+# CONFIG_EXTRA_A, CONFIG_EXTRA_B: top-level YAML added to gateway A's
+# (B's) config, e.g. a relay section.
+CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
+CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -103,6 +109,8 @@ up() {
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
 			echo "  readyWindow: $READY_WINDOW"
+			if [ "$s" = a ] && [ -n "$CONFIG_EXTRA_A" ]; then printf '%s\n' "$CONFIG_EXTRA_A"; fi
+			if [ "$s" = b ] && [ -n "$CONFIG_EXTRA_B" ]; then printf '%s\n' "$CONFIG_EXTRA_B"; fi
 			cat "$dir/sites.yaml"
 		} >"$dir/$s.yaml"
 	done
@@ -120,7 +128,8 @@ up() {
 
 	say "starting gateways"
 	for s in a b; do
-		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" >"$dir/$s.log" 2>&1 &
+		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
+		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
 		echo $! >>"$dir/pids"
 		echo "    gw-${s}1 pid $! (log $dir/$s.log)"
 	done

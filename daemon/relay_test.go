@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// freeAddr is a loopback TCP address nothing listens on (now).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// connectStatus sends one CONNECT to the relay at addr; 0 when nothing
+// listens there.
+func connectStatus(t *testing.T, addr, dst string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", dst)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("CONNECT via %s: %v", addr, err)
+	}
+	return resp.StatusCode
+}
+
+// TestReloadRelay: reloads turn the relay on, move it to another address
+// (the old one stops answering, the counters carry on) and turn it off.
+func TestReloadRelay(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	path := keys.write(t, dir, "a", sa, sb)
+	plain, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindA, _ := udp.NewPair(epA, epB)
+	g, _, _ := startGateway(t, path, bindA)
+	t.Cleanup(func() {
+		if rl := g.relay.Load(); rl != nil {
+			rl.Close()
+		}
+	})
+	setRelay := func(listen string) {
+		text := string(plain)
+		if listen != "" {
+			text = strings.Replace(text, "sites:\n", "relay:\n  listen: "+listen+"\nsites:\n", 1)
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.reload(path, "test"); err != nil {
+			t.Fatalf("reload with relay %q: %v", listen, err)
+		}
+	}
+	refusedLocal := func() float64 {
+		mfs, err := g.m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "bridgehead_relay_refused_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "reason" && l.GetValue() == "local_site" {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+
+	addr1 := freeAddr(t)
+	setRelay(addr1)
+	if st := g.status(); st.Relay == nil || st.Relay.Listen != addr1 {
+		t.Fatalf("relay after turning it on: %+v", st.Relay)
+	}
+	if got := connectStatus(t, addr1, "10.1.0.9:10250"); got != 403 {
+		t.Errorf("CONNECT to the local site: %d, want 403", got)
+	}
+
+	addr2 := freeAddr(t)
+	setRelay(addr2)
+	if st := g.status(); st.Relay == nil || st.Relay.Listen != addr2 {
+		t.Fatalf("relay after moving it: %+v", st.Relay)
+	}
+	if got := connectStatus(t, addr1, "10.1.0.9:10250"); got != 0 {
+		t.Errorf("the old address still answers: %d", got)
+	}
+	if got := connectStatus(t, addr2, "10.1.0.9:10250"); got != 403 {
+		t.Errorf("CONNECT via the new address: %d, want 403", got)
+	}
+	if got := refusedLocal(); got != 2 {
+		t.Errorf("refused{local_site} = %v across the move, want 2", got)
+	}
+
+	// A taken address refuses the reload and keeps the relay where it is.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	text := strings.Replace(string(plain), "sites:\n", "relay:\n  listen: "+taken.Addr().String()+"\nsites:\n", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.reload(path, "test"); err == nil || !strings.Contains(err.Error(), "relay listen") {
+		t.Errorf("reload onto a taken address: %v", err)
+	}
+	if got := connectStatus(t, addr2, "10.1.0.9:10250"); got != 403 {
+		t.Errorf("after the refused reload, the relay at %s answers %d", addr2, got)
+	}
+
+	setRelay("")
+	if st := g.status(); st.Relay != nil {
+		t.Fatalf("relay still on: %+v", st.Relay)
+	}
+	if got := connectStatus(t, addr2, "10.1.0.9:10250"); got != 0 {
+		t.Errorf("the relay still answers after it was turned off: %d", got)
+	}
+}

@@ -1,0 +1,151 @@
+package verify
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
+)
+
+// SystemNetwork is the host's network: raw ICMP sockets (root or
+// CAP_NET_RAW), TCP, netlink and /proc/sys.
+type SystemNetwork struct{}
+
+// Ping implements Network. The probe leaves with don't-fragment and
+// ignores the kernel's cached path MTU (IP_PMTUDISC_PROBE), so a size
+// larger than the path answers nothing instead of being fragmented.
+func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, timeout time.Duration) (time.Duration, error) {
+	network, listen, proto, hdr := "ip4:icmp", "0.0.0.0", 1, 20
+	var reqType, replyType icmp.Type = ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply
+	if dst.Is6() {
+		network, listen, proto, hdr = "ip6:ipv6-icmp", "::", 58, 40
+		reqType, replyType = ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply
+	}
+	if src.IsValid() {
+		listen = src.String()
+	}
+	payload := size - hdr - 8
+	if payload < 8 {
+		return 0, fmt.Errorf("ping: size %d too small", size)
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if dst.Is6() {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_PROBE)
+				if serr == nil {
+					serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1)
+				}
+			} else {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := lc.ListenPacket(ctx, network, listen)
+	if err != nil {
+		return 0, fmt.Errorf("ping: %w", err)
+	}
+	defer pc.Close()
+	var idb [4]byte
+	rand.Read(idb[:])
+	id, seq := int(binary.BigEndian.Uint16(idb[:2])), int(binary.BigEndian.Uint16(idb[2:]))
+	msg := icmp.Message{Type: reqType, Body: &icmp.Echo{ID: id, Seq: seq, Data: make([]byte, payload)}}
+	b, err := msg.Marshal(nil)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := pc.WriteTo(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+		return 0, err
+	}
+	deadline := start.Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pc.SetReadDeadline(deadline)
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return 0, err
+		}
+		ip, ok := from.(*net.IPAddr)
+		if !ok {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(ip.IP); !ok || a.Unmap() != dst {
+			continue
+		}
+		m, err := icmp.ParseMessage(proto, buf[:n])
+		if err != nil || m.Type != replyType {
+			continue
+		}
+		if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id && e.Seq == seq {
+			return time.Since(start), nil
+		}
+	}
+}
+
+// Dial implements Network.
+func (SystemNetwork) Dial(ctx context.Context, src netip.Addr, dst netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	if src.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
+	}
+	return d.DialContext(ctx, "tcp", dst.String())
+}
+
+// Route implements Network with netlink's route lookup (ip route get).
+func (SystemNetwork) Route(dst netip.Addr) (Route, error) {
+	routes, err := netlink.RouteGet(dst.AsSlice())
+	if err != nil {
+		return Route{}, err
+	}
+	if len(routes) == 0 {
+		return Route{}, fmt.Errorf("no route to %s", dst)
+	}
+	r := routes[0]
+	var out Route
+	if link, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
+		out.Dev = link.Attrs().Name
+	}
+	if a, ok := netip.AddrFromSlice(r.Gw); ok {
+		out.Via = a.Unmap()
+	}
+	return out, nil
+}
+
+// Sysctl implements Network.
+func (SystemNetwork) Sysctl(name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join("/proc/sys", name))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// LinkMTU implements Network.
+func (SystemNetwork) LinkMTU(name string) (int, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return 0, err
+	}
+	return ifc.MTU, nil
+}
