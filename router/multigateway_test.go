@@ -84,6 +84,16 @@ func collect(t *testing.T, b1, b2 *gateway, want int) (by map[int]map[string]int
 	return by
 }
 
+// sendFlows sends one packet of each of n flows from a and returns which
+// of b1 and b2 delivered each.
+func sendFlows(t *testing.T, a, b1, b2 *gateway, n, seq int) map[int]map[string]int {
+	t.Helper()
+	for f := range n {
+		a.tun.Inject(flowPacket(t, f, seq))
+	}
+	return collect(t, b1, b2, n)
+}
+
 // waitUp waits until every peer of g is up.
 func waitUp(t *testing.T, clock *fakeClock, g *gateway) {
 	t.Helper()
@@ -147,13 +157,7 @@ func TestFailoverMovesOnlyItsFlows(t *testing.T) {
 	clock := newFakeClock()
 	a, b1, b2, cfg := newMultiGateway(t, clock)
 	waitUp(t, clock, a)
-	const flows = 32
-	send := func(seq int) map[int]map[string]int {
-		for f := range flows {
-			a.tun.Inject(flowPacket(t, f, seq))
-		}
-		return collect(t, b1, b2, flows)
-	}
+	send := func(seq int) map[int]map[string]int { return sendFlows(t, a, b1, b2, 32, seq) }
 	before := send(0)
 	onB1 := map[int]bool{}
 	for f, gws := range before {
@@ -306,13 +310,7 @@ func TestReloadGatewaysKeepsOtherFlows(t *testing.T) {
 	clock := newFakeClock()
 	a, b1, b2, cfg := newMultiGateway(t, clock)
 	waitUp(t, clock, a)
-	const flows = 32
-	send := func(seq int) map[int]map[string]int {
-		for f := range flows {
-			a.tun.Inject(flowPacket(t, f, seq))
-		}
-		return collect(t, b1, b2, flows)
-	}
+	send := func(seq int) map[int]map[string]int { return sendFlows(t, a, b1, b2, 32, seq) }
 	before := send(0)
 	hs := peerStats(a, "gw-b1")
 	without := cfg("site-a")

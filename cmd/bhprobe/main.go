@@ -238,15 +238,7 @@ func udpSend(args []string) error {
 	if err != nil {
 		return err
 	}
-	var laddr *net.UDPAddr
-	if *src != "" {
-		a, err := netip.ParseAddr(*src)
-		if err != nil {
-			return err
-		}
-		laddr = &net.UDPAddr{IP: a.AsSlice()}
-	}
-	c, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(dst))
+	c, err := dialUDP(*src, dst)
 	if err != nil {
 		return err
 	}
@@ -284,4 +276,17 @@ func httpGet(args []string) error {
 		return fmt.Errorf("%s: %s", fs.Arg(0), resp.Status)
 	}
 	return nil
+}
+
+// dialUDP connects a UDP socket to dst, from src when it is not empty.
+func dialUDP(src string, dst netip.AddrPort) (*net.UDPConn, error) {
+	var laddr *net.UDPAddr
+	if src != "" {
+		a, err := netip.ParseAddr(src)
+		if err != nil {
+			return nil, err
+		}
+		laddr = &net.UDPAddr{IP: a.AsSlice()}
+	}
+	return net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(dst))
 }

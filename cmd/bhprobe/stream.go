@@ -37,15 +37,7 @@ func udpStream(args []string) error {
 	}
 	conns := make([]*net.UDPConn, *flows)
 	for i := range conns {
-		var laddr *net.UDPAddr
-		if *src != "" {
-			a, err := netip.ParseAddr(*src)
-			if err != nil {
-				return err
-			}
-			laddr = &net.UDPAddr{IP: a.AsSlice()}
-		}
-		c, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(dst))
+		c, err := dialUDP(*src, dst)
 		if err != nil {
 			return err
 		}
