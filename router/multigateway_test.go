@@ -354,3 +354,46 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// TestProbePathAllocs: answering a probe (open, seal the reply, send it
+// with the batch) and sending a round of probes allocate nothing.
+func TestProbePathAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need a quiet run")
+	}
+	h := newHotPair(t, bhcrypto.AESGCM)
+	pa := h.a.state.Load().order[0]
+	kp := pa.current.Load()
+	out := h.b.newOutsideBatch()
+	buf := probeScratch()
+	replies := h.bindB.sent
+	answer := func() {
+		msg, err := sealControl(kp, buf, probeRequest, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.sizes[0] = copy(out.bufs[0], msg)
+		out.eps[0] = h.bindA.local
+		h.b.receiveBatch(out, 1, h.now)
+	}
+	if n := testing.AllocsPerRun(500, answer); n != 0 {
+		t.Errorf("probe answer: %.1f allocations, want 0", n)
+	}
+	if h.bindB.sent == replies {
+		t.Fatal("no probe reply was sent")
+	}
+	st := h.a.state.Load()
+	pa.lastReceive.Store(1) // heard from long ago: due for a probe
+	round := func() {
+		pa.live.lastProbe.Store(0)
+		h.a.probeTimers(st, h.now.Add(time.Second))
+	}
+	round() // the first round sizes the batch
+	probes := h.bindA.sent
+	if n := testing.AllocsPerRun(500, round); n != 0 {
+		t.Errorf("probe round: %.1f allocations, want 0", n)
+	}
+	if h.bindA.sent-probes < 500 {
+		t.Errorf("%d probes sent in 500 rounds", h.bindA.sent-probes)
+	}
+}

@@ -19,9 +19,9 @@ type outsideBatch struct {
 	sizes []int
 	eps   []netip.AddrPort
 	out   [][]byte // decrypted packets to write to the TUN
-	// ctl and ctlOut hold a sealed probe reply (see handleControl).
-	ctl    []byte
-	ctlOut [][]byte
+	// replies are the probe replies of this batch, sent together after
+	// it (see handleControl).
+	replies controlBatch
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -32,8 +32,8 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 	b := &outsideBatch{
 		bufs: make([][]byte, n), sizes: make([]int, n),
 		eps: make([]netip.AddrPort, n), out: make([][]byte, 0, n),
-		ctl: probeScratch(), ctlOut: make([][]byte, 1),
 	}
+	b.replies.init(n)
 	// A TUN that coalesces writes (GRO) appends the following segments of
 	// a flow into the first packet's buffer: give each buffer the spare
 	// capacity it needs. The pages are touched only when used.
@@ -96,6 +96,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
 	}
+	r.sendControl(&b.replies)
 	if len(b.out) == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -43,8 +44,9 @@ func sealControl(kp *bhcrypto.Keypair, buf []byte, typ byte, echo uint64) ([]byt
 }
 
 // handleControl acts on an authenticated control message from p, received
-// on kp from `from`. It runs in the outside loop, with b's control buffers,
-// and allocates nothing.
+// on kp from `from`. It runs in the outside loop: a probe's reply is sealed
+// into b's reply batch, which receiveBatch sends when the batch is done.
+// It allocates nothing.
 func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, plain []byte, from netip.AddrPort, now time.Time) {
 	if len(plain) < probeLen {
 		r.drops.Add(Outside, ReasonMalformed, 1)
@@ -53,16 +55,15 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 	echo := binary.BigEndian.Uint64(plain[8:16])
 	switch plain[0] {
 	case probeRequest:
-		msg, err := sealControl(kp, b.ctl, probeReply, echo)
+		buf := b.replies.next()
+		if buf == nil {
+			return // more probes than the batch has slots: cannot happen
+		}
+		msg, err := sealControl(kp, buf, probeReply, echo)
 		if err != nil {
 			return // session exhausted: the handshake loop rekeys
 		}
-		b.ctlOut[0] = msg
-		if err := r.bind.Send(b.ctlOut, from); err != nil {
-			r.drops.Add(Inside, ReasonSendError, 1)
-			return
-		}
-		p.lastSend.Store(r.mono.ns(now))
+		b.replies.add(msg, from, p)
 	case probeReply:
 		p.live.probeReplies.Add(1)
 		if sent := int64(echo); sent > 0 {
@@ -95,19 +96,96 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 		if !a.probe {
 			continue
 		}
-		msg, err := sealControl(kp, r.probeBuf, probeRequest, uint64(mono))
+		buf := r.probes.next()
+		if buf == nil {
+			r.probes.grow()
+			buf = r.probes.next()
+		}
+		msg, err := sealControl(kp, buf, probeRequest, uint64(mono))
 		if err != nil {
 			continue
 		}
-		r.probeOut[0] = msg
 		p.live.lastProbe.Store(mono)
 		p.live.probesSent.Add(1)
-		if err := r.bind.Send(r.probeOut, p.Endpoint()); err != nil {
-			r.log.Debug("probe send failed", "site", p.site, "gateway", p.name, "err", err)
-			continue
-		}
-		p.lastSend.Store(mono)
+		r.probes.add(msg, p.Endpoint(), p)
 	}
+	r.sendControl(&r.probes)
+}
+
+// controlBatch collects sealed control messages for many peers, to send
+// in one system call where the bind can (see sendControl). Its buffers
+// are allocated once (init) or when the peers outgrow them (grow, in the
+// handshake loop only); one goroutine owns each batch.
+type controlBatch struct {
+	bufs  [][]byte // one sealed-message buffer per slot
+	out   [][]byte // the messages to send, in bufs
+	eps   []netip.AddrPort
+	peers []*Peer
+}
+
+func (c *controlBatch) init(n int) {
+	for range n {
+		c.grow()
+	}
+	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
+}
+
+// grow adds a slot.
+func (c *controlBatch) grow() {
+	c.bufs = append(c.bufs, probeScratch())
+	c.out = slices.Grow(c.out, 1)
+	c.eps = slices.Grow(c.eps, 1)
+	c.peers = slices.Grow(c.peers, 1)
+}
+
+// next returns the buffer of the next slot, or nil when all are in use.
+func (c *controlBatch) next() []byte {
+	if len(c.out) == len(c.bufs) {
+		return nil
+	}
+	return c.bufs[len(c.out)]
+}
+
+func (c *controlBatch) add(msg []byte, ep netip.AddrPort, p *Peer) {
+	c.out = append(c.out, msg)
+	c.eps = append(c.eps, ep)
+	c.peers = append(c.peers, p)
+}
+
+// manySender is a bind that sends datagrams to several endpoints in one
+// call (udp.LinuxBind does, with one sendmmsg).
+type manySender interface {
+	SendMany(bufs [][]byte, eps []netip.AddrPort) error
+}
+
+// sendControl sends the batch's messages and empties it: in one call where
+// the bind can, else one Send each.
+func (r *Router) sendControl(c *controlBatch) {
+	if len(c.out) == 0 {
+		return
+	}
+	now := r.mono.ns(r.clock.Now())
+	if ms, ok := r.bind.(manySender); ok {
+		if err := ms.SendMany(c.out, c.eps); err != nil {
+			r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
+			r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
+		} else {
+			for _, p := range c.peers {
+				p.lastSend.Store(now)
+			}
+		}
+	} else {
+		for i := range c.out {
+			if err := r.bind.Send(c.out[i:i+1], c.eps[i]); err != nil {
+				r.drops.Add(Inside, ReasonSendError, 1)
+				continue
+			}
+			c.peers[i].lastSend.Store(now)
+		}
+	}
+	clear(c.out)
+	clear(c.peers)
+	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
 }
 
 func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {

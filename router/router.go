@@ -127,8 +127,7 @@ type Router struct {
 	// Owned by the handshake loop.
 	pending          map[uint32]*Peer
 	keepaliveScratch []byte
-	probeBuf         []byte   // a sealed probe
-	probeOut         [][]byte // probeBuf, as a batch of one
+	probes           controlBatch // probes of one probeTimers run
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
@@ -199,7 +198,6 @@ func New(o Options) (*Router, error) {
 	}
 	r.trigger = make(chan *Peer, 1024)
 	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
-	r.probeBuf, r.probeOut = probeScratch(), make([][]byte, 1)
 	var seed [8]byte
 	if _, err := io.ReadFull(r.rand, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)

@@ -293,6 +293,49 @@ func (b *LinuxBind) Send(bufs [][]byte, ep netip.AddrPort) error {
 	return nil
 }
 
+// SendMany sends bufs[i] to eps[i], BatchSize datagrams per sendmmsg
+// call, without segmentation: the router's health probes, one small
+// datagram to each of many gateways, go out in one system call instead
+// of one each. An endpoint the socket cannot reach (another address
+// family) fails the whole call before anything is sent; otherwise it
+// returns the first error, and datagrams after the failing one are not
+// sent.
+func (b *LinuxBind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
+	if len(bufs) != len(eps) {
+		return errors.New("udp: SendMany: one endpoint per datagram")
+	}
+	if len(bufs) == 0 {
+		return nil
+	}
+	if b.closed.Load() {
+		return ErrClosed
+	}
+	s := <-b.sendPool
+	defer func() { b.sendPool <- s }()
+	var nlens [64]uint32
+	for len(bufs) > 0 {
+		k := min(len(bufs), b.batch, len(nlens))
+		for i := range k {
+			n, err := encodeSockaddr(&s.names[i], eps[i], b.v6)
+			if err != nil {
+				return err
+			}
+			nlens[i] = n
+		}
+		s.prepareMany(bufs[:k], nlens[:k])
+		err := b.raw.Write(s.fn)
+		s.releaseMany()
+		if err != nil {
+			return b.mapErr(err)
+		}
+		if s.err != nil {
+			return b.mapErr(s.err)
+		}
+		bufs, eps = bufs[k:], eps[k:]
+	}
+	return nil
+}
+
 // mapErr reports errors caused by Close as ErrClosed.
 func (b *LinuxBind) mapErr(err error) error {
 	if b.closed.Load() || errors.Is(err, net.ErrClosed) {

@@ -129,6 +129,10 @@ type sendState struct {
 	off int   // messages of the chunk already sent
 	err error // system call error of the current chunk
 	fn  func(fd uintptr) bool
+
+	// names holds one destination per message for SendMany, which
+	// points the messages at them and back at name when done.
+	names []sockaddr
 }
 
 // newSendState makes the scratch for chunks of up to batch datagrams. gso
@@ -140,6 +144,7 @@ func newSendState(batch int, gso *atomic.Bool) *sendState {
 		iovs:  make([]unix.Iovec, batch),
 		cmsgs: make([]segmentCmsg, batch),
 		first: make([]int, batch),
+		names: make([]sockaddr, batch),
 		gso:   gso,
 	}
 	for i := range s.hdrs {
@@ -161,6 +166,33 @@ func (s *sendState) prepare(bufs [][]byte, namelen uint32) {
 	s.bufs, s.nlen = bufs, namelen
 	s.n = s.build(0, 0, s.gso != nil && s.gso.Load())
 	s.off, s.err = 0, nil
+}
+
+// prepareMany builds one plain message per datagram, bufs[i] to the
+// destination already encoded in names[i] (nlens[i] bytes of it).
+func (s *sendState) prepareMany(bufs [][]byte, nlens []uint32) {
+	for i, b := range bufs {
+		s.iovs[i].Base = unsafe.SliceData(b)
+		s.iovs[i].SetLen(len(b))
+		h := &s.hdrs[i].Hdr
+		h.Name = (*byte)(unsafe.Pointer(&s.names[i]))
+		h.Namelen = nlens[i]
+		h.Iov = &s.iovs[i]
+		h.SetIovlen(1)
+		h.Control = nil
+		h.SetControllen(0)
+		s.first[i] = i
+	}
+	s.bufs = bufs
+	s.n, s.off, s.err = len(bufs), 0, nil
+}
+
+// releaseMany undoes prepareMany: the messages go back to the shared name.
+func (s *sendState) releaseMany() {
+	for i := range s.bufs {
+		s.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&s.name))
+	}
+	s.release()
 }
 
 // send is the RawConn.Write callback. It loops over partial sendmmsg
