@@ -19,6 +19,15 @@ const (
 	// ProbeMisses is how many probe intervals of silence mark a gateway
 	// down.
 	ProbeMisses = 3
+	// IdleProbeFactor stretches the probe interval of a gateway that
+	// carries none of our traffic: it has no flows to fail over, so it
+	// is probed ten times less often (every 2 s at the default) and an
+	// idle mesh of hundreds of gateways costs little. Traffic to it
+	// brings the interval back at once.
+	IdleProbeFactor = 10
+	// ActiveWindow is how long after the last data packet to a gateway
+	// it is probed at the full rate.
+	ActiveWindow = 10 * time.Second
 	// ProbeTick is the shortest interval at which the handshake loop
 	// looks at probe timers; it uses a quarter of the shortest probe
 	// interval of its peers, at least this and at most TimerTick, so a
@@ -98,6 +107,12 @@ type liveness struct {
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
 	downs       atomic.Uint64 // times it went from up to down (failovers away from it)
+
+	// Traffic, handshake loop only: the data packets sent (the Peer's
+	// txPackets) when evaluate last looked, until when the gateway
+	// counts as active, and since when.
+	lastTx                   uint64
+	activeUntil, activeSince int64
 }
 
 func (l *liveness) init(interval time.Duration) {
@@ -136,14 +151,34 @@ type probeAction struct {
 }
 
 // evaluate moves the state machine to mono, the gateway having last been
-// heard from at heard (0: never), and says whether to probe. It runs in
-// the handshake loop only. session says whether a usable session exists:
-// without one nothing is probed (the handshake loop sets one up) and a
-// gateway cannot be up, since nothing could be sent to it.
-func (l *liveness) evaluate(mono, heard int64, session bool) probeAction {
+// heard from at heard (0: never) and sent tx data packets so far, and says
+// whether to probe. It runs in the handshake loop only. session says
+// whether a usable session exists: without one nothing is probed (the
+// handshake loop sets one up) and a gateway cannot be up, since nothing
+// could be sent to it.
+//
+// A gateway we sent data to within ActiveWindow is probed every interval
+// and goes down after ProbeMisses silent intervals; an idle one uses
+// IdleProbeFactor times the interval. When traffic starts, silence is
+// counted from then, so a gateway probed at the idle pace is not marked
+// down before a fast probe could be answered.
+func (l *liveness) evaluate(mono, heard int64, tx uint64, session bool) probeAction {
 	var a probeAction
+	if tx != l.lastTx {
+		if mono >= l.activeUntil {
+			l.activeSince = mono
+		}
+		l.lastTx = tx
+		l.activeUntil = mono + int64(ActiveWindow)
+	}
 	iv := l.interval.Load()
-	silent := mono - heard
+	ref := heard
+	if mono < l.activeUntil {
+		ref = max(heard, l.activeSince)
+	} else {
+		iv *= IdleProbeFactor
+	}
+	silent := mono - ref
 	cur := LiveState(l.state.Load())
 	next := cur
 	switch {
@@ -166,7 +201,7 @@ func (l *liveness) evaluate(mono, heard int64, session bool) probeAction {
 		}
 		a.changed, a.from = true, cur
 	}
-	if session && heard != 0 && silent >= iv && mono-l.lastProbe.Load() >= iv {
+	if session && heard != 0 && mono-heard >= iv && mono-l.lastProbe.Load() >= iv {
 		a.probe = true
 	}
 	return a

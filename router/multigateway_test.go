@@ -209,43 +209,44 @@ func TestFailoverMovesOnlyItsFlows(t *testing.T) {
 	}
 }
 
-// TestProbes: an idle gateway is probed once per probe interval, answers
-// each probe, and the round trip is recorded; a busy one is not probed.
+// TestProbes: a gateway we send data to is probed about once per probe
+// interval while it says nothing back, answers each probe, and stays up;
+// an idle one is probed IdleProbeFactor times less often.
 func TestProbes(t *testing.T) {
 	clock := newFakeClock()
 	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
 	waitUp(t, clock, a)
 	waitUp(t, clock, b)
-	pa := a.r.Peers()[0].Live
-	pb := b.r.Peers()[0].Live
-	const intervals = 10
-	for range intervals * int(DefaultProbeInterval/ProbeTick) {
-		clock.Advance(ProbeTick)
-		time.Sleep(time.Millisecond)
+	ticks := int(DefaultProbeInterval / ProbeTick)
+	run := func(intervals int, traffic bool) (probesA, probesB, replies uint64) {
+		pa, pb := a.r.Peers()[0].Live, b.r.Peers()[0].Live
+		for i := range intervals * ticks {
+			if traffic && i%ticks == 0 {
+				a.tun.Inject(udpPacket(t, podA, podB, []byte("one way")))
+				b.expectPacket(t)
+			}
+			clock.Advance(ProbeTick)
+			time.Sleep(time.Millisecond)
+		}
+		la, lb := a.r.Peers()[0].Live, b.r.Peers()[0].Live
+		if la.State != LiveUp || lb.State != LiveUp {
+			t.Errorf("states %s / %s, want up", la.State, lb.State)
+		}
+		return la.ProbesSent - pa.ProbesSent, lb.ProbesSent - pb.ProbesSent, la.ProbeReplies - pa.ProbeReplies
 	}
-	la, lb := a.r.Peers()[0].Live, b.r.Peers()[0].Live
-	sent := (la.ProbesSent - pa.ProbesSent) + (lb.ProbesSent - pb.ProbesSent)
-	// Each side hears the other's probes, so between them about one
-	// probe per interval is enough; never more than one each.
-	if sent < intervals/2 || sent > 2*intervals+2 {
-		t.Errorf("%d probes in %d intervals (A %d, B %d)", sent, intervals, la.ProbesSent-pa.ProbesSent, lb.ProbesSent-pb.ProbesSent)
+	// One-way traffic A to B: A hears nothing back but probe replies.
+	pa, pb, replies := run(10, true)
+	if pa < 5 || pa > 11 || replies == 0 {
+		t.Errorf("with traffic: A sent %d probes in 10 intervals (%d answered), want about 10", pa, replies)
 	}
-	if la.ProbeReplies == 0 && lb.ProbeReplies == 0 {
-		t.Error("no probe answered")
-	}
-	if la.State != LiveUp || lb.State != LiveUp {
-		t.Errorf("states %s / %s, want up", la.State, lb.State)
+	t.Logf("with traffic: A %d probes, B %d, %d answered", pa, pb, replies)
+	// Idle past ActiveWindow, then 30 intervals: about 3 probes.
+	run(int(ActiveWindow/DefaultProbeInterval), false)
+	pa, pb, _ = run(30, false)
+	if pa+pb > 30/IdleProbeFactor+3 {
+		t.Errorf("idle: %d probes in 30 intervals (A %d, B %d), want about %d", pa+pb, pa, pb, 30/IdleProbeFactor)
 	}
 	b.expectNoPacket(t) // probes never reach the TUN
-}
-
-func peerStats(g *gateway, name string) PeerStats {
-	for _, p := range g.r.Peers() {
-		if p.Name == name {
-			return p
-		}
-	}
-	return PeerStats{}
 }
 
 // pickSite is a site of n gateways that are up with a usable session.
@@ -386,7 +387,7 @@ func TestProbePathAllocs(t *testing.T) {
 	pa.lastReceive.Store(1) // heard from long ago: due for a probe
 	round := func() {
 		pa.live.lastProbe.Store(0)
-		h.a.probeTimers(st, h.now.Add(time.Second))
+		h.a.probeTimers(st, h.now.Add(time.Minute))
 	}
 	round() // the first round sizes the batch
 	probes := h.bindA.sent
@@ -395,5 +396,41 @@ func TestProbePathAllocs(t *testing.T) {
 	}
 	if h.bindA.sent-probes < 500 {
 		t.Errorf("%d probes sent in 500 rounds", h.bindA.sent-probes)
+	}
+}
+
+func peerStats(g *gateway, name string) PeerStats {
+	for _, p := range g.r.Peers() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return PeerStats{}
+}
+
+// TestIdleToActive: a gateway probed at the idle pace, heard from nearly
+// ProbeMisses full intervals ago, is not marked down when traffic to it
+// starts; a fast probe is sent at once and answered.
+func TestIdleToActive(t *testing.T) {
+	clock := newFakeClock()
+	a, b := newLoopbackPair(t, bhcrypto.AESGCM, clock)
+	waitUp(t, clock, a)
+	waitUp(t, clock, b)
+	for range int(ActiveWindow/ProbeTick) + int(IdleProbeFactor*DefaultProbeInterval/ProbeTick) {
+		clock.Advance(ProbeTick)
+	}
+	time.Sleep(10 * time.Millisecond)
+	probes := a.r.Peers()[0].Live.ProbesSent
+	a.tun.Inject(udpPacket(t, podA, podB, []byte("wake up")))
+	b.expectPacket(t)
+	for range 2 * ProbeMisses * int(DefaultProbeInterval/ProbeTick) {
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+		if st := a.r.Peers()[0].Live; st.State != LiveUp {
+			t.Fatalf("B went %s when traffic started: %+v", st.State, st)
+		}
+	}
+	if got := a.r.Peers()[0].Live.ProbesSent - probes; got < 2 {
+		t.Errorf("%d probes after traffic started, want the fast pace", got)
 	}
 }

@@ -84,7 +84,7 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 	for _, p := range st.order {
 		kp := p.current.Load()
 		session := kp != nil && usable(kp, now)
-		a := p.live.evaluate(mono, p.lastReceive.Load(), session)
+		a := p.live.evaluate(mono, p.lastReceive.Load(), p.txPackets.Load(), session)
 		if a.changed {
 			// No new handshake here: a peer that lost our session
 			// (it restarted) starts one itself when our probes hit
