@@ -306,3 +306,36 @@ func TestLimiterCleanupEverySecond(t *testing.T) {
 		t.Fatalf("%d idle sources still tracked 2 s later", n)
 	}
 }
+
+// TestResponseToPendingUnderLoad: under load, a response to an initiation
+// of ours that is still pending is completed without a cookie round (a
+// restart with hundreds of peers loads the gateway with exactly these);
+// one for an index we never used is dropped before any DH, and a replay
+// of the completed one costs nothing either.
+func TestResponseToPendingUnderLoad(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	scratch := make([]byte, h.a.bufSize)
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	h.a.initiate(peerB, h.now, false)
+	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+	h.b.handleHandshake(init1, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
+	if resp[0] != bhcrypto.MsgResponse {
+		t.Fatalf("B answered with type %d", resp[0])
+	}
+
+	loadUp(h.a)
+	completed, replies := h.a.Handshakes().Completed, h.a.Handshakes().CookieReplies
+	h.a.handleHandshake(resp, h.bindB.local, h.now, scratch)
+	if got := h.a.Handshakes(); got.Completed != completed+1 || got.CookieReplies != replies {
+		t.Fatalf("response to our pending initiation under load: %+v (completed before %d)", got, completed)
+	}
+	dh := h.a.Handshakes().DH
+	h.a.handleHandshake(resp, h.bindB.local, h.now, scratch) // replay
+	forged := append([]byte(nil), resp...)
+	forged[8] ^= 0xff // another receiver index
+	h.a.handleHandshake(forged, h.bindB.local, h.now, scratch)
+	if got := h.a.Handshakes(); got.DH != dh || got.Completed != completed+1 {
+		t.Fatalf("a replayed or foreign response cost DH or completed: %+v", got)
+	}
+}

@@ -101,8 +101,12 @@ func (r *Router) handleHandshake(msg []byte, from netip.AddrPort, now time.Time,
 	// Under load, make senders prove they receive at their address
 	// before doing any Diffie-Hellman for them, and bound each source.
 	// A configured peer endpoint that proved it is never refused: the
-	// per-peer initiation interval bounds it instead.
-	if r.underLoad(now) {
+	// per-peer initiation interval bounds it instead. A response to an
+	// initiation of ours that is still pending is not held back: it is
+	// what we asked for, its receiver index is a random 32-bit value
+	// only the peer (or someone on the path) has seen, and a pending
+	// index is answered at most once, so it cannot be replayed for work.
+	if r.underLoad(now) && !r.answersPending(msg) {
 		if !r.cookies.CheckMAC2(msg, from) {
 			r.drops.Add(Outside, ReasonCookieRequired, 1)
 			if reply, err := r.cookies.CreateReply(msg, from); err == nil {
@@ -133,6 +137,16 @@ func (r *Router) underLoad(now time.Time) bool {
 		return true
 	}
 	return !r.lastLoaded.IsZero() && now.Sub(r.lastLoaded) < UnderLoadHoldover
+}
+
+// answersPending reports whether msg is a response to one of our pending
+// initiations (by receiver index alone; ConsumeResponse authenticates it).
+func (r *Router) answersPending(msg []byte) bool {
+	if msg[0] != bhcrypto.MsgResponse {
+		return false
+	}
+	idx, ok := bhcrypto.ResponseReceiverIndex(msg)
+	return ok && r.pending[idx] != nil
 }
 
 // handshakeDrop maps a handshake error to a drop reason.
