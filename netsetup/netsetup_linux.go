@@ -215,12 +215,35 @@ type kernelRoute struct {
 // kernelRoutes lists the main table's routes with the default metric, the
 // only ones Apply installs.
 func (s *Setup) kernelRoutes() (have map[kernelRoute]bool, prefixes map[netip.Prefix]bool, err error) {
-	var rs []netlink.Route
+	// Each route is taken as it is parsed (the iterating form): with a
+	// catalog of 100k prefixes, collecting them into a slice first cost
+	// more than the dump itself, and Apply runs every 30 s.
+	list := func() error {
+		have, prefixes = make(map[kernelRoute]bool, len(s.tunnel)+len(s.via)), make(map[netip.Prefix]bool, len(s.tunnel)+len(s.via))
+		return s.h.RouteListFilteredIter(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
+				return true
+			}
+			ip, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				return true
+			}
+			ones, _ := r.Dst.Mask.Size()
+			p := netip.PrefixFrom(ip.Unmap(), ones)
+			prefixes[p] = true
+			if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+				have[kernelRoute{p, -1, gw.Unmap()}] = true
+			} else {
+				have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
+			}
+			return true
+		})
+	}
 	// A dump that the kernel's table changed under is incomplete; try
 	// again. If it keeps changing, an empty answer only means every
 	// wanted route is replaced, which is harmless.
 	for range 3 {
-		rs, err = s.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		err = list()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
@@ -231,25 +254,6 @@ func (s *Setup) kernelRoutes() (have map[kernelRoute]bool, prefixes map[netip.Pr
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("list routes: %w", err)
-	}
-	have = make(map[kernelRoute]bool, len(rs))
-	prefixes = make(map[netip.Prefix]bool, len(rs))
-	for _, r := range rs {
-		if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(r.Dst.IP)
-		if !ok {
-			continue
-		}
-		ones, _ := r.Dst.Mask.Size()
-		p := netip.PrefixFrom(ip.Unmap(), ones)
-		prefixes[p] = true
-		if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
-			have[kernelRoute{p, -1, gw.Unmap()}] = true
-		} else {
-			have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
-		}
 	}
 	return have, prefixes, nil
 }
