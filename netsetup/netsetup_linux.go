@@ -39,6 +39,7 @@ type ViaRoute struct {
 type Setup struct {
 	mu     sync.Mutex
 	h      *netlink.Handle
+	rs     *routeSocket // tunnel routes, in batches
 	log    *slog.Logger
 	link   string
 	tunnel map[netip.Prefix]bool
@@ -59,8 +60,13 @@ func New(log *slog.Logger) (*Setup, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rs, err := openRouteSocket()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
 	return &Setup{
-		h: h, log: log,
+		h: h, rs: rs, log: log,
 		tunnel:     map[netip.Prefix]bool{},
 		via:        map[netip.Prefix]netip.Addr{},
 		sysctlPath: "/proc/sys",
@@ -140,12 +146,17 @@ func (s *Setup) Apply(w Want) error {
 	// (a prefix moving between tunnel and via, a new next hop), and if it
 	// fails the old route stays, so the prefix never loses its route and
 	// never falls through to the default route, unencrypted.
+	var install []netip.Prefix
 	for _, p := range sortedKeys(wantTunnel) {
 		if s.tunnel[p] && have[kernelRoute{p, idx, netip.Addr{}}] {
 			continue
 		}
 		foreign(p)
-		if err := s.h.RouteReplace(tunnelRoute(idx, p)); err != nil {
+		install = append(install, p)
+	}
+	for i, err := range s.rs.replaceTunnel(idx, install) {
+		p := install[i]
+		if err != nil {
 			errs = append(errs, fmt.Errorf("route %s dev %s: %w", p, w.Link, err))
 			continue
 		}
@@ -296,6 +307,7 @@ func (s *Setup) Close() error {
 	clear(s.tunnel)
 	clear(s.via)
 	s.h.Close()
+	s.rs.close()
 	return errors.Join(errs...)
 }
 
