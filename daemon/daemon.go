@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options) error {
 				notify.Ready()
 			case <-changed:
 				notify.Reloading()
-				g.reload(path, "file changed")
+				g.reload(path, triggerWatch)
 				notify.Ready()
 			}
 		}

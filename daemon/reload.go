@@ -107,6 +107,10 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 	// 100k prefixes costs seconds of CPU, a hash milliseconds.
 	if config.HashData(data) == old.Hash() {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
+		if why == triggerWatch {
+			// Nothing to do: the periodic repair keeps the routes.
+			return nil
+		}
 		// Still make the kernel match: routes can vanish under us (the
 		// TUN taken down and up flushes them), and a reload is how an
 		// operator asks for them back. Apply touches only what is

@@ -16,6 +16,10 @@ import (
 // renames becomes one reload.
 const ReloadDebounce = 250 * time.Millisecond
 
+// triggerWatch is the reload trigger of the watcher. A watcher reload of
+// an unchanged file does nothing at all (a SIGHUP one repairs routes).
+const triggerWatch = "file changed"
+
 // configMapData is the symlink a Kubernetes ConfigMap volume swaps
 // atomically on every update; the files themselves are links through it.
 const configMapData = "..data"

@@ -39,6 +39,7 @@ type ViaRoute struct {
 type Setup struct {
 	mu     sync.Mutex
 	h      *netlink.Handle
+	rs     *routeSocket // tunnel routes, in batches
 	log    *slog.Logger
 	link   string
 	tunnel map[netip.Prefix]bool
@@ -59,8 +60,13 @@ func New(log *slog.Logger) (*Setup, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	rs, err := openRouteSocket()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
 	return &Setup{
-		h: h, log: log,
+		h: h, rs: rs, log: log,
 		tunnel:     map[netip.Prefix]bool{},
 		via:        map[netip.Prefix]netip.Addr{},
 		sysctlPath: "/proc/sys",
@@ -140,12 +146,17 @@ func (s *Setup) Apply(w Want) error {
 	// (a prefix moving between tunnel and via, a new next hop), and if it
 	// fails the old route stays, so the prefix never loses its route and
 	// never falls through to the default route, unencrypted.
+	var install []netip.Prefix
 	for _, p := range sortedKeys(wantTunnel) {
 		if s.tunnel[p] && have[kernelRoute{p, idx, netip.Addr{}}] {
 			continue
 		}
 		foreign(p)
-		if err := s.h.RouteReplace(tunnelRoute(idx, p)); err != nil {
+		install = append(install, p)
+	}
+	for i, err := range s.rs.replaceTunnel(idx, install) {
+		p := install[i]
+		if err != nil {
 			errs = append(errs, fmt.Errorf("route %s dev %s: %w", p, w.Link, err))
 			continue
 		}
@@ -215,12 +226,35 @@ type kernelRoute struct {
 // kernelRoutes lists the main table's routes with the default metric, the
 // only ones Apply installs.
 func (s *Setup) kernelRoutes() (have map[kernelRoute]bool, prefixes map[netip.Prefix]bool, err error) {
-	var rs []netlink.Route
+	// Each route is taken as it is parsed (the iterating form): with a
+	// catalog of 100k prefixes, collecting them into a slice first cost
+	// more than the dump itself, and Apply runs every 30 s.
+	list := func() error {
+		have, prefixes = make(map[kernelRoute]bool, len(s.tunnel)+len(s.via)), make(map[netip.Prefix]bool, len(s.tunnel)+len(s.via))
+		return s.h.RouteListFilteredIter(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE, func(r netlink.Route) bool {
+			if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
+				return true
+			}
+			ip, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				return true
+			}
+			ones, _ := r.Dst.Mask.Size()
+			p := netip.PrefixFrom(ip.Unmap(), ones)
+			prefixes[p] = true
+			if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
+				have[kernelRoute{p, -1, gw.Unmap()}] = true
+			} else {
+				have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
+			}
+			return true
+		})
+	}
 	// A dump that the kernel's table changed under is incomplete; try
 	// again. If it keeps changing, an empty answer only means every
 	// wanted route is replaced, which is harmless.
 	for range 3 {
-		rs, err = s.h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: syscall.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		err = list()
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
 			break
 		}
@@ -231,25 +265,6 @@ func (s *Setup) kernelRoutes() (have map[kernelRoute]bool, prefixes map[netip.Pr
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("list routes: %w", err)
-	}
-	have = make(map[kernelRoute]bool, len(rs))
-	prefixes = make(map[netip.Prefix]bool, len(rs))
-	for _, r := range rs {
-		if r.Dst == nil || r.Priority != 0 && !(r.Dst.IP.To4() == nil && r.Priority == 1024) {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(r.Dst.IP)
-		if !ok {
-			continue
-		}
-		ones, _ := r.Dst.Mask.Size()
-		p := netip.PrefixFrom(ip.Unmap(), ones)
-		prefixes[p] = true
-		if gw, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
-			have[kernelRoute{p, -1, gw.Unmap()}] = true
-		} else {
-			have[kernelRoute{p, r.LinkIndex, netip.Addr{}}] = true
-		}
 	}
 	return have, prefixes, nil
 }
@@ -292,6 +307,7 @@ func (s *Setup) Close() error {
 	clear(s.tunnel)
 	clear(s.via)
 	s.h.Close()
+	s.rs.close()
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"net/netip"
+	"slices"
 )
 
 // A node covers one octet (stride) of the address. Prefixes that end inside
@@ -144,11 +145,7 @@ func (n *node[V]) setPrefix(i uint, v V) bool {
 		return false
 	}
 	ps.present.set(i)
-	values := make([]V, len(ps.values)+1) // exact size, as in addSlot
-	copy(values, ps.values[:r])
-	values[r] = v
-	copy(values[r+1:], ps.values[r:])
-	ps.values = values
+	ps.values = slices.Insert(ps.values, r, v) // amortized, as in addSlot
 	return true
 }
 
@@ -156,13 +153,12 @@ func (n *node[V]) setPrefix(i uint, v V) bool {
 func (n *node[V]) addSlot(o uint8, s slot[V]) {
 	r := n.slots.rank(o)
 	n.slots.set(o)
-	// Grow to the exact size: tables are built once and read many times,
-	// and append's slack would spread the hot slots over more cache lines.
-	kids := make([]slot[V], len(n.kids)+1)
-	copy(kids, n.kids[:r])
-	kids[r] = s
-	copy(kids[r+1:], n.kids[r:])
-	n.kids = kids
+	// Grow as append does. Growing to the exact size on every insert
+	// copied the whole array each time: building a node of 256 children
+	// copied 33k slots, and a catalog of 100k prefixes allocated 283 MB
+	// per build (every reload). The slack sits after the last child, so
+	// a lookup's rank-indexed read touches the same cache lines.
+	n.kids = slices.Insert(n.kids, r, s)
 }
 
 // insert adds the route of plen bits whose address bytes are key to the

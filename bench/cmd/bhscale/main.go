@@ -6,6 +6,11 @@
 //
 //	go run ./bench/cmd/bhscale -bin ./bin/bridgehead                  # 600 peers, keepalive 25 s
 //	go run ./bench/cmd/bhscale -bin ./bin/bridgehead -peers 60 -idle 10s -restarts 1   # smoke
+//	go run ./bench/cmd/bhscale -mode reload -bin ./bin/bridgehead -prefixes 100000     # start-up and reload
+//
+// -mode reload measures start-up, SIGHUP and watcher reloads, RSS and
+// idle CPU of one gateway on a catalog of 200 sites x 3 gateways, with no
+// peers running (issue #14's load/reload figures).
 //
 // It creates a network namespace bhscale<PID> holding the gateway (TUN,
 // routes, a loopback UDP socket) and the farm's sockets, and removes it
@@ -46,6 +51,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		timeout   = fs.Duration("timeout", 180*time.Second, "longest wait for all sessions")
 		out       = fs.String("out", "bench/results/scale", "directory for results.json and results.md")
 		profile   = fs.String("cpuprofile", "", "CPU profile of the first gateway run (start-up and idle) to this file")
+		mode      = fs.String("mode", "storm", "storm: idle cost and restart storm against a peer farm; reload: start-up and reload of a large catalog")
+		reloads   = fs.Int("reloads", 3, "reload mode: SIGHUP reloads of a changed file")
 		dir       = fs.String("dir", "", "work directory for the catalog and the gateway's log (default: a new temporary one)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -62,6 +69,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "bhscale: binary: %v (run make build)\n", err)
 		return 1
+	}
+	if *mode == "reload" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		say := func(format string, args ...any) {
+			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+		}
+		idleWin := *idle
+		if !flagSet(fs, "idle") {
+			idleWin = 10 * time.Second
+		}
+		rep, err := scale.RunReload(ctx, scale.ReloadOptions{Binary: abs, Gateways: *gateways, Prefixes: *prefixes,
+			Idle: idleWin, Reloads: *reloads, Timeout: *timeout, Dir: *dir, Progress: say})
+		if rep != nil {
+			js, _ := json.MarshalIndent(rep, "", "  ")
+			fmt.Fprintf(stdout, "%s\n", js)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "bhscale: %v\n", err)
+			return 1
+		}
+		return 0
+	} else if *mode != "storm" {
+		fmt.Fprintf(stderr, "bhscale: -mode %q: want storm or reload\n", *mode)
+		return 2
 	}
 	ka := *keepalive
 	if ka == 0 {
@@ -98,4 +130,14 @@ func write(dir string, rep *scale.Report, md string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(md), 0o644)
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
