@@ -109,7 +109,7 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
 		if why == triggerWatch {
 			// Nothing to do: the periodic repair keeps the routes.
-			return nil
+			return true, nil
 		}
 		// Still make the kernel match: routes can vanish under us (the
 		// TUN taken down and up flushes them), and a reload is how an
