@@ -23,7 +23,6 @@ CIPHER=${CIPHER:-aesgcm}
 TUN_MTU=${TUN_MTU:-1420}
 WAN_MTU=${WAN_MTU:-1500}
 KEEPALIVE=${KEEPALIVE:-10s}
-READY_WINDOW=${READY_WINDOW:-60s}
 OFFLOAD=${OFFLOAD:-true}
 # RUN_ARGS: extra flags for `bridgehead run` (tests: --rekey-after 10s).
 RUN_ARGS=${RUN_ARGS:-}
@@ -108,7 +107,6 @@ up() {
 			echo "controlSocket: $dir/$s.sock"
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
-			echo "  readyWindow: $READY_WINDOW"
 			if [ "$s" = a ] && [ -n "$CONFIG_EXTRA_A" ]; then printf '%s\n' "$CONFIG_EXTRA_A"; fi
 			if [ "$s" = b ] && [ -n "$CONFIG_EXTRA_B" ]; then printf '%s\n' "$CONFIG_EXTRA_B"; fi
 			cat "$dir/sites.yaml"
