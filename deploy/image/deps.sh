@@ -14,6 +14,7 @@ check grub-mkimage grub-common
 check python3 python3-minimal
 [ -d /usr/lib/grub/i386-pc ] || need="$need grub-pc-bin"
 [ -d /usr/lib/grub/x86_64-efi ] || need="$need grub-efi-amd64-bin"
+[ -f /usr/share/OVMF/OVMF_CODE_4M.fd ] || need="$need ovmf"
 check qemu-img qemu-utils
 check qemu-system-x86_64 qemu-system-x86
 check genisoimage genisoimage
