@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps
 
 all: build
 
@@ -53,6 +53,28 @@ fmt:
 BENCHFLAGS ?=
 bench: deps build
 	$(GO) run ./bench/cmd/bhbench $(BENCHFLAGS)
+
+# deb: the Debian package (deploy/package/build-deb.sh; go build of
+# ./cmd/bridgehead inside), checked with lintian when it is installed.
+OUT ?= out
+deb:
+	@deb=$$(deploy/package/build-deb.sh -o $(OUT)) && echo "$$deb" && \
+	  if command -v lintian >/dev/null; then lintian --fail-on error,warning "$$deb"; fi
+
+# image-deps: the Debian packages that image and image-test need (root).
+image-deps:
+	deploy/image/deps.sh
+
+# image: the gateway disk image (root): $(OUT)/image/bridgehead.{qcow2,vhd}.
+# The Debian base is cached in $(OUT)/image-cache; an unchanged package
+# and overlay make it a no-op.
+image: image-deps
+	deb=$$(deploy/package/build-deb.sh -o $(OUT)) && \
+	  deploy/image/build-image.sh -d "$$deb" -o $(OUT)/image -c $(OUT)/image-cache
+
+# image-test: boot two gateway VMs from the image under QEMU/KVM (root).
+image-test: image
+	deploy/image/boot-test.sh $(OUT)/image/bridgehead.qcow2
 
 clean:
 	rm -rf $(BIN)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-const azurePath = "azure/gateway.json"
+const azurePath = "azure/gateway-vm.json"
 
 type armTemplate struct {
 	Schema     string           `json:"$schema"`
@@ -44,13 +44,18 @@ func dig(t *testing.T, v any, path ...any) any {
 
 func loadTemplate(t *testing.T) (armTemplate, []byte) {
 	t.Helper()
-	raw, err := os.ReadFile(azurePath)
+	return loadTemplateFile(t, azurePath)
+}
+
+func loadTemplateFile(t *testing.T, path string) (armTemplate, []byte) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tpl armTemplate
 	if err := json.Unmarshal(raw, &tpl); err != nil {
-		t.Fatalf("%s is not valid JSON: %v", azurePath, err)
+		t.Fatalf("%s is not valid JSON: %v", path, err)
 	}
 	return tpl, raw
 }
@@ -156,7 +161,13 @@ func TestAzureFillsCloudInitPlaceholders(t *testing.T) {
 // Every parameter and variable used is declared, and every declared one
 // is used: catches typos ARM would only report at deployment.
 func TestAzureReferences(t *testing.T) {
-	tpl, raw := loadTemplate(t)
+	for _, path := range []string{azurePath, scaleSetPath} {
+		t.Run(path, func(t *testing.T) { checkReferences(t, path) })
+	}
+}
+
+func checkReferences(t *testing.T, path string) {
+	tpl, raw := loadTemplateFile(t, path)
 	tests := []struct {
 		kind     string
 		re       *regexp.Regexp
