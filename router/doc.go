@@ -17,8 +17,20 @@
 //     packets to the TUN in one call;
 //   - the handshake loop owns all handshake state: it answers initiations,
 //     completes its own, retransmits, gives up, flushes the packets
-//     queued while a session was being set up, sends keepalives and
-//     notices peers that stopped answering.
+//     queued while a session was being set up, sets up sessions with
+//     every remote gateway before traffic needs them, sends keepalives,
+//     and runs the probes that decide whether each gateway is up.
+//
+// Several gateways per site: the inside path hashes each packet's flow
+// (packet.FlowHash) and ranks the site's gateways by rendezvous hashing
+// (site.pick), preferring gateways that are up. "Up" is one liveness
+// state per gateway (liveness.go): any authenticated packet proves it
+// alive; a gateway silent for its site's probe interval gets an
+// authenticated probe (probe.go) that the outside loop answers at once;
+// ProbeMisses silent intervals mark it down, and its flows move to the
+// site's other gateways. Gateways that carry none of our traffic are
+// probed IdleProbeFactor times less often. Selection, metrics, status
+// and readiness all read that one state.
 //
 // Handshake messages are filtered in the outside loop before they take a
 // queue slot: wrong sizes and a wrong mac1 (keyed by our public key) are
