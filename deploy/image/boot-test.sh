@@ -262,7 +262,6 @@ interface:
 metrics:
   # The LAN side: the load balancer's (here: the test's) health probe.
   listen: 0.0.0.0:9641
-  readyWindow: 60s
 sites:
   - name: site-a
     nodeCIDRs: [10.201.0.0/24]
