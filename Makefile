@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv
 
 all: build
 
@@ -25,8 +25,16 @@ deps:
 demo: deps build
 	deploy/lab/demo.sh
 
+# kube-testenv: the real kube-apiserver (v1.37.2) and etcd (v3.6.16) that the
+# Kubernetes tests start, built from the Go module proxy into
+# KUBE_TESTENV_DIR once (hack/kube-testenv/build.sh; a no-op when built).
+KUBE_TESTENV_DIR ?= $(HOME)/.cache/bridgehead/kube-testenv
+export KUBE_TESTENV_DIR
+kube-testenv:
+	hack/kube-testenv/build.sh $(KUBE_TESTENV_DIR)
+
 # test: every test, root-only ones included (CI runs as root), with -race.
-test: deps build
+test: deps build kube-testenv
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
