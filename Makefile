@@ -4,7 +4,7 @@ BIN       := bin
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins
 
 all: build
 
@@ -33,8 +33,16 @@ export KUBE_TESTENV_DIR
 kube-testenv:
 	hack/kube-testenv/build.sh $(KUBE_TESTENV_DIR)
 
+# cni-plugins: the CNI reference plugins (v1.10.0: bridge, host-local,
+# portmap, loopback) that the node tests invoke and the container image ships,
+# built from the Go module proxy into CNI_PLUGINS_DIR once.
+CNI_PLUGINS_DIR ?= $(HOME)/.cache/bridgehead/cni-plugins
+export CNI_PLUGINS_DIR
+cni-plugins:
+	hack/cni-plugins/build.sh $(CNI_PLUGINS_DIR)
+
 # test: every test, root-only ones included (CI runs as root), with -race.
-test: deps build kube-testenv
+test: deps build kube-testenv cni-plugins
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
