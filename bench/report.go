@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
 
 // Report is the result of one benchmark invocation, written as
@@ -96,7 +98,7 @@ func (r *Report) Summarize() {
 				}
 			}
 			if len(xs) > 0 {
-				med[m.Key] = Median(xs)
+				med[m.Key] = stats.Median(xs)
 			}
 		}
 		r.Medians[v] = med

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/bench/iperf"
+	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
 
 // Config is one benchmark invocation.
@@ -149,7 +152,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	d := cfg.Duration
 	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 	base := []string{cfg.Tools.Iperf3, "-c", PodB.String(), "-B", PodA.String(), "-p", "5201", "-t", secs, "-J"}
-	iperf := func(extra ...string) (IperfResult, error) {
+	runClient := func(extra ...string) (iperf.Result, error) {
 		return runIperf(ctx, t, append(append([]string{}, base...), extra...), d)
 	}
 	cpu := newCPUMeter(gw)
@@ -171,8 +174,8 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	if err != nil {
 		return s, err
 	}
-	s.Values[MRTTIdle50] = Percentile(pr.RTTs, 50)
-	s.Values[MRTTIdle99] = Percentile(pr.RTTs, 99)
+	s.Values[MRTTIdle50] = stats.Percentile(pr.RTTs, 50)
+	s.Values[MRTTIdle99] = stats.Percentile(pr.RTTs, 99)
 	say("  p50 %.3f ms, p99 %.3f ms (%d/%d replies)", s.Values[MRTTIdle50], s.Values[MRTTIdle99], len(pr.RTTs), pr.Sent)
 
 	// 2. TCP one stream A→B, with ICMP RTT under that load.
@@ -194,7 +197,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 		}
 		lr, lerr = Ping(ctx, t.NS(ANode), PodA, PodB, cfg.PingInterval, loaded)
 	}()
-	r, err := iperf()
+	r, err := runClient()
 	wg.Wait()
 	if err != nil {
 		return s, err
@@ -205,8 +208,8 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	cpu.stop(r.Bytes)
 	s.Values[MTCP1] = r.BitsPerSecond / 1e6
 	s.Values[MRetransmits] = r.Retransmits
-	s.Values[MRTTLoad50] = Percentile(lr.RTTs, 50)
-	s.Values[MRTTLoad99] = Percentile(lr.RTTs, 99)
+	s.Values[MRTTLoad50] = stats.Percentile(lr.RTTs, 50)
+	s.Values[MRTTLoad99] = stats.Percentile(lr.RTTs, 99)
 	if lr.Sent > 0 {
 		s.Values[MRTTLoadLoss] = 100 * float64(lr.Lost()) / float64(lr.Sent)
 	}
@@ -219,7 +222,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	// 3. TCP N streams A→B.
 	say("measuring TCP %d streams pod A -> pod B (%ss)", cfg.Streams, secs)
 	cpu.start()
-	if r, err = iperf("-P", strconv.Itoa(cfg.Streams)); err != nil {
+	if r, err = runClient("-P", strconv.Itoa(cfg.Streams)); err != nil {
 		return s, err
 	}
 	cpu.stop(r.Bytes)
@@ -229,7 +232,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	// 4. TCP one stream B→A (reverse).
 	say("measuring TCP 1 stream reverse, pod B -> pod A (%ss)", secs)
 	cpu.start()
-	if r, err = iperf("-R"); err != nil {
+	if r, err = runClient("-R"); err != nil {
 		return s, err
 	}
 	cpu.stop(r.Bytes)
@@ -244,7 +247,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 
 	// 5. Small-packet UDP A→B.
 	say("measuring UDP %d-byte payload pod A -> pod B, bitrate %s (%ss)", cfg.UDPSize, cfg.UDPBitrate, secs)
-	if r, err = iperf("-u", "-l", strconv.Itoa(cfg.UDPSize), "-b", cfg.UDPBitrate); err != nil {
+	if r, err = runClient("-u", "-l", strconv.Itoa(cfg.UDPSize), "-b", cfg.UDPBitrate); err != nil {
 		return s, err
 	}
 	s.Values[MUDPPPS] = r.DeliveredPPS()
@@ -279,47 +282,17 @@ func serveAndConnect(ctx context.Context, t *Topology, iperf3 string) error {
 	return nil
 }
 
+// runIperf runs an iperf3 client in pod A.
+func runIperf(ctx context.Context, t *Topology, args []string, d time.Duration) (iperf.Result, error) {
+	return iperf.Run(ctx, func(ctx context.Context, args ...string) (string, error) { return t.Exec(ctx, ANode, args...) }, args, d)
+}
+
 func fmtOpt(m map[string]float64, k, format string) string {
 	v, ok := m[k]
 	if !ok {
 		return "n/a"
 	}
 	return fmt.Sprintf(format, v)
-}
-
-// runIperf runs an iperf3 client in pod A, retrying a few times when the
-// server is not ready for the next test yet.
-func runIperf(ctx context.Context, t *Topology, args []string, d time.Duration) (IperfResult, error) {
-	var last error
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return IperfResult{}, ctx.Err()
-			case <-time.After(time.Second):
-			}
-		}
-		cctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
-		out, err := t.Exec(cctx, ANode, args...)
-		cancel()
-		// iperf3 -J prints JSON (with "error" on failure) even when it
-		// exits non-zero.
-		if i := strings.IndexByte(out, '{'); i >= 0 {
-			r, perr := ParseIperf([]byte(out[i:]))
-			if perr == nil {
-				return r, nil
-			}
-			last = perr
-		} else if err != nil {
-			last = err
-		} else {
-			last = fmt.Errorf("iperf3: no JSON output")
-		}
-		if ctx.Err() != nil {
-			return IperfResult{}, ctx.Err()
-		}
-	}
-	return IperfResult{}, last
 }
 
 // cpuMeter accumulates gateway CPU time and machine softirq time over the

@@ -1,11 +1,6 @@
-// Package bench is the benchmark harness of bridgehead: it builds a
-// two-site topology in network namespaces, runs each mode (plain kernel
-// forwarding, bridgehead with each cipher, wireguard-go) in turn, measures
-// throughput, small-packet rate, round-trip time and gateway CPU, and
-// renders the medians as Markdown, JSON and an SVG chart.
-//
-// The command is bench/cmd/bhbench; see bench/README.md.
-package bench
+// Package stats holds the order statistics the benchmark reports: the
+// median of the runs and the percentiles of round-trip times.
+package stats
 
 import (
 	"math"
