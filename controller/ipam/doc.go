@@ -1,0 +1,41 @@
+// Package ipam allocates per-node pod blocks from the pod CIDRs of sites.
+//
+// It knows nothing of Kubernetes: the controller translates Nodes and Sites
+// into calls here. One Allocator holds every site. Each site has a pool per
+// address family (IPv4, IPv6) made of its pod CIDRs cut into blocks of the
+// site's block size; a node of the site holds at most one block of each
+// family the site has.
+//
+// # Design
+//
+//   - A pool is a list of spans (one per pod CIDR). A span keeps a bitmap of
+//     its blocks, a count of set bits and a rotating cursor, so Allocate
+//     costs a few word scans, never a walk over the nodes. A span holds at
+//     most 2^20 blocks (a 128 KiB bitmap); a wider one is refused when the
+//     site is set, as kube-controller-manager refuses a mask difference
+//     over 16.
+//   - Blocks are never handed out twice: a bit is set from the moment a
+//     block is allocated or adopted until its release grace has passed.
+//     Pod CIDRs that overlap, within a site or across sites, are refused by
+//     SetSite for the same reason.
+//   - Release does not free a block at once: the block stays set for the
+//     grace period (measured on the injected clock) so that a deleted
+//     node's pods and routes are gone before another node gets its range.
+//     A node that comes back to the same site within the grace gets its
+//     old blocks again.
+//   - Rebuild replaces all holdings with a list of (node, site, CIDRs) —
+//     what the Node objects record — in the order given; the first holder
+//     of a block keeps it and later claimants are reported. Rebuilding
+//     from Holdings() gives back the same state. Blocks in their release
+//     grace survive a Rebuild when nobody in the list claims them, so a
+//     leader that loses and regains the lease in one process keeps the
+//     grace; a new process cannot know about nodes deleted before it
+//     started, and frees their blocks at once.
+//   - Exhaustion is an error (errors.Is(err, ErrExhausted)); a dual-stack
+//     Allocate that gets one family and not the other takes neither.
+//
+// # Concurrency
+//
+// An Allocator is safe for concurrent use; one mutex guards all of it.
+// Calls are short (no I/O), so reconcile workers can share it.
+package ipam
