@@ -3,8 +3,9 @@ GO        ?= go
 BIN       := bin
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
+OUT       ?= out
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container
 
 all: build
 
@@ -41,8 +42,24 @@ export CNI_PLUGINS_DIR
 cni-plugins:
 	hack/cni-plugins/build.sh $(CNI_PLUGINS_DIR)
 
+# umoci: umoci v0.6.0, which writes the container image without a container
+# engine, built from the Go module proxy into UMOCI_DIR once
+# (hack/umoci/build.sh; a no-op when built).
+UMOCI_DIR ?= $(HOME)/.cache/bridgehead/umoci
+export UMOCI_DIR
+umoci:
+	hack/umoci/build.sh $(UMOCI_DIR)
+
+# container: the container image (the static binary and the CNI plugins) as
+# an OCI archive, $(OUT)/bridgehead-oci.tar, with .digest and .ref beside it;
+# reproducible (deploy/container/build.sh). Load it with
+# skopeo copy oci-archive:$(OUT)/bridgehead-oci.tar docker://REGISTRY/bridgehead:TAG.
+container: umoci cni-plugins
+	deploy/container/build.sh -u $(UMOCI_DIR)/umoci -c $(CNI_PLUGINS_DIR) -o $(OUT)
+
 # test: every test, root-only ones included (CI runs as root), with -race.
-test: deps build kube-testenv cni-plugins
+# umoci and cni-plugins: deploy/container builds the image twice.
+test: deps build kube-testenv cni-plugins umoci
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
@@ -72,7 +89,6 @@ bench: deps build
 
 # deb: the Debian package (deploy/package/build-deb.sh; go build of
 # ./cmd/bridgehead inside), checked with lintian when it is installed.
-OUT ?= out
 deb:
 	@deb=$$(deploy/package/build-deb.sh -o $(OUT)) && echo "$$deb" && \
 	  if command -v lintian >/dev/null; then lintian --fail-on error,warning "$$deb"; fi
