@@ -116,8 +116,22 @@ func (r *Relay) handle(nc net.Conn, cfg *Config) {
 	ctx, cancel := context.WithTimeout(r.ctx, dialTimeout(cfg))
 	c.cancel = cancel
 	defer cancel()
-	// Register under the limits (the header phase ends here).
+	if r.beforeRegister != nil {
+		r.beforeRegister()
+	}
+	// Register under the limits (the header phase ends here). The policy
+	// is decided again under mu: SetConfig stores a new one before it
+	// scans the registered connections under mu, so a connection is
+	// either seen by that scan or decided here under the new policy.
 	r.mu.Lock()
+	cfg = r.cfg.Load()
+	v = cfg.decide(dst)
+	if v.reason != ReasonNone {
+		r.mu.Unlock()
+		r.reject(cc, client, dst.String(), v.reason, v.why, start)
+		return
+	}
+	c.site = v.site
 	switch {
 	case r.closed:
 		r.mu.Unlock()

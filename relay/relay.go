@@ -50,6 +50,10 @@ type Relay struct {
 	dial func(ctx context.Context, src netip.Addr, dst netip.AddrPort) (net.Conn, error)
 	cfg  atomic.Pointer[Config]
 
+	// beforeRegister, when set (tests, before Serve), runs between a
+	// connection's policy check and its registration.
+	beforeRegister func()
+
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops and connection goroutines

@@ -91,7 +91,8 @@ func baseConfig(ports ...uint16) Config {
 	}
 }
 
-func startRelay(t testing.TB, cfg Config) *fixture {
+// startRelay serves a relay on loopback; each set runs on it before Serve.
+func startRelay(t testing.TB, cfg Config, set ...func(*Relay)) *fixture {
 	t.Helper()
 	f := &fixture{reg: prometheus.NewRegistry(), logs: &syncBuf{}, cfg: cfg}
 	r, err := New(Options{Config: cfg, Registry: f.reg, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
@@ -103,6 +104,9 @@ func startRelay(t testing.TB, cfg Config) *fixture {
 		t.Fatal(err)
 	}
 	f.r, f.addr = r, ln.Addr().String()
+	for _, fn := range set {
+		fn(r)
+	}
 	done := make(chan error, 1)
 	go func() { done <- r.Serve(ln) }()
 	t.Cleanup(func() {
@@ -493,5 +497,32 @@ func TestSharedRegistry(t *testing.T) {
 	b.refuse(ReasonPort)
 	if got := testutil.ToFloat64(b.m.refused.WithLabelValues(string(ReasonPort))); got != 2 {
 		t.Errorf("refused{port} = %v after the second relay, want 2", got)
+	}
+}
+
+// TestRelayRevokedBeforeRegister: a reload that removes the destination's
+// site between a connection's policy check and its registration (after
+// the check, before SetConfig's scan could see it) still refuses it.
+func TestRelayRevokedBeforeRegister(t *testing.T) {
+	up := echoServer(t, "127.0.1.5:0")
+	cfg := baseConfig(up.Port())
+	next := cfg
+	next.Sites = []Site{siteA, siteC}
+	f := startRelay(t, cfg, func(r *Relay) {
+		r.beforeRegister = sync.OnceFunc(func() {
+			if err := r.SetConfig(next); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	resp, _, _ := connect(t, f.addr, connectTo(up.String()), nil)
+	if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("CONNECT to a site removed before registration: %v, want 403", resp)
+	}
+	if st := f.r.Status(); st.Active != 0 {
+		t.Errorf("%d connections registered after the revocation", st.Active)
+	}
+	if got := refused(f, ReasonNotInSite); got != 1 {
+		t.Errorf("refused{not_in_site} = %v, want 1", got)
 	}
 }
