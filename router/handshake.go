@@ -75,6 +75,7 @@ func (r *Router) handshakeLoop(ctx context.Context) error {
 			r.handleHandshake(m.buf[:m.n], m.from, r.clock.Now(), scratch)
 			r.hsFree <- m
 		case p := <-r.trigger:
+			r.handshakes.triggers.Add(1)
 			p.wantHandshake.Store(false)
 			r.onTrigger(p, r.clock.Now(), scratch)
 		case now := <-tick:
@@ -242,6 +243,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	}
 	delete(r.pending, idx)
 	p.hs.pending = nil
+	p.handshaking.Store(false)
 	p.hs.firstAttempt = time.Time{}
 	if !r.establish(p, kp) {
 		r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed by a reload
@@ -339,6 +341,7 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	p.jar.AddMAC2(msg)
 	p.jar.Sent(msg)
 	p.hs.pending = in
+	p.handshaking.Store(true)
 	p.hs.pendingIndex = idx
 	p.hs.lastSent = now
 	p.hs.retryAfter = RekeyTimeout + r.jitter()
@@ -355,6 +358,7 @@ func (r *Router) dropPending(p *Peer) {
 	delete(r.pending, p.hs.pendingIndex)
 	p.hs.pending.Abandon()
 	p.hs.pending = nil
+	p.handshaking.Store(false)
 }
 
 // jitter returns a random delay in [0, RekeyJitter).

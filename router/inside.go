@@ -238,10 +238,12 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			if !p.queue.push(pkt) {
 				r.drops.Add(Inside, ReasonQueueFull, 1)
 			}
-			r.wantHandshake(p)
+			if !p.handshaking.Load() { // the response flushes the queue
+				r.wantHandshake(p)
+			}
 			continue
 		}
-		if r.needsRekey(kp, now) {
+		if !p.handshaking.Load() && r.needsRekey(kp, now) {
 			r.wantHandshake(p)
 		}
 		padded := bhcrypto.PaddedLen(size, r.mtu)

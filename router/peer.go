@@ -73,6 +73,12 @@ type Peer struct {
 	// wantHandshake is set by the data path and cleared by the handshake
 	// loop; it keeps the trigger channel from filling with duplicates.
 	wantHandshake atomic.Bool
+	// handshaking is set while an initiation of ours is pending
+	// (p.hs.pending != nil): written by the handshake loop, read by the
+	// data path, which then does not ask for another one. Without it a
+	// session due for rekeying woke the loop once per packet until the
+	// response came: up to 60 s toward a silent peer.
+	handshaking atomic.Bool
 
 	queue packetQueue // safe for concurrent use (see packetQueue)
 

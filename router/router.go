@@ -142,6 +142,9 @@ type handshakeCounters struct {
 	dh atomic.Uint64
 	// cookieReplies counts cookie replies sent.
 	cookieReplies atomic.Uint64
+	// triggers counts the data path's requests the handshake loop took
+	// (wantHandshake): at most a few per handshake attempt.
+	triggers atomic.Uint64
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
