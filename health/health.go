@@ -1,6 +1,6 @@
 // Package health decides whether a gateway is ready from what its data
 // path has seen: a remote site counts as reachable only while one of its
-// gateways is up in the router's liveness state (an authenticated packet
+// gateways is up in the router's liveness state (it answered our probes
 // within three probe intervals; see router.LiveState). Completed
 // handshakes and queued packets alone do not make a site reachable.
 //

@@ -24,10 +24,12 @@
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHash) and ranks the site's gateways by rendezvous hashing
 // (site.pick), preferring gateways that are up. "Up" is one liveness
-// state per gateway (liveness.go): any authenticated packet proves it
-// alive; a gateway silent for its site's probe interval gets an
+// state per gateway (liveness.go): only evidence that our own packets
+// reach it proves it alive (an answer to our probe, a completed
+// handshake), never its own traffic, so a path cut one way only goes
+// down too; a gateway unproven for its site's probe interval gets an
 // authenticated probe (probe.go) that the outside loop answers at once;
-// ProbeMisses silent intervals mark it down, and its flows move to the
+// ProbeMisses unproven intervals mark it down, and its flows move to the
 // site's other gateways. Gateways that carry none of our traffic are
 // probed IdleProbeFactor times less often. Selection, metrics, status
 // and readiness all read that one state.

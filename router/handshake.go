@@ -253,6 +253,7 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	p.endpoint.Store(&ep)
 	p.lastHandshake.Store(r.mono.ns(now))
 	p.lastReceive.Store(r.mono.ns(now))
+	p.live.acked.Store(r.mono.ns(now)) // our initiation reached it
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)

@@ -39,13 +39,14 @@ const (
 type LiveState uint32
 
 const (
-	// LiveConnecting: no authenticated packet yet from this gateway.
+	// LiveConnecting: no evidence yet that our packets reach this gateway.
 	LiveConnecting LiveState = iota
-	// LiveUp: an authenticated packet arrived within ProbeMisses probe
-	// intervals. Only gateways that are up carry flows while any is.
+	// LiveUp: the gateway proved within ProbeMisses probe intervals
+	// that our packets reach it (see liveness). Only gateways that are
+	// up carry flows while any is.
 	LiveUp
-	// LiveDown: it was heard from once, then stayed silent for
-	// ProbeMisses probe intervals although probed.
+	// LiveDown: it proved that once, then did not for ProbeMisses probe
+	// intervals although probed.
 	LiveDown
 )
 
@@ -80,18 +81,25 @@ func (s LiveState) String() string {
 // the single answer to "is this gateway up" that the flow selector, the
 // bridgehead_gateway_up metric, `status` and /readyz all read.
 //
-// Health comes from the data path itself: any authenticated packet from
-// the gateway (data, keepalive, probe, probe reply, or a handshake message
-// that verified) proves it alive. A gateway silent for one probe interval
-// is probed with an authenticated probe that it answers at once, so a
-// gateway whose process is up but whose path is black-holed goes down the
-// same way as one that died.
+// Health comes from the data path itself, and only from evidence that
+// OUR packets reach the gateway (acked): an answer to one of our probes,
+// the response to our handshake initiation, or the first packet on a
+// session we answered (the initiator got our response). Anything else
+// the gateway sends us (its data, keepalives, its own probes, its
+// initiations) proves only the path from it to us: with datagrams from us
+// to it dropped and the other way working, it would keep a black hole up
+// forever. A gateway unproven for one probe interval is probed with an
+// authenticated probe that it answers at once, so a gateway whose process
+// is up but whose path (either way) is black-holed goes down the same
+// way as one that died. Receiving data is not counted even when it came
+// after our last send: on a one-way path the gateway's own traffic keeps
+// arriving while ours is lost.
 //
-// When the gateway was last heard from is the Peer's lastReceive stamp;
-// times are monotonic nanoseconds of the router's monoEpoch, never
+// Times are monotonic nanoseconds of the router's monoEpoch, never
 // wall-clock values, so a clock step cannot mark gateways down.
 //
-// Writers: rtt and probeReplies by the outside loop; interval by
+// Writers: rtt, probeReplies and acked by the outside loop (acked also
+// by the handshake loop, for a handshake response); interval by
 // SetConfig; everything else by the handshake loop alone (evaluate and
 // probeTimers). Any goroutine may read.
 type liveness struct {
@@ -103,6 +111,9 @@ type liveness struct {
 	probesSent   atomic.Uint64 // probes sent to the gateway
 	rtt          atomic.Int64  // ns, round trip of the newest answered probe; 0: none
 	probeReplies atomic.Uint64 // answers to our probes
+	// acked is the mono ns of the newest evidence that our packets
+	// reach the gateway (0: none yet; see above).
+	acked atomic.Int64
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -150,8 +161,9 @@ type probeAction struct {
 	from    LiveState // state before the change
 }
 
-// evaluate moves the state machine to mono, the gateway having last been
-// heard from at heard (0: never) and sent tx data packets so far, and says
+// evaluate moves the state machine to mono, the gateway having last
+// proved that our packets reach it at acked (0: never) and been sent tx
+// data packets so far, and says
 // whether to probe. It runs in the handshake loop only. session says
 // whether a usable session exists: without one nothing is probed (the
 // handshake loop sets one up) and a gateway cannot be up, since nothing
@@ -162,7 +174,7 @@ type probeAction struct {
 // IdleProbeFactor times the interval. When traffic starts, silence is
 // counted from then, so a gateway probed at the idle pace is not marked
 // down before a fast probe could be answered.
-func (l *liveness) evaluate(mono, heard int64, tx uint64, session bool) probeAction {
+func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAction {
 	var a probeAction
 	if tx != l.lastTx {
 		if mono >= l.activeUntil {
@@ -172,9 +184,9 @@ func (l *liveness) evaluate(mono, heard int64, tx uint64, session bool) probeAct
 		l.activeUntil = mono + int64(ActiveWindow)
 	}
 	iv := l.interval.Load()
-	ref := heard
+	ref := acked
 	if mono < l.activeUntil {
-		ref = max(heard, l.activeSince)
+		ref = max(acked, l.activeSince)
 	} else {
 		iv *= IdleProbeFactor
 	}
@@ -182,15 +194,15 @@ func (l *liveness) evaluate(mono, heard int64, tx uint64, session bool) probeAct
 	cur := LiveState(l.state.Load())
 	next := cur
 	switch {
-	case heard == 0:
-		// Never heard from: stays connecting.
+	case acked == 0:
+		// Never proved: stays connecting.
 	case silent > ProbeMisses*iv:
 		if cur == LiveUp {
 			next = LiveDown
 		}
-	case session && heard > l.changedMono.Load():
-		// Heard from since the last change (or ever), with a session
-		// to send on.
+	case session && acked > l.changedMono.Load():
+		// Proved since the last change (or ever), with a session to
+		// send on.
 		next = LiveUp
 	}
 	if next != cur {
@@ -201,7 +213,7 @@ func (l *liveness) evaluate(mono, heard int64, tx uint64, session bool) probeAct
 		}
 		a.changed, a.from = true, cur
 	}
-	if session && heard != 0 && mono-heard >= iv && mono-l.lastProbe.Load() >= iv {
+	if session && acked != 0 && mono-acked >= iv && mono-l.lastProbe.Load() >= iv {
 		a.probe = true
 	}
 	return a
@@ -219,6 +231,9 @@ type LivenessStats struct {
 	// answers.
 	ProbesSent   uint64 `json:"probesSent"`
 	ProbeReplies uint64 `json:"probeReplies"`
+	// LastAck is the newest evidence that our packets reach the
+	// gateway: a probe answered, or a handshake (zero: none yet).
+	LastAck time.Time `json:"lastAck,omitzero"`
 	// LastChange is when State last changed (zero: never).
 	LastChange time.Time `json:"lastChange,omitzero"`
 	// Downs counts the times the gateway went down: each moved its flows
@@ -233,6 +248,7 @@ func (l *liveness) stats(mono monoEpoch) LivenessStats {
 		ProbeRTT:      time.Duration(l.rtt.Load()),
 		ProbesSent:    l.probesSent.Load(),
 		ProbeReplies:  l.probeReplies.Load(),
+		LastAck:       mono.time(l.acked.Load()),
 		LastChange:    mono.time(l.changedMono.Load()),
 		Downs:         l.downs.Load(),
 	}

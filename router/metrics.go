@@ -56,7 +56,7 @@ func NewCollector(r *Router) *Collector {
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
 		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed.", append(peer, "result"), nil),
 		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
-		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: an authenticated packet arrived within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
+		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: it answered our probes (or a handshake) within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
 		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),

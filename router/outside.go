@@ -199,6 +199,7 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	}
 	r.retire(gone)
 	p.lastHandshake.Store(r.mono.ns(now))
+	p.live.acked.Store(r.mono.ns(now)) // our response reached it
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.

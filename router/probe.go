@@ -66,6 +66,7 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 		b.replies.add(msg, from, p)
 	case probeReply:
 		p.live.probeReplies.Add(1)
+		p.live.acked.Store(r.mono.ns(now))
 		if sent := int64(echo); sent > 0 {
 			if rtt := r.mono.ns(now) - sent; rtt >= 0 {
 				p.live.rtt.Store(rtt)
@@ -84,7 +85,7 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 	for _, p := range st.order {
 		kp := p.current.Load()
 		session := kp != nil && usable(kp, now)
-		a := p.live.evaluate(mono, p.lastReceive.Load(), p.txPackets.Load(), session)
+		a := p.live.evaluate(mono, p.live.acked.Load(), p.txPackets.Load(), session)
 		if a.changed {
 			// No new handshake here: a peer that lost our session
 			// (it restarted) starts one itself when our probes hit
@@ -191,10 +192,12 @@ func (r *Router) sendControl(c *controlBatch) {
 func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
 	case to == LiveDown:
-		silent := time.Duration(r.mono.ns(now) - p.lastReceive.Load())
-		r.log.Warn("gateway down: no authenticated packet, flows move to the site's other gateways",
+		unproven := time.Duration(r.mono.ns(now) - p.live.acked.Load())
+		heard := time.Duration(r.mono.ns(now) - p.lastReceive.Load())
+		r.log.Warn("gateway down: our probes go unanswered, flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
-			"silent_for", silent.Round(time.Millisecond), "probe_interval", time.Duration(p.live.interval.Load()))
+			"unanswered_for", unproven.Round(time.Millisecond), "last_heard", heard.Round(time.Millisecond),
+			"probe_interval", time.Duration(p.live.interval.Load()))
 	case from == LiveDown:
 		r.log.Info("gateway up again", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	default:
