@@ -234,11 +234,21 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			continue
 		}
 		kp := p.current.Load()
-		if kp == nil || !usable(kp, now) {
+		ready := kp != nil && usable(kp, now)
+		if !ready || p.queue.busy() {
+			// No session yet, or packets queued before it was set
+			// up are still going out (the handshake loop flushes
+			// them after it makes the session current): this one
+			// waits behind them, so a flow is not reordered.
+			if run.peer == p {
+				r.flushInside(run)
+			}
 			if !p.queue.push(pkt) {
 				r.drops.Add(Inside, ReasonQueueFull, 1)
 			}
-			if !p.handshaking.Load() { // the response flushes the queue
+			// A pending handshake's response flushes the queue;
+			// with a session, the loop flushes what is left.
+			if ready || !p.handshaking.Load() {
 				r.wantHandshake(p)
 			}
 			continue

@@ -1,6 +1,9 @@
 package router
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // packetQueue holds packets for a peer while its session is being set up.
 //
@@ -15,6 +18,11 @@ type packetQueue struct {
 	head, n  int
 	cap      int
 	slotSize int
+	// held is n, published for the lock-free check of busy, except that
+	// drain clears it only after its last packet went out: while it is
+	// not zero, a packet sent around the queue could overtake one in it.
+	// Written under mu.
+	held atomic.Int32
 }
 
 func (q *packetQueue) init(capacity, slotSize int) {
@@ -39,6 +47,7 @@ func (q *packetQueue) push(pkt []byte) bool {
 	}
 	q.sizes[i] = copy(q.slots[i], pkt)
 	q.n++
+	q.held.Store(int32(q.n))
 	return true
 }
 
@@ -54,6 +63,7 @@ func (q *packetQueue) drain(f func(pkt []byte)) int {
 		f(q.slots[i][:q.sizes[i]])
 	}
 	q.head = 0
+	q.held.Store(0)
 	return n
 }
 
@@ -63,6 +73,7 @@ func (q *packetQueue) clear() int {
 	defer q.mu.Unlock()
 	n := q.n
 	q.head, q.n = 0, 0
+	q.held.Store(0)
 	return n
 }
 
@@ -71,3 +82,7 @@ func (q *packetQueue) len() int {
 	defer q.mu.Unlock()
 	return q.n
 }
+
+// busy reports, without locking, whether packets are queued or still being
+// drained: a sender must then queue behind them to keep the order.
+func (q *packetQueue) busy() bool { return q.held.Load() != 0 }
