@@ -45,7 +45,8 @@ type Relay struct {
 	MaxConnections               int `yaml:"maxConnections"`
 	MaxConnectionsPerDestination int `yaml:"maxConnectionsPerDestination"`
 	// IdleTimeout closes a relayed connection with no bytes either way
-	// for this long.
+	// for this long, or whose destination or client takes none of the
+	// bytes relayed toward it for this long (it stopped reading).
 	IdleTimeout time.Duration `yaml:"idleTimeout"`
 	// HeaderTimeout cuts off a client that has not completed its TLS
 	// handshake and CONNECT request within it.

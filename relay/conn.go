@@ -314,10 +314,19 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 
 // pipe copies src to dst until src ends, then half-closes dst. It
 // returns nil at a clean end, errIdle after idle with no bytes either
-// way, or the read or write error.
+// way or a write that dst did not take within idle, or the read or
+// write error.
+//
+// Writes have deadlines: a peer that stopped reading (a destination
+// that half-closed and went away, a client that stopped) would
+// otherwise block the write forever, since TCP's zero-window probes keep
+// the connection alive. The deadline does not look at the other
+// direction: a write that does not go through within idleTimeout (10
+// minutes by default) ends the connection even while the other side is
+// busy, because a timed-out write leaves a TLS connection unusable.
 func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m prometheus.Counter, idle time.Duration) error {
 	if len(early) > 0 {
-		if _, err := dst.Write(early); err != nil {
+		if err := writeIdle(dst, early, idle); err != nil {
 			return err
 		}
 		n.Add(int64(len(early)))
@@ -338,7 +347,7 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 		k, rerr := src.Read(*bp)
 		if k > 0 {
 			c.lastActive.Store(time.Now().UnixNano())
-			if _, werr := dst.Write((*bp)[:k]); werr != nil {
+			if werr := writeIdle(dst, (*bp)[:k], idle); werr != nil {
 				bufPool.Put(bp)
 				return werr
 			}
@@ -349,6 +358,7 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 		switch {
 		case rerr == nil:
 		case errors.Is(rerr, io.EOF):
+			dst.SetWriteDeadline(time.Now().Add(idle)) // close_notify under TLS is a write
 			closeWrite(dst)
 			return nil
 		case isTimeout(rerr):
@@ -360,6 +370,18 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 			return rerr
 		}
 	}
+}
+
+// writeIdle writes b to dst within idle, or returns errIdle (wrapped).
+func writeIdle(dst net.Conn, b []byte, idle time.Duration) error {
+	dst.SetWriteDeadline(time.Now().Add(idle))
+	if _, err := dst.Write(b); err != nil {
+		if isTimeout(err) {
+			return fmt.Errorf("%w: write not taken within %s", errIdle, idle)
+		}
+		return err
+	}
+	return nil
 }
 
 // waitReadable blocks until a plain TCP connection has bytes (or EOF,

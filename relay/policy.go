@@ -26,7 +26,8 @@ type Config struct {
 	// MaxConnectionsPerDestination bounds those to one address:port.
 	MaxConnections               int
 	MaxConnectionsPerDestination int
-	// IdleTimeout closes a connection quiet both ways for this long.
+	// IdleTimeout closes a connection quiet both ways for this long, or
+	// one whose peer takes no bytes written to it for this long.
 	IdleTimeout time.Duration
 	// HeaderTimeout bounds the TLS handshake and the CONNECT request.
 	HeaderTimeout time.Duration

@@ -526,3 +526,70 @@ func TestRelayRevokedBeforeRegister(t *testing.T) {
 		t.Errorf("refused{not_in_site} = %v, want 1", got)
 	}
 }
+
+// halfCloseServer accepts on addr, half-closes every connection at once
+// and never reads from it: a destination that sent FIN and stopped.
+func halfCloseServer(t testing.TB, addr string) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.(*net.TCPConn).CloseWrite()
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return netip.MustParseAddrPort(ln.Addr().String())
+}
+
+// TestRelayHalfCloseHang: the destination half-closes and never reads
+// while the client keeps writing. The relay's write toward it must not
+// block forever: the idle timeout ends the connection.
+func TestRelayHalfCloseHang(t *testing.T) {
+	up := halfCloseServer(t, "127.0.1.5:0")
+	cfg := baseConfig(up.Port())
+	cfg.IdleTimeout = 300 * time.Millisecond
+	f := startRelay(t, cfg)
+	resp, c, _ := connect(t, f.addr, connectTo(up.String()), nil)
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("response %v", resp)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(make([]byte, 8<<20))
+		werr <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.r.Status().Active != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d relayed connections still open 5s after the destination stopped reading", f.r.Status().Active)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.Close()
+	<-werr
+	if got := testutil.ToFloat64(f.r.m.closed.WithLabelValues(CloseIdle)); got != 1 {
+		t.Errorf("closed{idle} = %v, want 1", got)
+	}
+}
