@@ -15,29 +15,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-func TestParseProcStatCPU(t *testing.T) {
-	// A comm with spaces and parentheses; utime 250, stime 50 ticks.
-	stat := "4242 (bridge head (x)) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 12345 123456789 2000 18446744073709551615\n"
-	got, err := ParseProcStatCPU([]byte(stat))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != 3 {
-		t.Errorf("cpu = %g s, want 3", got)
-	}
-	if _, err := ParseProcStatCPU([]byte("4242 (x) S 1 2")); err == nil {
-		t.Error("short stat: no error")
-	}
-	soft, err := ParseSoftirq([]byte("cpu  134230 0 29910 108139 457 0 880 170 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
-	if err != nil || soft != 8.8 {
-		t.Errorf("softirq = %g, %v; want 8.8", soft, err)
-	}
-	// The running test's own stat parses.
-	if _, err := processCPU(os.Getpid()); err != nil {
-		t.Error(err)
-	}
-}
-
 func TestEchoRequestChecksum(t *testing.T) {
 	m := EchoRequest(0x1234, 7, 56)
 	if len(m) != 64 || m[0] != 8 || m[1] != 0 {

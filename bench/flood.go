@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 )
 
 // FloodConfig is one flood measurement (bhbench -flood): while a TCP
@@ -220,6 +222,10 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 		rep.Evaluate()
 	}()
 	say := func(format string, a ...any) { fmt.Fprintf(cfg.Progress, "   "+format+"\n", a...) }
+	proc, err := procfs.New(procfs.DefaultMount)
+	if err != nil {
+		return rep, err
+	}
 	t := &Topology{
 		Prefix: cfg.Prefix,
 		WANMTU: cfg.WANMTU,
@@ -255,7 +261,7 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 		return rep, fmt.Errorf("warm-up: %w", err)
 	}
 	for _, p := range floodPhases(cfg.Control) {
-		ph, err := floodPhase(ctx, cfg, t, gw, p, say)
+		ph, err := floodPhase(ctx, cfg, proc, t, gw, p, say)
 		if err != nil {
 			ph.Error = err.Error()
 		}
@@ -269,14 +275,14 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 
 // floodPhase measures one TCP stream, with a flood of kind around it
 // unless kind is "".
-func floodPhase(ctx context.Context, cfg FloodConfig, t *Topology, gw gateways, def floodPhaseDef, say func(string, ...any)) (FloodPhase, error) {
+func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topology, gw gateways, def floodPhaseDef, say func(string, ...any)) (FloodPhase, error) {
 	kind := def.kind
 	ph := FloodPhase{Name: def.name, Kind: kind}
 	to := fmt.Sprintf("%s:%d", wanB, def.port)
 	gwB := gw.B
 	d := cfg.Duration
 	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
-	before, err := snapshotGateway(ctx, t, gw)
+	before, err := snapshotGateway(ctx, proc, t, gw)
 	if err != nil {
 		return ph, err
 	}
@@ -312,7 +318,7 @@ func floodPhase(ctx context.Context, cfg FloodConfig, t *Topology, gw gateways, 
 			case <-stopSampling:
 				return
 			case <-tick.C:
-				if rss, _, err := processRSS(gwB.PID()); err == nil {
+				if rss, _, err := proc.ProcessMemory(gwB.PID()); err == nil {
 					peak = max(peak, rss)
 				}
 			}
@@ -340,7 +346,7 @@ func floodPhase(ctx context.Context, cfg FloodConfig, t *Topology, gw gateways, 
 	time.Sleep(500 * time.Millisecond)
 	close(stopSampling)
 	sampling.Wait()
-	after, err := snapshotGateway(ctx, t, gw)
+	after, err := snapshotGateway(ctx, proc, t, gw)
 	if err != nil {
 		return ph, errors.Join(ierr, err)
 	}
@@ -391,42 +397,35 @@ type gwSnapshot struct {
 	softnet     float64
 }
 
-func snapshotGateway(ctx context.Context, t *Topology, gw gateways) (gwSnapshot, error) {
+func snapshotGateway(ctx context.Context, proc procfs.FS, t *Topology, gw gateways) (gwSnapshot, error) {
 	s := gwSnapshot{at: time.Now()}
 	gwB := gw.B
 	var err error
-	if s.cpuA, err = processCPU(gw.A.PID()); err != nil {
+	if s.cpuA, err = proc.ProcessCPU(gw.A.PID()); err != nil {
 		return s, err
 	}
-	b, err := os.ReadFile("/proc/stat")
+	c, err := proc.CPU()
 	if err != nil {
 		return s, err
 	}
-	if s.busy, s.total, err = ParseCPUBusy(b); err != nil {
-		return s, err
-	}
+	s.busy, s.total = c.Busy, c.Total
 	if s.metrics, err = scrapeMetrics(ctx, t.NS(BGW), "http://127.0.0.1:9641/metrics"); err != nil {
 		return s, err
 	}
 	pid := gwB.PID()
-	if s.rssKiB, _, err = processRSS(pid); err != nil {
+	if s.rssKiB, _, err = proc.ProcessMemory(pid); err != nil {
 		return s, err
 	}
-	if s.cpu, err = processCPU(pid); err != nil {
+	if s.cpu, err = proc.ProcessCPU(pid); err != nil {
 		return s, err
 	}
 	// /proc/PID/net is the network namespace of PID: gateway B's.
-	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/net/snmp", pid))
+	u, err := proc.ProcessUDP(pid)
 	if err != nil {
 		return s, err
 	}
-	if s.udp, err = ParseSNMP(b, "Udp"); err != nil {
-		return s, err
-	}
-	if b, err = os.ReadFile("/proc/net/softnet_stat"); err != nil {
-		return s, err
-	}
-	if s.softnet, err = ParseSoftnetDrops(b); err != nil {
+	s.udp = map[string]float64{"InDatagrams": u.InDatagrams, "RcvbufErrors": u.RcvbufErrors, "InErrors": u.InErrors, "NoPorts": u.NoPorts}
+	if s.softnet, err = proc.SoftnetDrops(); err != nil {
 		return s, err
 	}
 	return s, nil
@@ -607,116 +606,6 @@ func scrapeMetrics(ctx context.Context, ns, url string) ([]PromSample, error) {
 		return nil, fmt.Errorf("metrics of %s: %s", ns, resp.Status)
 	}
 	return ParsePromText(b)
-}
-
-// ParseProcStatus returns VmRSS and VmHWM in KiB from /proc/PID/status.
-func ParseProcStatus(b []byte) (rss, hwm int64, err error) {
-	found := 0
-	for line := range strings.Lines(string(b)) {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM") {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("proc status: %q", strings.TrimSpace(line))
-		}
-		n, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("proc status %s: %w", k, err)
-		}
-		if k == "VmRSS" {
-			rss = n
-		} else {
-			hwm = n
-		}
-		found++
-	}
-	if found != 2 {
-		return 0, 0, errors.New("proc status: no VmRSS/VmHWM")
-	}
-	return rss, hwm, nil
-}
-
-func processRSS(pid int) (rss, hwm int64, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	return ParseProcStatus(b)
-}
-
-// ParseSNMP returns the counters of one protocol ("Udp") from the contents
-// of /proc/net/snmp, where each protocol has a header line of names and a
-// line of values.
-func ParseSNMP(b []byte, proto string) (map[string]float64, error) {
-	var names []string
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != proto+":" {
-			continue
-		}
-		if names == nil {
-			names = f[1:]
-			continue
-		}
-		if len(f)-1 != len(names) {
-			return nil, fmt.Errorf("snmp %s: %d names, %d values", proto, len(names), len(f)-1)
-		}
-		m := map[string]float64{}
-		for i, n := range names {
-			v, err := strconv.ParseFloat(f[i+1], 64)
-			if err != nil {
-				return nil, fmt.Errorf("snmp %s %s: %w", proto, n, err)
-			}
-			m[n] = v
-		}
-		return m, nil
-	}
-	return nil, fmt.Errorf("snmp: no %s counters", proto)
-}
-
-// ParseCPUBusy returns the non-idle and the total time of all CPUs, in
-// clock ticks, from the contents of /proc/stat (idle and iowait are idle;
-// guest time is already inside user).
-func ParseCPUBusy(b []byte) (busy, total float64, err error) {
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 9 || f[0] != "cpu" {
-			continue
-		}
-		for i, x := range f[1:9] {
-			v, err := strconv.ParseUint(x, 10, 64)
-			if err != nil {
-				return 0, 0, fmt.Errorf("/proc/stat: %w", err)
-			}
-			total += float64(v)
-			if i != 3 && i != 4 { // idle, iowait
-				busy += float64(v)
-			}
-		}
-		return busy, total, nil
-	}
-	return 0, 0, errors.New("/proc/stat: no cpu line")
-}
-
-// ParseSoftnetDrops sums the second column of /proc/net/softnet_stat
-// (hexadecimal, one line per CPU): packets dropped because a CPU's input
-// backlog (net.core.netdev_max_backlog) was full.
-func ParseSoftnetDrops(b []byte) (float64, error) {
-	var sum float64
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseUint(f[1], 16, 64)
-		if err != nil {
-			return 0, fmt.Errorf("softnet_stat: %w", err)
-		}
-		sum += float64(v)
-	}
-	return sum, nil
 }
 
 // Evaluate computes the ratios to the first baseline and checks the

@@ -214,29 +214,6 @@ odd{label="a \"quoted\" value",x="y"} 2 1700000000000
 	}
 }
 
-func TestParseKernelCounters(t *testing.T) {
-	rss, hwm, err := ParseProcStatus([]byte("Name:\tbridgehead\nVmHWM:\t   40960 kB\nVmRSS:\t   30720 kB\nThreads:\t9\n"))
-	if err != nil || rss != 30720 || hwm != 40960 {
-		t.Errorf("status: rss %d hwm %d, %v", rss, hwm, err)
-	}
-	if _, _, err := ParseProcStatus([]byte("Name:\tx\n")); err == nil {
-		t.Error("status without VmRSS: no error")
-	}
-	snmp := "Ip: Forwarding DefaultTTL\nIp: 2 64\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 100 1 7 50 6 0\nUdpLite: InDatagrams\nUdpLite: 0\n"
-	u, err := ParseSNMP([]byte(snmp), "Udp")
-	if err != nil || u["InDatagrams"] != 100 || u["RcvbufErrors"] != 6 || u["InErrors"] != 7 {
-		t.Errorf("snmp: %v, %v", u, err)
-	}
-	sn, err := ParseSoftnetDrops([]byte("0000a000 00000010 00000000\n0000b000 0000000f 00000001\n"))
-	if err != nil || sn != 31 {
-		t.Errorf("softnet drops = %g, %v; want 31", sn, err)
-	}
-	busy, total, err := ParseCPUBusy([]byte("cpu  100 5 20 300 10 1 4 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
-	if err != nil || busy != 130 || total != 440 {
-		t.Errorf("cpu busy %g of %g, %v; want 130 of 440", busy, total, err)
-	}
-}
-
 // sampleFloodReport is a fixed flood report for the golden tests: its
 // numbers are made up and are not measurements.
 func sampleFloodReport() *FloodReport {

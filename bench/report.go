@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
@@ -426,5 +425,3 @@ func trimFloat(x float64) string {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
-
-func numCPU() int { return runtime.NumCPU() }

@@ -8,12 +8,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/iperf"
+	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
 
@@ -155,7 +157,11 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	runClient := func(extra ...string) (iperf.Result, error) {
 		return runIperf(ctx, t, append(append([]string{}, base...), extra...), d)
 	}
-	cpu := newCPUMeter(gw)
+	proc, err := procfs.New(procfs.DefaultMount)
+	if err != nil {
+		return s, err
+	}
+	cpu := newCPUMeter(proc, gw)
 	checkGW := func() error {
 		for _, p := range []*Proc{gw.A, gw.B} {
 			if p == nil {
@@ -298,29 +304,32 @@ func fmtOpt(m map[string]float64, k, format string) string {
 // cpuMeter accumulates gateway CPU time and machine softirq time over the
 // intervals between start and stop, and the bytes carried meanwhile.
 type cpuMeter struct {
+	proc                procfs.FS
 	gw                  gateways
 	a0, b0, s0          float64
 	a, b, soft, bytes   float64
 	aErr, bErr, softErr error
 }
 
-func newCPUMeter(gw gateways) *cpuMeter { return &cpuMeter{gw: gw} }
+func newCPUMeter(proc procfs.FS, gw gateways) *cpuMeter { return &cpuMeter{proc: proc, gw: gw} }
 
 func (m *cpuMeter) read() (a, b, s float64) {
 	var err error
 	if m.gw.A != nil {
-		if a, err = processCPU(m.gw.A.PID()); err != nil {
+		if a, err = m.proc.ProcessCPU(m.gw.A.PID()); err != nil {
 			m.aErr = err
 		}
 	}
 	if m.gw.B != nil {
-		if b, err = processCPU(m.gw.B.PID()); err != nil {
+		if b, err = m.proc.ProcessCPU(m.gw.B.PID()); err != nil {
 			m.bErr = err
 		}
 	}
-	if s, err = softirqSeconds(); err != nil {
+	c, err := m.proc.CPU()
+	if err != nil {
 		m.softErr = err
 	}
+	s = c.SoftIRQ
 	return
 }
 
@@ -365,7 +374,7 @@ func settingsOf(cfg Config) Settings {
 }
 
 func hostInfo(tools Tools) Host {
-	h := Host{CPUs: numCPU()}
+	h := Host{CPUs: runtime.NumCPU()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))
 	}

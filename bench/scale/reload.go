@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/bench"
 	"github.com/bridgehead/bridgehead/bench/catalog"
+	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 )
 
 // ReloadOptions shape a start-up and reload measurement: one `bridgehead
@@ -218,20 +218,22 @@ func waitLog(ctx context.Context, path, msg string, since time.Time, timeout tim
 	}
 }
 
+// procCPU is the CPU time of process pid in seconds.
 func procCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fs, err := procfs.New(procfs.DefaultMount)
 	if err != nil {
 		return 0, err
 	}
-	return bench.ParseProcStatCPU(b)
+	return fs.ProcessCPU(pid)
 }
 
+// procRSS is the resident memory of process pid in MiB, 0 when unknown.
 func procRSS(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	fs, err := procfs.New(procfs.DefaultMount)
 	if err != nil {
 		return 0
 	}
-	rss, _, err := bench.ParseProcStatus(b)
+	rss, _, err := fs.ProcessMemory(pid)
 	if err != nil {
 		return 0
 	}

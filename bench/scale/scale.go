@@ -23,10 +23,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/bench"
 	"github.com/bridgehead/bridgehead/bench/catalog"
 	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 )
 
 // Options shape a measurement. Zero values take the defaults noted.
@@ -361,23 +361,19 @@ func measureIdle(ctx context.Context, pid int, d time.Duration, farm *Farm) (Idl
 	}
 	take := func() (sample, error) {
 		s := sample{t: time.Now(), counters: farm.Counters()}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		fs, err := procfs.New(procfs.DefaultMount)
 		if err != nil {
 			return s, err
 		}
-		if s.cpu, err = bench.ParseProcStatCPU(b); err != nil {
+		if s.cpu, err = fs.ProcessCPU(pid); err != nil {
 			return s, err
 		}
 		// The gateway's /proc/PID/net is its namespace's.
-		b, err = os.ReadFile(fmt.Sprintf("/proc/%d/net/snmp", pid))
+		udp, err := fs.ProcessUDP(pid)
 		if err != nil {
 			return s, err
 		}
-		udp, err := bench.ParseSNMP(b, "Udp")
-		if err != nil {
-			return s, err
-		}
-		s.udpOut = udp["OutDatagrams"]
+		s.udpOut = udp.OutDatagrams
 		return s, nil
 	}
 	a, err := take()
@@ -404,11 +400,7 @@ func measureIdle(ctx context.Context, pid int, d time.Duration, farm *Farm) (Idl
 		FarmInitiated:        diff.HandshakesInitiated,
 		FarmAnswered:         diff.HandshakesAnswered,
 	}
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		if rss, _, err := bench.ParseProcStatus(st); err == nil {
-			f.RSSMiB = float64(rss) / 1024
-		}
-	}
+	f.RSSMiB = procRSS(pid)
 	return f, nil
 }
 
