@@ -30,7 +30,9 @@ func verifyLine(out, name string) string {
 // than the tunnel needs (gateway B's side of the WAN, so A's full-size
 // datagrams are dropped, as on a path that drops instead of fragmenting)
 // the path-MTU check fails and names the figure; with gateway B stopped
-// the remote-gateway and node checks fail and the exit status is 1.
+// the remote-gateway check fails, the checks through it skip naming it,
+// and the exit status is 1; with gateway A stopped too, only the gateway
+// check fails and every other one skips naming it.
 func TestVerify(t *testing.T) {
 	requireRoot(t)
 	p := newPKI(t, t.TempDir())
@@ -86,28 +88,53 @@ func TestVerify(t *testing.T) {
 
 	t.Run("peer gateway stopped", func(t *testing.T) {
 		l.t = t
-		pid := l.gatewayPID("b")
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; {
-			if time.Now().After(deadline) {
-				t.Fatal("gateway B did not stop")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		stopGateway(t, l.gatewayPID("b"))
 		out, ok := l.verify()
 		if ok {
 			t.Fatalf("verify exited 0 with gateway B stopped:\n%s", out)
 		}
-		for _, name := range []string{"remote-gateway", "node"} {
-			if !strings.HasPrefix(verifyLine(out, name), "FAIL") {
-				t.Errorf("%s does not fail:\n%s", name, out)
+		if !strings.HasPrefix(verifyLine(out, "remote-gateway"), "FAIL") {
+			t.Errorf("remote-gateway does not fail:\n%s", out)
+		}
+		// The node behind it and the relay's CONNECT need that gateway:
+		// they SKIP and name it rather than fail for the same cause.
+		for _, name := range []string{"node", "relay"} {
+			if !strings.HasPrefix(verifyLine(out, name), "SKIP") {
+				t.Errorf("%s does not skip:\n%s", name, out)
 			}
 		}
-		if !strings.Contains(out, "is bridgehead on gw-b1 running?") {
-			t.Errorf("the remote-gateway failure does not say what to look at:\n%s", out)
+		if !strings.Contains(out, "is bridgehead on gw-b1 running?") || !strings.Contains(out, "needs remote-gateway site-b/gw-b1") {
+			t.Errorf("the remote-gateway failure does not say what to look at, or the skips do not name it:\n%s", out)
 		}
 		t.Logf("verify with gateway B stopped:\n%s", out)
 	})
+
+	t.Run("no gateway running", func(t *testing.T) {
+		l.t = t
+		stopGateway(t, l.gatewayPID("a"))
+		out, ok := l.verify()
+		if ok {
+			t.Fatalf("verify exited 0 with no gateway running:\n%s", out)
+		}
+		// One cause, one FAIL (#19 item 14): the rest SKIP naming it.
+		if !strings.HasPrefix(verifyLine(out, "gateway"), "FAIL") || !strings.Contains(out, "0 passed, 1 failed, ") ||
+			!strings.Contains(out, "needs gateway gw-a1 (site-a), which failed above") || strings.Contains(out, "something reset") {
+			t.Errorf("want the gateway check failing and every other one skipping:\n%s", out)
+		}
+		t.Logf("verify with no gateway running:\n%s", out)
+	})
+}
+
+// stopGateway sends SIGTERM to a gateway and waits for it to exit.
+func stopGateway(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(pid, 0) == nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway %d did not stop", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

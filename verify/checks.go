@@ -38,6 +38,7 @@ func (v *run) gateway(ctx context.Context) {
 		chk.Result = Fail
 		chk.Detail = fmt.Sprintf("cannot read the running gateway's status (%v): is bridgehead running? systemctl status bridgehead; journalctl -u bridgehead", err)
 		v.rep.add(chk)
+		v.daemonDown = &prereq{check: chk.Name, target: chk.Target}
 		return
 	}
 	v.status = st
@@ -140,39 +141,62 @@ func (v *run) peer(site, gw string) (health.PeerState, bool) {
 }
 
 // remoteGateways: a session with each remote gateway, and an ICMP round
-// trip to its LAN address through the tunnel.
+// trip to its LAN address through the tunnel. A gateway that fails is a
+// prerequisite of the path-MTU check toward it; a site none of whose
+// gateways answers, of the checks of its nodes.
 func (v *run) remoteGateways(ctx context.Context) {
+	v.gwDown, v.siteDown = map[string]*prereq{}, map[string]*prereq{}
 	for _, s := range v.remoteSites() {
+		var down []string
+		up := false
 		for _, g := range s.Gateways {
 			chk := Check{Name: "remote-gateway", Target: s.Name + "/" + g.Name + " " + g.Address.String()}
-			p, known := v.peer(s.Name, g.Name)
-			hs := "handshake never"
-			if known && !p.LastHandshake.IsZero() {
-				hs = "handshake " + since(p.LastHandshake) + " ago"
-			}
-			if !g.Address.IsValid() {
-				chk.Result, chk.Figure = Skip, hs
-				chk.Detail = "no address listed for this gateway: nothing to ping through the tunnel"
-				v.rep.add(chk)
+			if v.daemonDown != nil {
+				v.rep.add(v.daemonDown.skip(chk))
 				continue
 			}
-			rtt, err := v.ping(ctx, g.Address, echoSize, v.o.Timeout)
-			if err == nil {
-				chk.Result, chk.Figure = Pass, hs+", rtt "+ms(rtt)
-				v.rep.add(chk)
-				continue
-			}
-			chk.Result, chk.Figure = Fail, hs+", no echo reply"
-			switch {
-			case known && p.LastHandshake.IsZero():
-				chk.Detail = fmt.Sprintf("no session was ever set up: check that UDP reaches %s (firewall, NSG), that the publicKey listed for %s is its key, and that bridgehead runs there", g.Endpoint, g.Name)
-			default:
-				chk.Detail = fmt.Sprintf("no reply from %s through the tunnel within %s (%v): is bridgehead on %s running? is UDP to %s still open? bridgehead status shows its last packet",
-					g.Address, v.o.Timeout, err, g.Name, g.Endpoint)
-			}
+			chk = v.remoteGateway(ctx, s, g, chk)
 			v.rep.add(chk)
+			switch chk.Result {
+			case Pass:
+				up = true
+			case Fail:
+				v.gwDown[s.Name+"/"+g.Name] = &prereq{check: chk.Name, target: chk.Target}
+				down = append(down, chk.Target)
+			}
+		}
+		if !up && len(down) > 0 {
+			v.siteDown[s.Name] = &prereq{check: "remote-gateway", target: strings.Join(down, " and ")}
 		}
 	}
+}
+
+// remoteGateway checks one remote gateway g of site s.
+func (v *run) remoteGateway(ctx context.Context, s config.Site, g config.Gateway, chk Check) Check {
+	p, known := v.peer(s.Name, g.Name)
+	hs := "handshake never"
+	if known && !p.LastHandshake.IsZero() {
+		hs = "handshake " + since(p.LastHandshake) + " ago"
+	}
+	if !g.Address.IsValid() {
+		chk.Result, chk.Figure = Skip, hs
+		chk.Detail = "no address listed for this gateway: nothing to ping through the tunnel"
+		return chk
+	}
+	rtt, err := v.ping(ctx, g.Address, echoSize, v.o.Timeout)
+	if err == nil {
+		chk.Result, chk.Figure = Pass, hs+", rtt "+ms(rtt)
+		return chk
+	}
+	chk.Result, chk.Figure = Fail, hs+", no echo reply"
+	switch {
+	case known && p.LastHandshake.IsZero():
+		chk.Detail = fmt.Sprintf("no session was ever set up: check that UDP reaches %s (firewall, NSG), that the publicKey listed for %s is its key, and that bridgehead runs there", g.Endpoint, g.Name)
+	default:
+		chk.Detail = fmt.Sprintf("no reply from %s through the tunnel within %s (%v): is bridgehead on %s running? is UDP to %s still open? bridgehead status shows its last packet",
+			g.Address, v.o.Timeout, err, g.Name, g.Endpoint)
+	}
+	return chk
 }
 
 // nodeTarget is a node to probe and its site.
@@ -237,6 +261,12 @@ func (v *run) nodes(ctx context.Context) {
 			chk.Detail = "a node of this gateway's own site: reached on the LAN, not through the tunnel"
 			v.rep.add(chk)
 			continue
+		case v.daemonDown != nil:
+			v.rep.add(v.daemonDown.skip(chk))
+			continue
+		case v.siteDown[t.site] != nil:
+			v.rep.add(v.siteDown[t.site].skip(chk))
+			continue
 		}
 		rtt, perr := v.ping(ctx, t.addr, echoSize, v.o.Timeout)
 		dst := netip.AddrPortFrom(t.addr, v.o.Port)
@@ -296,6 +326,10 @@ func isTimeout(err error) bool {
 // tunnel to each remote gateway and compares it with the TUN's MTU.
 func (v *run) pathMTU(ctx context.Context) {
 	c := v.o.Config
+	if v.daemonDown != nil {
+		v.rep.add(v.daemonDown.skip(Check{Name: "path-mtu", Target: c.Interface.Name}))
+		return
+	}
 	mtu, err := v.o.Net.LinkMTU(c.Interface.Name)
 	if err != nil {
 		v.rep.add(Check{Name: "path-mtu", Target: c.Interface.Name, Result: Fail,
@@ -305,6 +339,10 @@ func (v *run) pathMTU(ctx context.Context) {
 	for _, s := range v.remoteSites() {
 		for _, g := range s.Gateways {
 			if !g.Address.IsValid() {
+				continue
+			}
+			if p := v.gwDown[s.Name+"/"+g.Name]; p != nil {
+				v.rep.add(p.skip(Check{Name: "path-mtu", Target: s.Name + "/" + g.Name + " " + g.Address.String()}))
 				continue
 			}
 			v.rep.add(v.mtuTo(ctx, s.Name+"/"+g.Name, g, mtu))
@@ -360,6 +398,10 @@ func wanOverhead(g config.Gateway) int {
 // local nodes' pod ranges go to their nodes.
 func (v *run) routes() {
 	c := v.o.Config
+	if v.daemonDown != nil {
+		v.rep.add(v.daemonDown.skip(Check{Name: "kernel-routes", Target: c.Interface.Name}))
+		return
+	}
 	var bad []string
 	n := 0
 	for _, s := range c.Sites {
@@ -422,6 +464,11 @@ func (v *run) forwarding() {
 		keys = append(keys, "net/ipv6/conf/all/forwarding")
 	}
 	chk := Check{Name: "forwarding", Target: "sysctl", Result: Pass}
+	if v.daemonDown != nil {
+		// bridgehead sets them at start: not running, they say nothing.
+		v.rep.add(v.daemonDown.skip(chk))
+		return
+	}
 	var figs, bad []string
 	for _, k := range keys {
 		name := strings.ReplaceAll(k, "/", ".")
@@ -462,6 +509,10 @@ func (v *run) relay(ctx context.Context) {
 		v.rep.add(Check{Name: "relay", Target: "-", Result: Skip, Detail: "no relay section in the config"})
 		return
 	}
+	if v.daemonDown != nil {
+		v.rep.add(v.daemonDown.skip(Check{Name: "relay", Target: rl.ListenAddr.String()}))
+		return
+	}
 	addr := rl.ListenAddr
 	if addr.Addr().IsUnspecified() {
 		if gw := c.LocalGateway(); gw != nil && gw.Address.IsValid() {
@@ -470,9 +521,10 @@ func (v *run) relay(ctx context.Context) {
 	}
 	targets := v.nodeTargets()
 	var dst netip.AddrPort
+	var dstSite string
 	for _, t := range targets {
 		if t.site != "" && t.site != c.Site {
-			dst = netip.AddrPortFrom(t.addr, uint16(rl.AllowedPorts[0]))
+			dst, dstSite = netip.AddrPortFrom(t.addr, uint16(rl.AllowedPorts[0])), t.site
 			break
 		}
 	}
@@ -483,6 +535,10 @@ func (v *run) relay(ctx context.Context) {
 		return
 	}
 	chk.Target += " -> " + dst.String()
+	if p := v.siteDown[dstSite]; p != nil {
+		v.rep.add(p.skip(chk))
+		return
+	}
 	if rl.TLS != nil && v.o.RelayClient == nil {
 		chk.Result, chk.Detail = Skip, "the relay requires client certificates: pass --relay-cert, --relay-key and --relay-ca"
 		v.rep.add(chk)

@@ -111,6 +111,26 @@ type run struct {
 	o      Options
 	rep    *Report
 	status *control.Status // nil when the daemon could not be reached
+	// daemonDown is set when the gateway check could not reach the
+	// daemon: every later check needs it (its TUN, routes, sysctls,
+	// relay) and SKIPs naming it.
+	daemonDown *prereq
+	// gwDown holds, by "site/gateway", the remote gateways whose check
+	// failed; siteDown, by site, the sites none of whose gateways
+	// answered. Checks through them SKIP naming them.
+	gwDown   map[string]*prereq
+	siteDown map[string]*prereq
+}
+
+// prereq is a failed check that later checks depend on.
+type prereq struct{ check, target string }
+
+// skip turns chk into a SKIP that names the failed prerequisite, so one
+// cause gives one FAIL.
+func (p *prereq) skip(chk Check) Check {
+	chk.Result, chk.Figure = Skip, ""
+	chk.Detail = fmt.Sprintf("not checked: needs %s %s, which failed above", p.check, p.target)
+	return chk
 }
 
 // WriteTable prints the report as a table, a "->" line under every FAIL

@@ -62,6 +62,7 @@ type fakeNet struct {
 	sysctl    map[string]string
 	mtu       int
 	relayCode int
+	linkErr   error // LinkMTU fails with it (no TUN device)
 	pings     []string
 }
 
@@ -151,7 +152,12 @@ func (f *fakeNet) Sysctl(name string) (string, error) {
 	return v, nil
 }
 
-func (f *fakeNet) LinkMTU(string) (int, error) { return f.mtu, nil }
+func (f *fakeNet) LinkMTU(string) (int, error) {
+	if f.linkErr != nil {
+		return 0, f.linkErr
+	}
+	return f.mtu, nil
+}
 
 func runWith(t *testing.T, cfg *config.Config, n *fakeNet, st *control.Status) *Report {
 	t.Helper()
@@ -306,5 +312,78 @@ func TestJSON(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), `"check": "path-mtu"`) || !strings.Contains(buf.String(), `"passed": 7`) {
 		t.Errorf("json:\n%s", buf.String())
+	}
+}
+
+// TestDependentChecksSkip: once a prerequisite fails, the checks that
+// need it SKIP and name it instead of failing for the same cause (#19
+// item 14: with no gateway running, verify printed 5 FAILs, one of them
+// blaming "something" for resetting the forwarding sysctl).
+func TestDependentChecksSkip(t *testing.T) {
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		name   string
+		change func(n *fakeNet, st **control.Status)
+		// fail is the one check that fails; skip maps each check that
+		// must SKIP to the prerequisite its detail names; the rest pass.
+		fail string
+		skip map[string]string
+	}{
+		{"no gateway running", func(n *fakeNet, st **control.Status) {
+			// What a host without a running bridgehead looks like.
+			*st = nil
+			delete(n.pathMTU, a("192.168.50.2"))
+			delete(n.pathMTU, a("192.168.50.5"))
+			delete(n.tcp, netip.MustParseAddrPort("192.168.50.5:10250"))
+			delete(n.routes, a("192.168.50.0"))
+			delete(n.routes, a("10.245.0.0"))
+			n.sysctl["net/ipv4/ip_forward"] = "0"
+			n.linkErr = errors.New("route ip+net: no such network interface")
+			n.relayCode = 0
+		}, "gateway", map[string]string{
+			"remote-gateway": "needs gateway gw-a1 (site-a)", "node": "needs gateway gw-a1 (site-a)",
+			"path-mtu": "needs gateway gw-a1 (site-a)", "kernel-routes": "needs gateway gw-a1 (site-a)",
+			"forwarding": "needs gateway gw-a1 (site-a)", "relay": "needs gateway gw-a1 (site-a)",
+		}},
+		{"remote gateway down", func(n *fakeNet, st **control.Status) {
+			delete(n.pathMTU, a("192.168.50.2"))
+			delete(n.pathMTU, a("192.168.50.5"))
+			delete(n.tcp, netip.MustParseAddrPort("192.168.50.5:10250"))
+			n.relayCode = -1
+		}, "remote-gateway", map[string]string{
+			"node":     "needs remote-gateway site-b/gw-b1 192.168.50.2",
+			"path-mtu": "needs remote-gateway site-b/gw-b1 192.168.50.2",
+			"relay":    "needs remote-gateway site-b/gw-b1 192.168.50.2",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := labCfg(t)
+			n, st := healthyNet(), healthyStatus(cfg)
+			tc.change(n, &st)
+			rep := runWith(t, cfg, n, st)
+			var buf bytes.Buffer
+			rep.WriteTable(&buf)
+			if rep.Failed != 1 {
+				t.Errorf("%d FAILs, want 1 (%s):\n%s", rep.Failed, tc.fail, buf.String())
+			}
+			for _, c := range rep.Checks {
+				want, skip := tc.skip[c.Name]
+				switch {
+				case c.Name == tc.fail:
+					if c.Result != Fail {
+						t.Errorf("%s %s: %s, want FAIL", c.Name, c.Target, c.Result)
+					}
+				case skip:
+					if c.Result != Skip || !strings.Contains(c.Detail, want+", which failed above") {
+						t.Errorf("%s %s: %s %q, want SKIP naming %q", c.Name, c.Target, c.Result, c.Detail, want)
+					}
+				case c.Result != Pass:
+					t.Errorf("%s %s: %s, want PASS", c.Name, c.Target, c.Result)
+				}
+			}
+			if strings.Contains(buf.String(), "something reset") {
+				t.Errorf("blames something for resetting the sysctl:\n%s", buf.String())
+			}
+		})
 	}
 }
