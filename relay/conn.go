@@ -35,9 +35,19 @@ type conn struct {
 	cancel   context.CancelFunc // cancels the dial
 
 	reason     atomic.Pointer[string] // first close reason wins
-	lastActive atomic.Int64           // unix nanoseconds of the last byte either way
+	lastActive atomic.Int64           // the last byte either way: nanoseconds since r.epoch
 	toDest     atomic.Int64
 	toClient   atomic.Int64
+}
+
+// touch records a byte relayed now.
+func (c *conn) touch() { c.lastActive.Store(int64(c.r.now().Sub(c.r.epoch))) }
+
+// quiet is the time since the last byte either way, on the monotonic
+// clock (UnixNano has no monotonic reading: a wall-clock step would make
+// a busy connection look idle).
+func (c *conn) quiet() time.Duration {
+	return c.r.now().Sub(c.r.epoch) - time.Duration(c.lastActive.Load())
 }
 
 // shut closes both sides of the connection with reason, unless another
@@ -192,7 +202,7 @@ func (r *Relay) handle(nc net.Conn, cfg *Config) {
 	r.total++
 	r.mu.Unlock()
 	defer r.m.active.Dec()
-	c.lastActive.Store(time.Now().UnixNano())
+	c.touch()
 
 	// Bytes the client sent behind its request go first.
 	var early []byte
@@ -336,7 +346,7 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 		src.SetReadDeadline(time.Now().Add(idle))
 		if err := waitReadable(src); err != nil {
 			if isTimeout(err) {
-				if time.Since(time.Unix(0, c.lastActive.Load())) < idle {
+				if c.quiet() < idle {
 					continue // the other direction is busy
 				}
 				return errIdle
@@ -346,7 +356,7 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 		bp := bufPool.Get().(*[]byte)
 		k, rerr := src.Read(*bp)
 		if k > 0 {
-			c.lastActive.Store(time.Now().UnixNano())
+			c.touch()
 			if werr := writeIdle(dst, (*bp)[:k], idle); werr != nil {
 				bufPool.Put(bp)
 				return werr
@@ -362,7 +372,7 @@ func (c *conn) pipe(dst, src net.Conn, early []byte, n *atomic.Int64, m promethe
 			closeWrite(dst)
 			return nil
 		case isTimeout(rerr):
-			if time.Since(time.Unix(0, c.lastActive.Load())) < idle {
+			if c.quiet() < idle {
 				continue
 			}
 			return errIdle

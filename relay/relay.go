@@ -41,6 +41,9 @@ type Options struct {
 	// net.Dialer from Config.Source (Source6) bounded by ctx, which
 	// carries Config.DialTimeout.
 	Dial func(ctx context.Context, src netip.Addr, dst netip.AddrPort) (net.Conn, error)
+	// Now is the clock of the idle check (tests: one whose wall time
+	// steps). nil: time.Now.
+	Now func() time.Time
 }
 
 // Relay accepts CONNECT requests and relays the allowed ones.
@@ -48,7 +51,12 @@ type Relay struct {
 	log  *slog.Logger
 	m    *metrics
 	dial func(ctx context.Context, src netip.Addr, dst netip.AddrPort) (net.Conn, error)
-	cfg  atomic.Pointer[Config]
+	now  func() time.Time
+	// epoch is when New ran, by now: connections stamp their activity
+	// as the duration since it, which the monotonic reading of now's
+	// times keeps true when the wall clock steps.
+	epoch time.Time
+	cfg   atomic.Pointer[Config]
 
 	// beforeRegister, when set (tests, before Serve), runs between a
 	// connection's policy check and its registration.
@@ -90,6 +98,10 @@ func New(o Options) (*Relay, error) {
 	if r.dial == nil {
 		r.dial = dialTCP
 	}
+	if r.now = o.Now; r.now == nil {
+		r.now = time.Now
+	}
+	r.epoch = r.now()
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	cfg := o.Config
 	r.cfg.Store(&cfg)

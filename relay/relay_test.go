@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridgehead/bridgehead/internal/clocktest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -592,4 +593,101 @@ func TestRelayHalfCloseHang(t *testing.T) {
 	if got := testutil.ToFloat64(f.r.m.closed.WithLabelValues(CloseIdle)); got != 1 {
 		t.Errorf("closed{idle} = %v, want 1", got)
 	}
+}
+
+// steppedClock is time.Now with its wall clock moved by a step the test
+// sets; the monotonic reading stays true.
+type steppedClock struct {
+	tb   testing.TB
+	mu   sync.Mutex
+	step time.Duration
+}
+
+func (c *steppedClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return clocktest.WallStep(c.tb, time.Now(), c.step)
+}
+
+func (c *steppedClock) set(step time.Duration) {
+	c.mu.Lock()
+	c.step = step
+	c.mu.Unlock()
+}
+
+// TestRelayWallClockStep: a step of the wall clock (chrony at first boot)
+// does not close a busy connection as idle: the idle check measures
+// monotonic time.
+func TestRelayWallClockStep(t *testing.T) {
+	sink := sinkServer(t, "127.0.1.5:0")
+	cfg := baseConfig(sink.Port())
+	cfg.IdleTimeout = 300 * time.Millisecond
+	clock := &steppedClock{tb: t}
+	f := startRelay(t, cfg, func(r *Relay) { r.now = clock.now })
+	resp, c, br := connect(t, f.addr, connectTo(sink.String()), nil)
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("response %v", resp)
+	}
+	// The client writes every 50 ms for 1.5 s (the destination only
+	// reads, so the way back stays quiet) while the wall clock jumps an
+	// hour ahead every 10 ms: each idle check of the quiet way comes
+	// after a step that followed the last byte.
+	stop := make(chan struct{})
+	stepped := make(chan struct{})
+	go func() {
+		defer close(stepped)
+		for i := 1; ; i++ {
+			clock.set(time.Duration(i) * time.Hour)
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-stepped }()
+	for range 30 {
+		if _, err := io.WriteString(c, "busy"); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(f.r.m.closed.WithLabelValues(CloseIdle)); got != 0 {
+		t.Fatalf("closed{idle} = %v: a busy connection was closed after a wall-clock step", got)
+	}
+	// Quiet both ways, it still ends as idle.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("idle connection still open")
+	}
+	waitFor(t, func() bool { return testutil.ToFloat64(f.r.m.closed.WithLabelValues(CloseIdle)) == 1 })
+}
+
+// sinkServer accepts on addr and reads every connection until EOF,
+// sending nothing.
+func sinkServer(t testing.TB, addr string) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return netip.MustParseAddrPort(ln.Addr().String())
 }

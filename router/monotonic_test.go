@@ -4,29 +4,10 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/internal/clocktest"
 )
-
-// wallStep returns t with its wall clock moved by step and its monotonic
-// reading unchanged: what time.Now() returns after NTP steps the clock.
-// The standard library has no way to make such a value, so this writes
-// the monotonic field of time.Time directly; it fails the test if the
-// result is not what it claims (a changed time.Time layout).
-func wallStep(tb testing.TB, t time.Time, step time.Duration) time.Time {
-	tb.Helper()
-	s := t.Add(step) // wall and monotonic both move
-	(*struct {
-		wall uint64
-		ext  int64
-		loc  *time.Location
-	})(unsafe.Pointer(&s)).ext -= int64(step) // monotonic back
-	if s.Sub(t) != 0 || s.Unix()-t.Unix() != int64(step/time.Second) {
-		tb.Fatalf("cannot build a wall-stepped time: Sub %v, wall %v", s.Sub(t), s.Unix()-t.Unix())
-	}
-	return s
-}
 
 // monoClock is a Clock on real time.Now() values, so they carry monotonic
 // readings, moved by hand; the test may step its wall clock alone.
@@ -67,7 +48,7 @@ func TestWallClockStep(t *testing.T) {
 
 	// One second later by the monotonic clock, the wall clock has
 	// jumped an hour ahead.
-	later := wallStep(t, t0.Add(time.Second), time.Hour)
+	later := clocktest.WallStep(t, t0.Add(time.Second), time.Hour)
 	clock.set(later)
 	if err := h.a.Healthy(later); err != nil {
 		t.Errorf("Healthy after a wall-clock step: %v", err)
