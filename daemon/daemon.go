@@ -18,6 +18,7 @@ import (
 	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/earlydrop"
+	"github.com/bridgehead/bridgehead/internal/filewatch"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/sdnotify"
@@ -171,7 +172,7 @@ func Run(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
-	if _, err := watchConfig(ctx, cfg.Path, changed, log); err != nil {
+	if _, err := filewatch.Start(ctx, cfg.Path, ReloadDebounce, changed, log); err != nil {
 		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
 	}
 	hup := make(chan os.Signal, 1)

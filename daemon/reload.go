@@ -13,6 +13,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/internal/filewatch"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
@@ -232,3 +233,12 @@ func diffSites(old, next *config.Config) (added, removed []string) {
 	}
 	return added, removed
 }
+
+// ReloadDebounce is how long the config watcher waits after the last
+// change to the config file before reloading, so an editor's burst of
+// writes and renames becomes one reload.
+const ReloadDebounce = filewatch.DefaultDebounce
+
+// triggerWatch is the reload trigger of the watcher. A watcher reload of
+// an unchanged file does nothing at all (a SIGHUP one repairs routes).
+const triggerWatch = "file changed"

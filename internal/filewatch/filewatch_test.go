@@ -1,4 +1,4 @@
-package daemon
+package filewatch
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 func TestWatchRelevant(t *testing.T) {
-	cw := &configWatcher{path: "/etc/bridgehead/bridgehead.yaml"}
+	cw := &Watcher{path: "/etc/bridgehead/bridgehead.yaml"}
 	tests := []struct {
 		name string
 		ev   fsnotify.Event
@@ -40,12 +40,12 @@ func TestWatchRelevant(t *testing.T) {
 
 // startWatch runs a watcher with no debounce, so every relevant event is
 // one trigger and the count is exact.
-func startWatch(t *testing.T, path string) (*configWatcher, <-chan struct{}) {
+func startWatch(t *testing.T, path string) (*Watcher, <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	changed := make(chan struct{}, 1)
-	cw := &configWatcher{path: path, changed: changed, log: slog.New(slog.DiscardHandler)}
+	cw := &Watcher{path: path, changed: changed, log: slog.New(slog.DiscardHandler)}
 	if err := cw.start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "old"), 0o755)
 	os.WriteFile(filepath.Join(dir, ".bridgehead.yaml.swp"), []byte("x"), 0o600)
 	os.Chmod(path, 0o600) // metadata only
-	if n := cw.triggers.Load(); n != 0 {
+	if n := cw.Triggers(); n != 0 {
 		t.Fatalf("%d reloads for files other than the config", n)
 	}
 
@@ -109,7 +109,7 @@ func TestWatchIgnoresOtherFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChanged(t, changed)
-	if n := cw.triggers.Load(); n != 1 {
+	if n := cw.Triggers(); n != 1 {
 		t.Fatalf("%d reloads, want exactly 1 (for the config's rename)", n)
 	}
 }
@@ -141,14 +141,14 @@ func TestWatchConfigMapSwap(t *testing.T) {
 	if err := os.Symlink("..2026_11_30_20_05_00.2", filepath.Join(dir, "..data_tmp")); err != nil {
 		t.Fatal(err)
 	}
-	if n := cw.triggers.Load(); n != 0 {
+	if n := cw.Triggers(); n != 0 {
 		t.Fatalf("%d reloads before the swap", n)
 	}
 	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
 	waitChanged(t, changed)
-	if n := cw.triggers.Load(); n != 1 {
+	if n := cw.Triggers(); n != 1 {
 		t.Fatalf("%d reloads, want exactly 1 (for the ..data swap)", n)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "site: b\n" {
