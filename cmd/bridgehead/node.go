@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/bridgehead/bridgehead/nodeagent"
+)
+
+var errNodePrivileges = errors.New("needs root or CAP_NET_ADMIN (routes, nftables); run it as root or in a pod with hostNetwork and NET_ADMIN")
+
+func setupNode(fs *flag.FlagSet) action {
+	cfgPath := fs.String("config", defaultConfig, "read the catalog from `FILE` (watched for changes)")
+	node := fs.String("node", "", "`NAME` of this node in the catalog (default: the host name)")
+	confDir := fs.String("cni-conf-dir", nodeagent.DefaultCNIConfDir, "write the CNI config into `DIR`")
+	binDir := fs.String("cni-bin-dir", nodeagent.DefaultCNIBinDir, "the runtime's CNI plugin `DIR`")
+	pluginsFrom := fs.String("cni-plugins-from", nodeagent.DefaultCNIPluginsFrom, "copy missing CNI plugins from `DIR`")
+	ipamDir := fs.String("ipam-data-dir", "", "host-local IPAM state `DIR` (default: the plugin's, /var/lib/cni/networks)")
+	bridge := fs.String("bridge", nodeagent.DefaultBridge, "pod bridge `NAME`")
+	mtu := fs.Int("mtu", 0, "MTU of the bridge and pod interfaces (0: the plugin's default)")
+	metricsListen := fs.String("metrics-listen", "", "serve /metrics on `ADDR` (host:port; empty: off)")
+	repair := fs.Duration("repair-interval", nodeagent.DefaultRepairInterval, "check everything against the catalog every `DURATION`")
+	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table and CNI config, then exit")
+	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
+	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
+	return noArgs(func(std *stdio) error {
+		log, err := newLogger(std.err, *logFormat, *logLevel)
+		if err != nil {
+			return err
+		}
+		if c, err := currentCaps(); err == nil && !c.has(unix.CAP_NET_ADMIN) {
+			return errNodePrivileges
+		}
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return fmt.Errorf("netlink: %w", err)
+		}
+		defer h.Close()
+		routes := nodeagent.NewRoutes(h, nil)
+		snat := nodeagent.NewSNAT(func() (*nftables.Conn, error) { return nftables.New() })
+		if *uninstall {
+			return nodeUninstall(log, routes, snat, *confDir)
+		}
+		name := *node
+		if name == "" {
+			if name, err = os.Hostname(); err != nil {
+				return usageError{fmt.Errorf("--node not given and no host name: %w", err)}
+			}
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		if *metricsListen != "" {
+			srv, err := serveNodeMetrics(*metricsListen, reg, log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+		}
+		agent, err := nodeagent.New(nodeagent.Options{
+			Log: log, Registry: reg, Routes: routes, SNAT: snat,
+			CNIConfDir: *confDir, CNIBinDir: *binDir, CNIPluginsFrom: *pluginsFrom,
+			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir},
+			RepairInterval: *repair,
+		})
+		if err != nil {
+			return err
+		}
+		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath)
+		return agent.Run(ctx, nodeagent.NewFileSource(ctx, *cfgPath, name, log))
+	})
+}
+
+// nodeUninstall removes what the agent owns on the node; the CNI plugin
+// binaries stay, as other CNI users may share them.
+func nodeUninstall(log *slog.Logger, routes *nodeagent.Routes, snat *nodeagent.SNAT, confDir string) error {
+	var errs []error
+	n, err := routes.Flush()
+	errs = append(errs, err)
+	errs = append(errs, snat.Remove())
+	conf := confDir + "/" + nodeagent.CNIConfName
+	if err := os.Remove(conf); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	log.Info("uninstalled bridgehead node", "routesDeleted", n, "table", "inet "+nodeagent.SNATTable, "cniConfig", conf)
+	return errors.Join(errs...)
+}
+
+func serveNodeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return srv, nil
+}
+

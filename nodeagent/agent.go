@@ -1,0 +1,248 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultRepairInterval is how often the agent checks everything against
+// the model when nothing told it to: the backstop for changes the kernel
+// does not announce.
+const DefaultRepairInterval = 30 * time.Second
+
+// Source yields the node's model. Load is called from the agent's loop
+// only: at start and after each signal on Changed.
+type Source interface {
+	Load() (*Desired, error)
+	// Changed signals when Load may return a new model.
+	Changed() <-chan struct{}
+}
+
+// RouteSetter is what the agent needs of Routes (a fake in unit tests).
+type RouteSetter interface {
+	Set([]Route) (RouteChange, error)
+	List() ([]Route, error)
+	Watch(ctx context.Context, changed chan<- struct{}, onErr func(error)) error
+}
+
+// SNATEnsurer is what the agent needs of SNAT.
+type SNATEnsurer interface {
+	Ensure(*Desired) (bool, error)
+}
+
+// Options are an Agent's dependencies and settings.
+type Options struct {
+	Log      *slog.Logger
+	Registry prometheus.Registerer
+	Routes   RouteSetter
+	SNAT     SNATEnsurer
+	// CNIConfDir, CNIBinDir, CNIPluginsFrom: see the Default* constants.
+	CNIConfDir, CNIBinDir, CNIPluginsFrom string
+	CNI                                   CNIOptions
+	// RepairInterval is the period of the full check (default
+	// DefaultRepairInterval).
+	RepairInterval time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Agent keeps one node equal to its model. Run owns every field after
+// New returns; nothing else reads them.
+type Agent struct {
+	o Options
+	m *metrics
+	// cur is the model in force; errs remembers which stages failed last,
+	// so a failure is logged when it starts and when it ends, not at
+	// every retry.
+	cur  *Desired
+	errs map[string]string
+}
+
+// New builds an agent and registers its metrics.
+func New(o Options) (*Agent, error) {
+	if o.Log == nil || o.Registry == nil || o.Routes == nil || o.SNAT == nil {
+		return nil, errors.New("nodeagent: Log, Registry, Routes and SNAT are required")
+	}
+	if o.CNIConfDir == "" {
+		o.CNIConfDir = DefaultCNIConfDir
+	}
+	if o.CNIBinDir == "" {
+		o.CNIBinDir = DefaultCNIBinDir
+	}
+	if o.CNIPluginsFrom == "" {
+		o.CNIPluginsFrom = DefaultCNIPluginsFrom
+	}
+	if o.RepairInterval <= 0 {
+		o.RepairInterval = DefaultRepairInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{o: o, m: m, errs: map[string]string{}}, nil
+}
+
+// Run loads the model, applies it and keeps applying it until ctx ends:
+// after each change of the source, after each notification that one of
+// its routes went away, and every RepairInterval. A model that does not
+// load at start is an error; later, the model in force stays and the
+// error is logged and counted. Run leaves everything in place when it
+// returns: a restart changes nothing.
+func (a *Agent) Run(ctx context.Context, src Source) error {
+	d, err := src.Load()
+	if err != nil {
+		a.fail(stageCatalog, err)
+		return err
+	}
+	a.ok(stageCatalog)
+	a.cur = d
+	a.o.Log.Info("node model", "node", d.Node, "site", d.Site, "podCIDR", d.PodCIDR, "podCIDR6", d.PodCIDR6, "routes", len(d.Routes))
+	a.sync("start")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	routeEvents := make(chan struct{}, 1)
+	if err := a.o.Routes.Watch(ctx, routeEvents, func(err error) {
+		a.o.Log.Warn("route notifications", "err", err)
+	}); err != nil {
+		a.o.Log.Warn("route notifications unavailable; repairs wait for the periodic check", "err", err, "interval", a.o.RepairInterval)
+	}
+	tick := time.NewTicker(a.o.RepairInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-src.Changed():
+			nd, err := src.Load()
+			if err != nil {
+				a.fail(stageCatalog, fmt.Errorf("%w (the node keeps its current routes and config)", err))
+				continue
+			}
+			a.ok(stageCatalog)
+			if reflect.DeepEqual(nd, a.cur) {
+				continue
+			}
+			a.o.Log.Info("node model changed", "node", nd.Node, "site", nd.Site, "podCIDR", nd.PodCIDR, "podCIDR6", nd.PodCIDR6, "routes", len(nd.Routes))
+			a.cur = nd
+			a.sync("model changed")
+		case <-routeEvents:
+			start := a.o.Now()
+			ch := a.syncRoutes()
+			if n := ch.Added + ch.Replaced; n > 0 {
+				took := a.o.Now().Sub(start)
+				a.m.routeRepairs.Add(float64(n))
+				a.m.repairSeconds.Observe(took.Seconds())
+				a.o.Log.Info("routes repaired", "routes", n, "took", took)
+			}
+			a.m.syncs.WithLabelValues("route event").Inc()
+		case <-tick.C:
+			a.sync("periodic")
+		}
+	}
+}
+
+// sync applies the whole model; each stage reports its own failure and
+// does not stop the others.
+func (a *Agent) sync(trigger string) {
+	a.m.syncs.WithLabelValues(trigger).Inc()
+	a.syncCNI()
+	ch := a.syncRoutes()
+	if trigger == "periodic" && ch.Added+ch.Replaced > 0 {
+		a.m.routeRepairs.Add(float64(ch.Added + ch.Replaced))
+	}
+	a.syncSNAT()
+}
+
+func (a *Agent) syncCNI() {
+	d := a.cur
+	if copied, err := InstallPlugins(a.o.CNIBinDir, a.o.CNIPluginsFrom, CNIPlugins()); len(copied) > 0 || err != nil {
+		a.m.pluginsCopied.Add(float64(len(copied)))
+		if len(copied) > 0 {
+			a.o.Log.Info("installed CNI plugins", "plugins", copied, "into", a.o.CNIBinDir, "from", a.o.CNIPluginsFrom)
+		}
+		if err != nil {
+			a.m.cniWritten.Set(0)
+			a.fail(stageCNI, err)
+			return
+		}
+	}
+	data, err := Conflist(d, a.o.CNI)
+	if err == nil {
+		var changed bool
+		if changed, err = WriteConflist(a.o.CNIConfDir, data); changed {
+			a.m.cniWrites.Inc()
+			a.o.Log.Info("wrote CNI config", "dir", a.o.CNIConfDir, "file", CNIConfName, "ranges", d.PodCIDRs())
+		}
+	}
+	if err != nil {
+		a.m.cniWritten.Set(0)
+		a.fail(stageCNI, err)
+		return
+	}
+	a.m.cniWritten.Set(1)
+	a.ok(stageCNI)
+}
+
+func (a *Agent) syncRoutes() RouteChange {
+	ch, err := a.o.Routes.Set(a.cur.Routes)
+	a.m.routeChanges.WithLabelValues("add").Add(float64(ch.Added))
+	a.m.routeChanges.WithLabelValues("replace").Add(float64(ch.Replaced))
+	a.m.routeChanges.WithLabelValues("delete").Add(float64(ch.Deleted))
+	if ch.Changed() {
+		a.o.Log.Info("routes changed", "added", ch.Added, "replaced", ch.Replaced, "deleted", ch.Deleted)
+	}
+	if have, lerr := a.o.Routes.List(); lerr == nil {
+		a.m.routesInstalled.Set(float64(len(have)))
+	} else if err == nil {
+		err = lerr
+	}
+	if err != nil {
+		a.fail(stageRoutes, err)
+	} else {
+		a.ok(stageRoutes)
+	}
+	return ch
+}
+
+func (a *Agent) syncSNAT() {
+	wrote, err := a.o.SNAT.Ensure(a.cur)
+	if wrote {
+		a.m.snatWrites.Inc()
+		a.o.Log.Info("wrote SNAT table", "table", "inet "+SNATTable, "pods", a.cur.PodCIDRs(), "clusterCIDRs", len(a.cur.ClusterCIDRs))
+	}
+	if err != nil {
+		a.fail(stageSNAT, err)
+		return
+	}
+	a.ok(stageSNAT)
+}
+
+// fail records a failed stage; the log line comes when the error is new.
+func (a *Agent) fail(stage string, err error) {
+	a.m.errors.WithLabelValues(stage).Inc()
+	a.m.lastError.WithLabelValues(stage).Set(1)
+	a.m.lastErrorTime.Set(float64(a.o.Now().UnixNano()) / 1e9)
+	if a.errs[stage] != err.Error() {
+		a.o.Log.Error("node sync failed", "stage", stage, "err", err)
+		a.errs[stage] = err.Error()
+	}
+}
+
+// ok records a successful stage, logging the recovery from a failure.
+func (a *Agent) ok(stage string) {
+	a.m.lastError.WithLabelValues(stage).Set(0)
+	if _, failed := a.errs[stage]; failed {
+		a.o.Log.Info("node sync recovered", "stage", stage)
+		delete(a.errs, stage)
+	}
+}
