@@ -223,4 +223,3 @@ func TestAgentStartFailsOnBadCatalog(t *testing.T) {
 		t.Error("catalog error not counted")
 	}
 }
-

@@ -116,4 +116,3 @@ func serveNodeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	return srv, nil
 }
-
