@@ -545,7 +545,11 @@ func (v *run) relay(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	status, err := v.connect(ctx, addr, dst)
+	var tlsConf *tls.Config
+	if rl.TLS != nil {
+		tlsConf = v.o.RelayClient
+	}
+	status, err := connect(ctx, v.o.Net, addr, dst, tlsConf, v.o.Timeout)
 	took := time.Since(start)
 	switch {
 	case isTimeout(err):
@@ -563,17 +567,18 @@ func (v *run) relay(ctx context.Context) {
 	v.rep.add(chk)
 }
 
-// connect sends one CONNECT through the relay and returns its status.
-func (v *run) connect(ctx context.Context, relayAddr, dst netip.AddrPort) (int, error) {
-	conn, err := v.o.Net.Dial(ctx, netip.Addr{}, relayAddr, v.o.Timeout)
+// connect sends one CONNECT through the relay at relayAddr (with TLS
+// when tlsConf is not nil) and returns its status.
+func connect(ctx context.Context, nw Network, relayAddr, dst netip.AddrPort, tlsConf *tls.Config, timeout time.Duration) (int, error) {
+	conn, err := nw.Dial(ctx, netip.Addr{}, relayAddr, timeout)
 	if err != nil {
 		return 0, fmt.Errorf("cannot connect to the relay: %w", err)
 	}
 	defer conn.Close()
 	// The relay answers once its own dial is done: a few round trips.
-	conn.SetDeadline(time.Now().Add(4 * v.o.Timeout))
-	if v.o.Config.Relay.TLS != nil {
-		conf := v.o.RelayClient.Clone()
+	conn.SetDeadline(time.Now().Add(4 * timeout))
+	if tlsConf != nil {
+		conf := tlsConf.Clone()
 		if conf.ServerName == "" {
 			conf.ServerName = relayAddr.Addr().String()
 		}

@@ -22,6 +22,8 @@ type Network interface {
 	Sysctl(name string) (string, error)
 	// LinkMTU is the MTU of the named interface.
 	LinkMTU(name string) (int, error)
+	// Lookup resolves name's addresses by asking only the DNS server.
+	Lookup(ctx context.Context, server netip.AddrPort, name string, timeout time.Duration) ([]netip.Addr, error)
 }
 
 // Route is where the kernel sends a destination.

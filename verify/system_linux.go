@@ -149,3 +149,16 @@ func (SystemNetwork) LinkMTU(name string) (int, error) {
 	}
 	return ifc.MTU, nil
 }
+
+// Lookup implements Network with Go's resolver, every query sent to
+// server (UDP, TCP for truncated answers).
+func (SystemNetwork) Lookup(ctx context.Context, server netip.AddrPort, name string, timeout time.Duration) ([]netip.Addr, error) {
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server.String())
+	}}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// A fully qualified name: the search list of resolv.conf is not used.
+	return r.LookupNetIP(ctx, "ip", strings.TrimSuffix(name, ".")+".")
+}

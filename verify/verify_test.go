@@ -152,6 +152,10 @@ func (f *fakeNet) Sysctl(name string) (string, error) {
 	return v, nil
 }
 
+func (f *fakeNet) Lookup(context.Context, netip.AddrPort, string, time.Duration) ([]netip.Addr, error) {
+	return nil, errors.New("no DNS in the gateway checks")
+}
+
 func (f *fakeNet) LinkMTU(string) (int, error) {
 	if f.linkErr != nil {
 		return 0, f.linkErr

@@ -345,3 +345,20 @@ func cliCommand(t *testing.T, args ...string) *exec.Cmd {
 	c.Dir = "/"
 	return c
 }
+
+// FuzzResolvConfServer: any resolv.conf gives an address or an error.
+func FuzzResolvConfServer(f *testing.F) {
+	f.Add("nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local\noptions ndots:5\n")
+	f.Add("# nothing\nnameserver fd00::a\n")
+	f.Add("nameserver\nnameserver ::ffff:10.0.0.1")
+	f.Fuzz(func(t *testing.T, conf string) {
+		path := filepath.Join(t.TempDir(), "resolv.conf")
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		a, err := resolvConfServer(path)
+		if err == nil && (!a.IsValid() || a.Is4In6()) {
+			t.Fatalf("%q: got %v", conf, a)
+		}
+	})
+}

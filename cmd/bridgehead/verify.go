@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -17,28 +18,199 @@ import (
 	"github.com/bridgehead/bridgehead/verify"
 )
 
-// setupVerify declares verify, which checks a running gateway end to end
-// from its own host: the daemon, remote gateways, remote nodes' kubelet
-// port, the path MTU, kernel routes and forwarding, the relay. Exit 1
-// when a check fails.
+// setupVerify declares verify. --on gateway (the default) checks a
+// running gateway end to end from its own host: the daemon, remote
+// gateways, remote nodes' kubelet port, the path MTU, kernel routes and
+// forwarding, the relay. --on node and --on pod check, from a node or a
+// pod of a site, what seed 003 asks an operator to verify: pods in other
+// sites and in this one, a Service, cluster DNS, egress and the
+// callback path. Exit 1 when a check fails.
 func setupVerify(fs *flag.FlagSet) action {
-	cfgPath := fs.String("config", defaultConfig, "config `FILE` of the gateway to verify")
+	cfgPath := fs.String("config", defaultConfig, "config `FILE` (sites and their CIDRs; on a gateway, the gateway's own)")
+	on := fs.String("on", "gateway", "where verify runs: `gateway`, node or pod")
 	socket := fs.String("socket", "", "control socket `PATH` (default: the config's controlSocket)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 2*time.Second, "how long each probe waits for an answer (`DURATION`)")
-	port := fs.Uint("port", 10250, "TCP `PORT` probed on remote nodes (the kubelet's)")
+	port := fs.Uint("port", 10250, "TCP `PORT` probed on nodes (the kubelet's)")
 	var targets targetList
-	fs.Var(&targets, "target", "probe this `ADDR` instead of the config's nodes (repeatable)")
+	fs.Var(&targets, "target", "gateway: probe this `ADDR` instead of the config's nodes (repeatable)")
 	relayCert := fs.String("relay-cert", "", "client certificate `FILE` for a relay with mTLS")
 	relayKey := fs.String("relay-key", "", "client key `FILE` for a relay with mTLS")
 	relayCA := fs.String("relay-ca", "", "`FILE` with the CA of the relay's serving certificate")
+	var co clusterFlags
+	fs.StringVar(&co.site, "site", "", "node, pod: the `SITE` this runs in (default: the config's site)")
+	fs.Var(&co.pods, "pod", "node, pod: reach this pod `ADDR`, in another site or this one (repeatable)")
+	fs.Var(addrPortFlag{&co.service}, "service", "node, pod: a Service's `CLUSTER-IP:PORT` to connect to")
+	fs.Var(addrPortFlag{&co.dns}, "dns", "node, pod: the cluster DNS service `ADDR:PORT` (pod default: resolv.conf's nameserver, port 53)")
+	fs.StringVar(&co.domain, "cluster-domain", "cluster.local", "node, pod: the cluster `DOMAIN` (kubernetes.default.svc.DOMAIN is resolved)")
+	fs.Var(addrPortFlag{&co.egress}, "egress", "node, pod: an `ADDR:PORT` outside the cluster that answers TCP")
+	fs.Var(addrPortFlag{&co.relay}, "callback-relay", "node, pod: the relay `ADDR:PORT` of the site where the API server's egress lives")
+	fs.Var(addrFlag{&co.node}, "node-address", "node, pod: this node's `ADDR` (node default: a local address in the site's nodeCIDRs)")
 	return noArgs(func(std *stdio) error {
-		return verifyGateway(std.out, *cfgPath, *socket, *asJSON, *timeout, *port, targets, *relayCert, *relayKey, *relayCA)
+		var relayClient *tls.Config
+		if *relayCert != "" || *relayKey != "" || *relayCA != "" {
+			var err error
+			if relayClient, err = relayClientTLS(*relayCert, *relayKey, *relayCA); err != nil {
+				return err
+			}
+		}
+		switch *on {
+		case "gateway":
+			if co.set() {
+				return usageError{fmt.Errorf("--site, --pod, --service, --dns, --egress, --callback-relay and --node-address go with --on node or --on pod")}
+			}
+			return verifyGateway(std.out, *cfgPath, *socket, *asJSON, *timeout, *port, targets, relayClient)
+		case "node", "pod":
+			if len(targets) > 0 || *socket != "" {
+				return usageError{fmt.Errorf("--target and --socket go with --on gateway")}
+			}
+			return verifyCluster(std.out, *cfgPath, *on == "pod", *asJSON, *timeout, *port, co, relayClient)
+		}
+		return usageError{fmt.Errorf("--on %q: want gateway, node or pod", *on)}
 	})
 }
 
+// clusterFlags are the flags of verify --on node|pod.
+type clusterFlags struct {
+	site, domain                string
+	pods                        targetList
+	service, dns, egress, relay netip.AddrPort
+	node                        netip.Addr
+}
+
+func (c *clusterFlags) set() bool {
+	return c.site != "" || len(c.pods) > 0 || c.service.IsValid() || c.dns.IsValid() || c.egress.IsValid() || c.relay.IsValid() || c.node.IsValid()
+}
+
+func verifyCluster(stdout io.Writer, cfgPath string, inPod, asJSON bool, timeout time.Duration, port uint, co clusterFlags, relayClient *tls.Config) error {
+	if port == 0 || port > 65535 {
+		return usageError{fmt.Errorf("--port %d: want 1-65535", port)}
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return err
+	}
+	site := co.site
+	if site == "" {
+		site = cfg.Site
+	}
+	if cfg.SiteByName(site) == nil {
+		return usageError{fmt.Errorf("--site %q: %s lists no such site", site, cfgPath)}
+	}
+	dns := co.dns
+	if !dns.IsValid() && inPod {
+		if a, err := resolvConfServer("/etc/resolv.conf"); err == nil {
+			dns = netip.AddrPortFrom(a, 53)
+		}
+	}
+	node := co.node
+	if !node.IsValid() && !inPod {
+		node = localNodeAddr(cfg.SiteByName(site))
+	}
+	rep := verify.RunCluster(context.Background(), verify.ClusterOptions{
+		Config: cfg, Site: site, InPod: inPod, Net: verify.SystemNetwork{}, Timeout: timeout,
+		Pods: co.pods, Service: co.service, DNS: dns, ClusterDomain: co.domain, Egress: co.egress,
+		CallbackRelay: co.relay, NodeAddr: node, KubeletPort: uint16(port), RelayClient: relayClient,
+	})
+	return writeReport(stdout, rep, asJSON)
+}
+
+func writeReport(stdout io.Writer, rep *verify.Report, asJSON bool) error {
+	if asJSON {
+		if err := rep.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteTable(stdout)
+	}
+	if !rep.OK() {
+		return errReported
+	}
+	return nil
+}
+
+// resolvConfServer is the first nameserver of a resolv.conf: in a pod,
+// the cluster DNS service.
+func resolvConfServer(path string) (netip.Addr, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "nameserver" {
+			if a, err := netip.ParseAddr(f[1]); err == nil {
+				return a.Unmap(), nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%s: no nameserver", path)
+}
+
+// localNodeAddr is an address of this host inside the site's nodeCIDRs.
+func localNodeAddr(s *config.Site) netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return netip.Addr{}
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		for _, p := range s.NodeCIDRs {
+			if p.Contains(ip.Unmap()) {
+				return ip.Unmap()
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// addrPortFlag is a flag holding an IP:port.
+type addrPortFlag struct{ p *netip.AddrPort }
+
+func (f addrPortFlag) String() string {
+	if f.p == nil || !f.p.IsValid() {
+		return ""
+	}
+	return f.p.String()
+}
+
+func (f addrPortFlag) Set(v string) error {
+	ap, err := netip.ParseAddrPort(v)
+	if err != nil {
+		return fmt.Errorf("%q is not ADDR:PORT", v)
+	}
+	*f.p = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	return nil
+}
+
+// addrFlag is a flag holding an IP address.
+type addrFlag struct{ a *netip.Addr }
+
+func (f addrFlag) String() string {
+	if f.a == nil || !f.a.IsValid() {
+		return ""
+	}
+	return f.a.String()
+}
+
+func (f addrFlag) Set(v string) error {
+	a, err := netip.ParseAddr(v)
+	if err != nil {
+		return fmt.Errorf("%q is not an IP address", v)
+	}
+	*f.a = a.Unmap()
+	return nil
+}
+
 func verifyGateway(stdout io.Writer, cfgPath, socket string, asJSON bool, timeout time.Duration, port uint,
-	targets targetList, relayCert, relayKey, relayCA string) error {
+	targets targetList, relayClient *tls.Config) error {
 	if port == 0 || port > 65535 {
 		return usageError{fmt.Errorf("--port %d: want 1-65535", port)}
 	}
@@ -65,24 +237,8 @@ func verifyGateway(stdout io.Writer, cfgPath, socket string, asJSON bool, timeou
 			return st, nil
 		},
 	}
-	if relayCert != "" || relayKey != "" || relayCA != "" {
-		o.RelayClient, err = relayClientTLS(relayCert, relayKey, relayCA)
-		if err != nil {
-			return err
-		}
-	}
-	rep := verify.Run(context.Background(), o)
-	if asJSON {
-		if err := rep.WriteJSON(stdout); err != nil {
-			return err
-		}
-	} else {
-		rep.WriteTable(stdout)
-	}
-	if !rep.OK() {
-		return errReported
-	}
-	return nil
+	o.RelayClient = relayClient
+	return writeReport(stdout, verify.Run(context.Background(), o), asJSON)
 }
 
 func relayClientTLS(certFile, keyFile, caFile string) (*tls.Config, error) {

@@ -1,0 +1,346 @@
+package verify
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bridgehead/bridgehead/config"
+)
+
+// ClusterOptions are what RunCluster checks, from a node or a pod of
+// Site: the connectivity that seed 003 asks an operator to verify.
+type ClusterOptions struct {
+	// Config gives the sites' CIDRs; Site is the site this runs in.
+	Config *config.Config
+	Site   string
+	// InPod: run from a pod (egress is SNATed by the node; failures
+	// point at the node's rules) rather than from the node.
+	InPod bool
+	Net   Network
+	// Timeout is how long each probe waits for an answer.
+	Timeout time.Duration
+	// Pods are pod addresses to reach: in other sites through the
+	// gateways, in this site directly.
+	Pods []netip.Addr
+	// Service is a ClusterIP and port (kube-proxy DNATs it).
+	Service netip.AddrPort
+	// DNS is the cluster DNS service; ClusterDomain its domain
+	// (kubernetes.default.svc.DOMAIN is resolved).
+	DNS           netip.AddrPort
+	ClusterDomain string
+	// Egress is an address outside the cluster that answers TCP.
+	Egress netip.AddrPort
+	// CallbackRelay is the CONNECT relay where the API server's egress
+	// lives; NodeAddr this node's address, KubeletPort the kubelet's.
+	CallbackRelay netip.AddrPort
+	NodeAddr      netip.Addr
+	KubeletPort   uint16
+	// RelayClient is the TLS client config for a relay with mTLS.
+	RelayClient *tls.Config
+}
+
+// RunCluster performs the node or pod checks and returns the report:
+// pod (per --pod), service, dns, egress, callback.
+func RunCluster(ctx context.Context, o ClusterOptions) *Report {
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.KubeletPort == 0 {
+		o.KubeletPort = 10250
+	}
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = "cluster.local"
+	}
+	c := &clusterRun{o: o, rep: &Report{}, siteDown: map[string]*prereq{}}
+	c.pods(ctx)
+	c.service(ctx)
+	c.dns(ctx)
+	c.egress(ctx)
+	c.callback(ctx)
+	return c.rep
+}
+
+// clusterRun is the state of one RunCluster, used by one goroutine.
+type clusterRun struct {
+	o   ClusterOptions
+	rep *Report
+	// siteDown holds, by site, a failed pod check toward that site:
+	// nothing answered there, so checks through that site SKIP.
+	siteDown map[string]*prereq
+}
+
+// siteOf is the site whose CIDRs (pod CIDRs first) hold a.
+func (c *clusterRun) siteOf(a netip.Addr) string {
+	for _, pods := range []bool{true, false} {
+		for _, s := range c.o.Config.Sites {
+			cidrs := s.NodeCIDRs
+			if pods {
+				cidrs = s.PodCIDRs
+			}
+			for _, p := range cidrs {
+				if p.Contains(a) {
+					return s.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// ping sends up to three echoes from the kernel's chosen source.
+func (c *clusterRun) ping(ctx context.Context, dst netip.Addr, size int, timeout time.Duration) (time.Duration, error) {
+	var lastErr error
+	for range 3 {
+		rtt, err := c.o.Net.Ping(ctx, netip.Addr{}, dst, size, timeout)
+		if err == nil {
+			return rtt, nil
+		}
+		lastErr = err
+		if isLocalError(err) {
+			break
+		}
+	}
+	return 0, lastErr
+}
+
+// pods: an ICMP echo to each pod, small then as large as this side's
+// link MTU, don't-fragment, so an MTU that shrank on the way shows.
+func (c *clusterRun) pods(ctx context.Context) {
+	if len(c.o.Pods) == 0 {
+		c.rep.add(Check{Name: "pod", Target: "-", Result: Skip, Detail: "no pod to reach: pass --pod ADDR (a pod in each other site and one in this site)"})
+		return
+	}
+	for _, a := range c.o.Pods {
+		site := c.siteOf(a)
+		how := "via gateways"
+		if site == c.o.Site {
+			how = "direct"
+		}
+		chk := Check{Name: "pod", Target: joinNonEmpty("/", site, a.String()) + " " + how}
+		if site == "" {
+			chk.Result, chk.Target = Fail, a.String()
+			chk.Detail = fmt.Sprintf("%s is in no site's CIDRs: not a pod address of this cluster (sites[].podCIDRs)", a)
+			c.rep.add(chk)
+			continue
+		}
+		c.rep.add(c.pod(ctx, a, site, how, chk))
+	}
+}
+
+func (c *clusterRun) pod(ctx context.Context, a netip.Addr, site, how string, chk Check) Check {
+	rtt, err := c.ping(ctx, a, echoSize, c.o.Timeout)
+	if err != nil {
+		chk.Result, chk.Figure = Fail, "icmp no reply"
+		if how == "direct" {
+			chk.Detail = fmt.Sprintf("no echo reply from %s in this site (%v): the pod's node and its bridge, the route to that node's pod range on this node (bridgehead routes --site %s), NetworkPolicy",
+				a, err, site)
+		} else {
+			chk.Detail = fmt.Sprintf("no echo reply from %s in %s through the gateways (%v): are this site's gateways running and up to %s (bridgehead verify on a gateway of %s)? this node's routes to %s (bridgehead routes --site %s)",
+				a, site, err, site, c.o.Site, site, c.o.Site)
+		}
+		c.siteDown[site] = &prereq{check: chk.Name, target: chk.Target}
+		return chk
+	}
+	mtu := 0
+	if r, err := c.o.Net.Route(a); err == nil && r.Dev != "" {
+		mtu, _ = c.o.Net.LinkMTU(r.Dev)
+	}
+	if mtu == 0 {
+		chk.Result, chk.Figure = Pass, "icmp "+ms(rtt)+", mtu unknown"
+		return chk
+	}
+	timeout := min(c.o.Timeout, time.Second)
+	ok := func(size int) bool {
+		_, err := c.ping(ctx, a, size, timeout)
+		return err == nil
+	}
+	if ok(mtu) {
+		chk.Result, chk.Figure = Pass, fmt.Sprintf("icmp %s, %d bytes", ms(rtt), mtu)
+		return chk
+	}
+	lo, hi := echoSize, mtu // lo passes, hi fails
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if ok(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	chk.Result, chk.Figure = Fail, fmt.Sprintf("icmp %s, %d bytes < mtu %d", ms(rtt), lo, mtu)
+	if how == "direct" {
+		chk.Detail = fmt.Sprintf("packets of %d to %d bytes to %s are lost inside this site: the nodes' links carry less than the pods' MTU (%d, from the CNI config)", lo+1, mtu, a, mtu)
+	} else {
+		chk.Detail = fmt.Sprintf("packets of %d to %d bytes to %s are lost on the way to %s: the pods' MTU (%d, from the CNI config) is more than the tunnel carries; set it to %d or less, or check path-mtu with bridgehead verify on a gateway",
+			lo+1, mtu, a, site, mtu, lo)
+	}
+	return chk
+}
+
+// downHint names the sites that nothing answered in, for failures whose
+// cause may lie there.
+func (c *clusterRun) downHint() string {
+	var parts []string
+	for _, s := range c.o.Config.Sites {
+		if p := c.siteDown[s.Name]; p != nil {
+			parts = append(parts, fmt.Sprintf("%s %s failed above: if the backend is in %s, that is the cause", p.check, p.target, s.Name))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// service: a TCP connect to a ClusterIP, which kube-proxy DNATs to a
+// backend pod, possibly in another site.
+func (c *clusterRun) service(ctx context.Context) {
+	chk := Check{Name: "service", Target: c.o.Service.String()}
+	if !c.o.Service.IsValid() {
+		chk.Target, chk.Result = "-", Skip
+		chk.Detail = "no Service to reach: pass --service CLUSTER-IP:PORT (kubectl get svc)"
+		c.rep.add(chk)
+		return
+	}
+	start := time.Now()
+	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, c.o.Service, c.o.Timeout)
+	took := time.Since(start)
+	switch {
+	case err == nil:
+		conn.Close()
+		chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		chk.Result, chk.Figure = Fail, "tcp refused"
+		chk.Detail = fmt.Sprintf("%s refuses TCP: no ready endpoint behind the Service (kubectl get endpointslices), or kube-proxy has no rule for it on this node", c.o.Service)
+	default:
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
+		chk.Detail = fmt.Sprintf("nothing answers at %s (%v): kube-proxy's DNAT on this node (nft list ruleset, iptables-save -t nat), or its backend pod cannot be reached from here%s",
+			c.o.Service, err, c.downHint())
+	}
+	c.rep.add(chk)
+}
+
+// dns: kubernetes.default.svc.DOMAIN through the cluster DNS service.
+func (c *clusterRun) dns(ctx context.Context) {
+	name := "kubernetes.default.svc." + strings.TrimSuffix(c.o.ClusterDomain, ".")
+	chk := Check{Name: "dns", Target: name + " @" + c.o.DNS.String()}
+	if !c.o.DNS.IsValid() {
+		chk.Target, chk.Result = name, Skip
+		chk.Detail = "no cluster DNS service: pass --dns CLUSTER-IP:53 (in a pod, the nameserver of /etc/resolv.conf is used)"
+		c.rep.add(chk)
+		return
+	}
+	start := time.Now()
+	addrs, err := c.o.Net.Lookup(ctx, c.o.DNS, name, c.o.Timeout)
+	took := time.Since(start)
+	if err == nil && len(addrs) > 0 {
+		var s []string
+		for _, a := range addrs {
+			s = append(s, a.String())
+		}
+		chk.Result, chk.Figure = Pass, strings.Join(s, ",")+" in "+ms(took)
+		c.rep.add(chk)
+		return
+	}
+	chk.Result = Fail
+	var de *net.DNSError
+	switch {
+	case err == nil || errors.As(err, &de) && de.IsNotFound:
+		chk.Figure = "no such name"
+		chk.Detail = fmt.Sprintf("the DNS service at %s answers but does not know %s: is the cluster domain %q (--cluster-domain)? does the kubernetes Service exist?", c.o.DNS, name, c.o.ClusterDomain)
+	case isTimeout(err) || errors.As(err, &de) && de.IsTimeout:
+		chk.Figure = "no answer"
+		chk.Detail = fmt.Sprintf("no answer from the cluster DNS service %s in %s: is CoreDNS running (kubectl -n kube-system get pods -l k8s-app=kube-dns)? the service check tells whether ClusterIPs work from here%s",
+			c.o.DNS, c.o.Timeout, c.downHint())
+	default:
+		chk.Figure = "error"
+		chk.Detail = fmt.Sprintf("the cluster DNS service %s: %v: is CoreDNS running and listening (kubectl -n kube-system get pods -l k8s-app=kube-dns; kubectl get endpointslices -n kube-system)?", c.o.DNS, err)
+	}
+	c.rep.add(chk)
+}
+
+// egress: a TCP connect to an address outside the cluster. From a pod
+// it leaves with the node's address (SNAT by the node agent).
+func (c *clusterRun) egress(ctx context.Context) {
+	chk := Check{Name: "egress", Target: c.o.Egress.String()}
+	if !c.o.Egress.IsValid() {
+		chk.Target, chk.Result = "-", Skip
+		chk.Detail = "no outside address: pass --egress ADDR:PORT (something outside the cluster that answers TCP)"
+		c.rep.add(chk)
+		return
+	}
+	if s := c.siteOf(c.o.Egress.Addr()); s != "" {
+		chk.Result = Fail
+		chk.Detail = fmt.Sprintf("%s is inside site %s's CIDRs, not outside the cluster: pass an outside address", c.o.Egress.Addr(), s)
+		c.rep.add(chk)
+		return
+	}
+	start := time.Now()
+	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, c.o.Egress, c.o.Timeout)
+	took := time.Since(start)
+	switch {
+	case err == nil:
+		conn.Close()
+		chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// Refused is an answer: the path works both ways.
+		chk.Result, chk.Figure = Pass, "tcp refused (the path works) "+ms(took)
+	case c.o.InPod:
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
+		chk.Detail = fmt.Sprintf("no answer from %s (%v): a pod reaches outside the cluster with its node's address, SNAT by the node agent; without that rule replies to the pod address are lost: nft list table ip bridgehead-node on the node (bridgehead node repairs it), then the node's default route and firewall",
+			c.o.Egress, err)
+	default:
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
+		chk.Detail = fmt.Sprintf("no answer from %s (%v): this node's default route, its firewall, NSG or NAT gateway", c.o.Egress, err)
+	}
+	c.rep.add(chk)
+}
+
+// callback: the API server's egress reaches this node's kubelet. A
+// CONNECT through the relay where that egress lives makes the relay dial
+// the kubelet, as the API server's logs, exec and port-forward do.
+func (c *clusterRun) callback(ctx context.Context) {
+	dst := netip.AddrPortFrom(c.o.NodeAddr, c.o.KubeletPort)
+	chk := Check{Name: "callback", Target: c.o.CallbackRelay.String() + " -> " + dst.String()}
+	switch {
+	case !c.o.CallbackRelay.IsValid():
+		chk.Target, chk.Result = "-", Skip
+		chk.Detail = "no relay given: pass --callback-relay ADDR:PORT, the relay of the site where the API server's egress lives (or run verify on that site's gateway: its node check probes the kubelet port)"
+		c.rep.add(chk)
+		return
+	case !c.o.NodeAddr.IsValid():
+		chk.Target, chk.Result = c.o.CallbackRelay.String(), Skip
+		chk.Detail = "this node's address is unknown: pass --node-address ADDR (in a pod: the downward API's status.hostIP)"
+		c.rep.add(chk)
+		return
+	}
+	if p := c.siteDown[c.siteOf(c.o.CallbackRelay.Addr())]; p != nil {
+		c.rep.add(p.skip(chk))
+		return
+	}
+	start := time.Now()
+	status, err := connect(ctx, c.o.Net, c.o.CallbackRelay, dst, c.o.RelayClient, c.o.Timeout)
+	took := time.Since(start)
+	switch {
+	case isTimeout(err):
+		chk.Result, chk.Figure = Fail, fmt.Sprintf("no answer in %s", 4*c.o.Timeout)
+		chk.Detail = fmt.Sprintf("the relay got the CONNECT but its dial to %s did not complete: is the kubelet listening on this node's %s, and do this site's routes lead back to the relay's site (bridgehead routes)?", dst, dst)
+	case err != nil:
+		chk.Result = Fail
+		chk.Detail = fmt.Sprintf("%v: is the relay listening on %s? this node's route to it goes through the gateways", err, c.o.CallbackRelay)
+	case status != http.StatusOK:
+		chk.Result, chk.Figure = Fail, fmt.Sprintf("CONNECT: %d", status)
+		chk.Detail = fmt.Sprintf("the relay answered %d for %s: 502 or 504 is its dial to this node's kubelet failing (is the kubelet listening on %s?); 403 is its allowedPorts or CIDRs; see the relay's log", status, dst, dst)
+	default:
+		chk.Result, chk.Figure = Pass, fmt.Sprintf("CONNECT 200 in %s", ms(took))
+	}
+	c.rep.add(chk)
+}
