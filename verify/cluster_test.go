@@ -100,7 +100,7 @@ func (f *clusterNet) Lookup(_ context.Context, server netip.AddrPort, name strin
 func clusterOptions(t *testing.T, n *clusterNet) ClusterOptions {
 	a := netip.MustParseAddr
 	return ClusterOptions{
-		Config: labCfg(t), Site: "site-b", InPod: true, Net: n, Timeout: 10 * time.Millisecond,
+		Config: labCfg(t), Site: "site-b", InPod: true, Net: n, Timeout: 250 * time.Millisecond, // the fakes answer at once; the relay pipe needs a goroutine to run on a loaded machine
 		Pods:          []netip.Addr{a("10.244.1.2"), a("10.245.1.3")},
 		Service:       netip.MustParseAddrPort("10.96.0.20:80"),
 		DNS:           netip.MustParseAddrPort("10.96.0.10:53"),

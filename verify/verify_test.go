@@ -166,7 +166,7 @@ func (f *fakeNet) LinkMTU(string) (int, error) {
 func runWith(t *testing.T, cfg *config.Config, n *fakeNet, st *control.Status) *Report {
 	t.Helper()
 	return Run(context.Background(), Options{
-		Config: cfg, Net: n, Timeout: 10 * time.Millisecond,
+		Config: cfg, Net: n, Timeout: 250 * time.Millisecond, // the fakes answer at once; the relay pipe needs a goroutine to run on a loaded machine
 		Status: func(context.Context) (*control.Status, error) {
 			if st == nil {
 				return nil, errors.New("no control socket at /run/bridgehead/bridgehead.sock")
@@ -296,7 +296,7 @@ func TestMTUFigure(t *testing.T) {
 func TestTargets(t *testing.T) {
 	cfg := labCfg(t)
 	n := healthyNet()
-	rep := Run(context.Background(), Options{Config: cfg, Net: n, Timeout: 10 * time.Millisecond,
+	rep := Run(context.Background(), Options{Config: cfg, Net: n, Timeout: 250 * time.Millisecond, // the fakes answer at once; the relay pipe needs a goroutine to run on a loaded machine
 		Targets: []netip.Addr{netip.MustParseAddr("192.168.50.5"), netip.MustParseAddr("172.31.0.1"), netip.MustParseAddr("10.224.0.9")}})
 	nodes := find(rep, "node")
 	if len(nodes) != 3 || nodes[0].Result != Pass || nodes[1].Result != Fail || nodes[2].Result != Skip {
