@@ -90,12 +90,18 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 // lab.sh) and shows the named gateway logs if the test fails.
 func startLabScript(t *testing.T, setup string, logs []string, extraEnv ...string) *lab {
 	t.Helper()
+	return startLabPrefix(t, setup, fmt.Sprintf("bht%d", os.Getpid()%100000), logs, extraEnv...)
+}
+
+// startLabPrefix is startLabScript with the namespaces' prefix chosen.
+func startLabPrefix(t *testing.T, setup, prefix string, logs []string, extraEnv ...string) *lab {
+	t.Helper()
 	requireRoot(t)
 	l := &lab{
 		env:    extraEnv,
 		t:      t,
 		dir:    t.TempDir(),
-		prefix: fmt.Sprintf("bht%d", os.Getpid()%100000),
+		prefix: prefix,
 		bin:    binaries(t),
 		root:   repoRoot(t),
 		setup:  setup,
@@ -187,8 +193,9 @@ func (l *lab) waitMetric(site, series string, want float64) float64 {
 }
 
 // transfer sends n checksummed bytes over TCP from one node to the other
-// and fails the test unless the receiver saw the same bytes.
-func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) {
+// and fails the test unless the receiver saw the same bytes. It returns
+// the sender's address as the receiver saw it (host:port).
+func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) string {
 	l.t.Helper()
 	recv := exec.Command("ip", "netns", "exec", l.ns(toNS), filepath.Join(l.bin, "bhprobe"), "tcp-recv",
 		"-listen", joinHostPort(dst, port), "-timeout", "180s")
@@ -209,7 +216,7 @@ func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) {
 	if err := recv.Wait(); err != nil {
 		l.t.Fatalf("receiver: %v\n%s", err, recvOut.String())
 	}
-	sum := regexp.MustCompile(`(\d+) bytes sha256 ([0-9a-f]{64})`)
+	sum := regexp.MustCompile(`(\d+) bytes sha256 ([0-9a-f]{64})(?: from (\S+))?`)
 	s, r := sum.FindStringSubmatch(sent), sum.FindStringSubmatch(recvOut.String())
 	if s == nil || r == nil {
 		l.t.Fatalf("cannot read checksums:\nsender: %s\nreceiver: %s", sent, recvOut.String())
@@ -218,6 +225,7 @@ func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) {
 		l.t.Fatalf("transfer corrupted: sent %s bytes %s, received %s bytes %s", s[1], s[2], r[1], r[2])
 	}
 	l.t.Logf("%s", strings.TrimSpace(sent))
+	return r[3]
 }
 
 func joinHostPort(host string, port int) string {

@@ -12,6 +12,7 @@
 //	bhprobe udp-sink -listen ADDR:PORT [-duration D]
 //	bhprobe lb-watch -gateways A,B [-gateways6 A6,B6] -dests P,Q [-interval D]
 //	bhprobe kubelet -listen ADDR:PORT -cert FILE -key FILE
+//	bhprobe cni add|del -conf-dir D -bin-dir B -cache-dir C -netns PATH -id ID
 //	bhprobe callbacks -target ADDR:PORT -ca FILE [-proxy URL] [-echo N] [-logs N] [-duration D] [-bytes N]
 package main
 
@@ -60,6 +61,8 @@ func main() {
 		err = kubelet(os.Args[2:])
 	case "callbacks":
 		err = callbacks(os.Args[2:])
+	case "cni":
+		err = cni(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
