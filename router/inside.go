@@ -228,7 +228,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if st.clampMSS {
 			r.clampMSS(pkt)
 		}
-		p := s.pick(pkt, r.flowSeed, now)
+		p := s.pick(pkt, &r.flows, now)
 		if p == nil {
 			r.drops.Add(Inside, ReasonNoSession, 1)
 			continue

@@ -271,7 +271,8 @@ func TestPickAllocs(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 1, 1)
-	if n := testing.AllocsPerRun(1000, func() { s.pick(pkt, 7, now) }); n != 0 {
+	flows := &flowHasher{seed: 7}
+	if n := testing.AllocsPerRun(1000, func() { s.pick(pkt, flows, now) }); n != 0 {
 		t.Errorf("pick: %.1f allocations, want 0", n)
 	}
 }
@@ -282,26 +283,27 @@ func TestPickTiers(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 5, 1)
-	first := s.pick(pkt, 7, now)
+	flows := &flowHasher{seed: 7}
+	first := s.pick(pkt, flows, now)
 	first.live.state.Store(uint32(LiveDown))
-	second := s.pick(pkt, 7, now)
+	second := s.pick(pkt, flows, now)
 	if second == first {
 		t.Fatal("a down gateway still carries the flow while others are up")
 	}
 	for _, p := range s.gateways {
 		p.live.state.Store(uint32(LiveDown))
 	}
-	if got := s.pick(pkt, 7, now); got != first {
+	if got := s.pick(pkt, flows, now); got != first {
 		t.Errorf("all down: flow on %s, want its first-ranked %s", got.name, first.name)
 	}
 	first.current.Store(nil)
-	if got := s.pick(pkt, 7, now); got == first {
+	if got := s.pick(pkt, flows, now); got == first {
 		t.Error("all down: a gateway without a session won over ones with one")
 	}
 	for _, p := range s.gateways {
 		p.current.Store(nil)
 	}
-	if got := s.pick(pkt, 7, now); got != first {
+	if got := s.pick(pkt, flows, now); got != first {
 		t.Errorf("no sessions: flow on %s, want its first-ranked %s", got.name, first.name)
 	}
 }
@@ -350,9 +352,10 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(fmt.Sprint(n, "gateways"), func(b *testing.B) {
 			s := pickSite(b, n, now)
 			pkt := flowPacketB(b, 5)
+			flows := &flowHasher{seed: 7}
 			b.ReportAllocs()
 			for b.Loop() {
-				s.pick(pkt, 7, now)
+				s.pick(pkt, flows, now)
 			}
 		})
 	}

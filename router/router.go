@@ -120,9 +120,9 @@ type Router struct {
 	icmpOut   [][]byte
 	icmpLimit *ratelimit.Limiter
 
-	// flowSeed keys the flow hash of site.pick; set by New, then
-	// read-only.
-	flowSeed uint64
+	// flows hashes packets for site.pick (see flowHasher); its seed is
+	// set by New.
+	flows flowHasher
 
 	// Owned by the handshake loop.
 	pending          map[uint32]*Peer
@@ -205,7 +205,7 @@ func New(o Options) (*Router, error) {
 	if _, err := io.ReadFull(r.rand, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
-	r.flowSeed = binary.LittleEndian.Uint64(seed[:])
+	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
 	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)

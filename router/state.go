@@ -46,14 +46,14 @@ type site struct {
 // gateway while the tier's members stay the same, and when a gateway
 // leaves or returns only the flows ranked first on it move. It runs per
 // packet and allocates nothing.
-func (s *site) pick(pkt []byte, seed uint64, now time.Time) *Peer {
+func (s *site) pick(pkt []byte, flows *flowHasher, now time.Time) *Peer {
 	switch len(s.gateways) {
 	case 0:
 		return nil
 	case 1:
 		return s.gateways[0]
 	}
-	flow, _ := packet.FlowHash(pkt, seed) // a malformed packet still goes somewhere stable
+	flow := flows.hash(pkt) // fragments follow their flow (see flowHasher)
 	var best *Peer
 	bestTier, bestScore := -1, uint64(0)
 	for _, p := range s.gateways {

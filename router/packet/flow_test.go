@@ -40,6 +40,60 @@ func fragment4(b []byte, offset uint16, more bool) []byte {
 	return c
 }
 
+// fragment6 inserts an IPv6 fragment header (offset in 8-byte units, M
+// bit, identification) after the fixed header of b.
+func fragment6(b []byte, offset uint16, more bool, id uint32) []byte {
+	c := append([]byte(nil), b[:40]...)
+	fh := make([]byte, 8)
+	fh[0] = c[6]
+	v := offset << 3
+	if more {
+		v |= 1
+	}
+	binary.BigEndian.PutUint16(fh[2:4], v)
+	binary.BigEndian.PutUint32(fh[4:8], id)
+	c[6] = 44
+	c = append(append(c, fh...), b[40:]...)
+	binary.BigEndian.PutUint16(c[4:6], uint16(len(c)-40))
+	return c
+}
+
+// TestFlowHashFragment: fragments of one datagram share a key that other
+// datagrams do not, and say which fragment they are.
+func TestFlowHashFragment(t *testing.T) {
+	const seed = 0x1234
+	udp4 := udpPacket(t, false, 5000, 53, make([]byte, 64))
+	udp4b := udpPacket(t, false, 5001, 53, make([]byte, 64))
+	udp6 := udpPacket(t, true, 5000, 53, make([]byte, 64))
+	id4 := func(b []byte, id uint16) []byte { binary.BigEndian.PutUint16(b[4:6], id); return b }
+	for _, c := range []struct {
+		name         string
+		first, later []byte
+		other        []byte // a fragment of another datagram
+	}{
+		{"ipv4", fragment4(id4(udp4, 7), 0, true), fragment4(id4(udp4b, 7), 10, false), fragment4(id4(udp4, 8), 10, false)},
+		{"ipv6", fragment6(udp6, 0, true, 7), fragment6(udp6, 10, false, 7), fragment6(udp6, 10, false, 8)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, k1, f1, ok1 := FlowHashFragment(c.first, seed)
+			_, k2, f2, ok2 := FlowHashFragment(c.later, seed)
+			_, k3, _, _ := FlowHashFragment(c.other, seed)
+			if !ok1 || !ok2 || f1 != FirstFragment || f2 != LaterFragment {
+				t.Fatalf("kinds %v %v (ok %v %v), want first and later", f1, f2, ok1, ok2)
+			}
+			if k1 == 0 || k1 != k2 {
+				t.Errorf("keys %x and %x, want equal and not 0", k1, k2)
+			}
+			if k3 == k1 {
+				t.Errorf("another datagram has the same key %x", k3)
+			}
+		})
+	}
+	if _, k, f, _ := FlowHashFragment(udp4, seed); k != 0 || f != NotFragment {
+		t.Errorf("whole datagram: key %x kind %v", k, f)
+	}
+}
+
 func TestFlowHash(t *testing.T) {
 	const seed = 0x1234
 	h := func(b []byte) uint64 {
@@ -66,7 +120,9 @@ func TestFlowHash(t *testing.T) {
 		{"tcp segments of one connection", tcpA, tcpA2},
 		{"udp datagrams of one flow", udp1, udp1b},
 		{"icmp: 3-tuple, ids ignored", ping1, ping2},
-		{"first and later fragment", fragment4(udp1, 0, true), fragment4(udp2, 185, false)},
+		{"first fragment and whole datagram", fragment4(udp1, 0, true), udp1},
+		{"ipv6 first fragment and whole datagram", fragment6(udp6a, 0, true, 9), udp6a},
+		{"ipv6 atomic fragment and whole datagram", fragment6(udp6a, 0, false, 9), udp6a},
 		{"trailing bytes ignored", udp1, append(append([]byte(nil), udp1...), 1, 2, 3)},
 	}
 	for _, c := range same {
