@@ -212,7 +212,8 @@ func (r *Router) handleInitiation(msg []byte, from netip.AddrPort, now time.Time
 	r.handshakes.answered.Add(1)
 	p.hsAnswered.Add(1)
 	if err := r.bind.Send([][]byte{resp}, from); err != nil {
-		r.log.Warn("sending handshake response failed", "site", p.site, "gateway", p.name, "err", err)
+		p.hsSendFailed.Add(1)
+		r.reach.fail(p, "sending handshake response", err, now)
 	}
 }
 
@@ -245,6 +246,8 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	p.hs.pending = nil
 	p.handshaking.Store(false)
 	p.hs.firstAttempt = time.Time{}
+	old := p.current.Load()
+	first := old == nil || !usable(old, now)
 	if !r.establish(p, kp) {
 		r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed by a reload
 		return
@@ -256,7 +259,8 @@ func (r *Router) handleResponse(msg []byte, from netip.AddrPort, now time.Time, 
 	p.live.acked.Store(r.mono.ns(now)) // our initiation reached it
 	r.handshakes.completed.Add(1)
 	p.hsCompleted.Add(1)
-	r.log.Info("session established", "site", p.site, "gateway", p.name, "endpoint", from)
+	r.log.Debug("session established", "site", p.site, "gateway", p.name, "endpoint", from)
+	r.reach.reached(p, first)
 	// The responder uses the session only once it sees us use it: send
 	// the queued packets, or a keepalive when there are none.
 	if r.flushQueue(p, kp, scratch) == 0 {
@@ -287,7 +291,7 @@ func (r *Router) handleCookieReply(msg []byte) {
 		r.drops.Add(Outside, ReasonBadCookie, 1)
 		return
 	}
-	r.log.Info("peer is under load and sent a cookie", "site", p.site, "gateway", p.name)
+	r.log.Debug("peer is under load and sent a cookie", "site", p.site, "gateway", p.name)
 }
 
 // onTrigger runs when the data path found no usable session for p, or one
@@ -350,7 +354,8 @@ func (r *Router) initiate(p *Peer, now time.Time, retransmit bool) {
 	r.handshakes.initiated.Add(1)
 	p.hsInitiated.Add(1)
 	if err := r.bind.Send([][]byte{msg}, p.Endpoint()); err != nil {
-		r.log.Warn("sending handshake initiation failed", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "err", err)
+		p.hsSendFailed.Add(1)
+		r.reach.fail(p, "sending handshake initiation", err, now)
 	}
 }
 
@@ -390,7 +395,8 @@ func (r *Router) timers(now time.Time) {
 				r.drops.Add(Inside, ReasonHandshakeTimeout, uint64(n))
 				r.handshakes.timedOut.Add(1)
 				p.hsFailed.Add(1)
-				r.log.Warn("handshake gave up", "site", p.site, "gateway", p.name,
+				r.reach.fail(p, "handshake gave up after "+RekeyAttemptTime.String(), nil, now)
+				r.log.Debug("handshake gave up", "site", p.site, "gateway", p.name,
 					"endpoint", p.Endpoint(), "after", RekeyAttemptTime, "dropped_packets", n)
 			} else {
 				r.initiate(p, now, true)
@@ -398,7 +404,9 @@ func (r *Router) timers(now time.Time) {
 		}
 		r.liveness(p, now)
 		r.expireSessions(p, now)
+		r.reach.check(p, now)
 	}
+	r.reach.flush(r.log, st.order, now)
 	r.pollFilter()
 	r.logDrops(now)
 	if r.mono.ns(now)-r.lastGC >= int64(limiterGCInterval) {

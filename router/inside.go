@@ -247,8 +247,13 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 				r.drops.Add(Inside, ReasonQueueFull, 1)
 			}
 			// A pending handshake's response flushes the queue;
-			// with a session, the loop flushes what is left.
+			// with a session, the loop flushes what is left. The
+			// session is looked at again after the push: one made
+			// current meanwhile (confirm, as responder) may have
+			// checked the queue before this packet was in it.
 			if ready || !p.handshaking.Load() {
+				r.wantHandshake(p)
+			} else if kp := p.current.Load(); kp != nil && usable(kp, now) {
 				r.wantHandshake(p)
 			}
 			continue

@@ -33,6 +33,7 @@ type Collector struct {
 	probes         *prometheus.Desc
 	downs          *prometheus.Desc
 	stateChanged   *prometheus.Desc
+	unreachable    *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -54,12 +55,13 @@ func NewCollector(r *Router) *Collector {
 		handshakeQueue: prometheus.NewDesc("bridgehead_handshake_queue_length", "Handshake messages waiting to be processed.", nil, nil),
 		dhOps:          prometheus.NewDesc("bridgehead_handshake_dh_operations_total", "Handshake messages that reached Diffie-Hellman work (valid mac1, and a cookie under load).", nil, nil),
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
-		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed.", append(peer, "result"), nil),
+		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed, send_failed (the message could not be sent).", append(peer, "result"), nil),
 		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
 		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: it answered our probes (or a handshake) within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
 		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
+		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
 	}
 }
@@ -69,7 +71,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable} {
 		ch <- d
 	}
 }
@@ -118,7 +120,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range []struct {
 			result string
 			n      uint64
-		}{{"initiated", s.HandshakesInitiated}, {"answered", s.HandshakesAnswered}, {"completed", s.HandshakesCompleted}, {"failed", s.HandshakesFailed}} {
+		}{{"initiated", s.HandshakesInitiated}, {"answered", s.HandshakesAnswered}, {"completed", s.HandshakesCompleted}, {"failed", s.HandshakesFailed}, {"send_failed", s.HandshakeSendErrors}} {
 			ch <- prometheus.MustNewConstMetric(c.peerHandshakes, prometheus.CounterValue, float64(h.n), s.Site, s.Name, h.result)
 		}
 	}
@@ -132,6 +134,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.handshakeQueue, prometheus.GaugeValue, float64(len(c.r.hsQueue)))
 	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
+	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.reach.unreachable.Load()))
 }
 
 func unixSeconds(t time.Time) float64 {

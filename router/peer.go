@@ -65,6 +65,9 @@ type Peer struct {
 	// handshake loop, and hsCompleted also by the outside loop
 	// (confirm).
 	hsInitiated, hsAnswered, hsCompleted, hsFailed atomic.Uint64
+	// hsSendFailed counts handshake messages to the peer that could not
+	// be sent (no route, for one). Handshake loop.
+	hsSendFailed atomic.Uint64
 
 	// keypairs holds current, previous and next; only its methods
 	// write them, under its lock (see keypairs).
@@ -171,6 +174,9 @@ type PeerStats struct {
 	Live LivenessStats
 	// Handshakes with this peer.
 	HandshakesInitiated, HandshakesAnswered, HandshakesCompleted, HandshakesFailed uint64
+	// HandshakeSendErrors counts handshake messages that could not be
+	// sent to the peer.
+	HandshakeSendErrors uint64
 }
 
 // Stats returns a snapshot of the peer's counters.
@@ -189,6 +195,7 @@ func (p *Peer) Stats() PeerStats {
 		HandshakesAnswered:  p.hsAnswered.Load(),
 		HandshakesCompleted: p.hsCompleted.Load(),
 		HandshakesFailed:    p.hsFailed.Load(),
+		HandshakeSendErrors: p.hsSendFailed.Load(),
 	}
 	s.Down = s.Live.State == LiveDown
 	if kp := p.current.Load(); kp != nil {

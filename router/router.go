@@ -128,6 +128,7 @@ type Router struct {
 	pending          map[uint32]*Peer
 	keepaliveScratch []byte
 	probes           controlBatch // probes of one probeTimers run
+	reach            reachLog     // unreachable gateways, batched logging
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
@@ -253,7 +254,9 @@ func (r *Router) SetConfig(c *Config) error {
 		if n := p.queue.clear(); n > 0 {
 			r.drops.Add(Inside, ReasonNoRoute, uint64(n))
 		}
-		r.log.Info("peer removed", "site", p.site, "gateway", p.name)
+	}
+	if len(gone) > 0 { // one line per reload, however many went
+		r.log.Info("peers removed", "count", len(gone), "gateways", names(gone))
 	}
 	return nil
 }
