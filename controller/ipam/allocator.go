@@ -361,9 +361,12 @@ func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix) (Blocks, [
 		seen[f] = true
 		b, found := s.pools[f].find(c)
 		if !found {
-			if s.pools[f].overlaps(c) {
+			switch {
+			case s.pools[f].beyondLimit(c):
+				prob(c, BeyondLimit, "")
+			case s.pools[f].overlaps(c):
 				prob(c, NotBlock, "")
-			} else {
+			default:
 				prob(c, OutOfPool, "")
 			}
 			continue
@@ -655,6 +658,17 @@ func (p *pool) find(c netip.Prefix) (block, bool) {
 		}
 	}
 	return block{}, false
+}
+
+// beyondLimit reports whether c is an aligned block of a span's prefix
+// past the span's 2^20 blocks.
+func (p *pool) beyondLimit(c netip.Prefix) bool {
+	for _, sp := range p.spans {
+		if c.Bits() == sp.prefix.Addr().BitLen()-int(sp.shift) && c.Masked() == c && sp.prefix.Contains(c.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pool) overlaps(c netip.Prefix) bool {

@@ -25,6 +25,8 @@ func TestSpanBlocks(t *testing.T) {
 		{"fd00:1::/60", 80, 1 << 20, 0xfffff, "fd00:1:0:f:ffff::/80"},
 		{"fd00:1:0:ff::/64", 84, 1 << 20, 0xabcde, "fd00:1:0:ff:abcd:e000::/84"},
 		{"fd00::/108", 128, 1 << 20, 7, "fd00::7/128"},
+		// Wider than 2^20 blocks: the first 2^20 are used.
+		{"fd00:1::/48", 80, 1 << 20, 1<<20 - 1, "fd00:1:0:f:ffff::/80"},
 	} {
 		sp, err := newSpan(mustPrefix(tc.cidr), tc.blockBits)
 		if err != nil {
@@ -56,7 +58,6 @@ func TestSetSiteRefuses(t *testing.T) {
 		{"overlap within", Site{Name: "b", PodCIDRs: prefixes("10.1.0.0/16", "10.1.128.0/17"), BlockBits4: 24}, "overlap"},
 		{"overlap across", Site{Name: "b", PodCIDRs: prefixes("10.0.128.0/17"), BlockBits4: 24}, "of site a"},
 		{"overlap across v6", Site{Name: "b", PodCIDRs: prefixes("fd00::/32"), BlockBits6: 48}, "of site a"},
-		{"too many blocks", Site{Name: "b", PodCIDRs: prefixes("fd01::/32"), BlockBits6: 64}, "2^32 blocks"},
 		{"block wider than cidr", Site{Name: "b", PodCIDRs: prefixes("10.2.0.0/24"), BlockBits4: 16}, "does not fit"},
 		{"no block size", Site{Name: "b", PodCIDRs: prefixes("fd02::/48")}, "does not fit"},
 		{"host bits", Site{Name: "b", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.3.0.1/16")}, BlockBits4: 24}, "not a network address"},
@@ -161,6 +162,8 @@ func TestAdopt(t *testing.T) {
 		{name: "wrong size", site: "s", cidrs: []string{"10.0.6.0/23"}, held: "[]", reasons: []Reason{NotBlock}},
 		{name: "wider than pool", site: "s", cidrs: []string{"10.0.0.0/8"}, held: "[]", reasons: []Reason{NotBlock}},
 		{name: "one good one out", site: "s", cidrs: []string{"10.0.1.0/24", "fd99::/64"}, held: "[10.0.1.0/24]", reasons: []Reason{OutOfPool}},
+		{name: "beyond the first 2^20 blocks", site: "wide", cidrs: []string{"fd00:9:0:10::/80"}, held: "[]", reasons: []Reason{BeyondLimit}},
+		{name: "within the first 2^20 blocks", site: "wide", cidrs: []string{"fd00:9:0:f:ffff::/80"}, held: "[fd00:9:0:f:ffff::/80]"},
 		{name: "no family", site: "v4", cidrs: []string{"10.9.3.0/24", "fd00::/64"}, held: "[10.9.3.0/24]", reasons: []Reason{NoFamily}},
 		{name: "second of family", site: "s", cidrs: []string{"10.0.1.0/24", "10.0.2.0/24"}, held: "[10.0.1.0/24]", reasons: []Reason{SecondOfFamily}},
 		{name: "conflict", site: "s", before: map[string][]string{"other": {"10.0.5.0/24"}}, cidrs: []string{"10.0.5.0/24"}, held: "[]", reasons: []Reason{Conflict}, other: "other"},
@@ -171,6 +174,7 @@ func TestAdopt(t *testing.T) {
 			a := New(Options{})
 			mustSet(t, a, site)
 			mustSet(t, a, v4only)
+			mustSet(t, a, Site{Name: "wide", PodCIDRs: prefixes("fd00:9::/48"), BlockBits6: 80})
 			for n, cs := range tc.before {
 				if _, probs, err := a.Adopt(tc.site, n, prefixes(cs...)); err != nil || len(probs) > 0 {
 					t.Fatal(err, probs)

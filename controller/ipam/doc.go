@@ -10,10 +10,10 @@
 //
 //   - A pool is a list of spans (one per pod CIDR). A span keeps a bitmap of
 //     its blocks, a count of set bits and a rotating cursor, so Allocate
-//     costs a few word scans, never a walk over the nodes. A span holds at
-//     most 2^20 blocks (a 128 KiB bitmap); a wider one is refused when the
-//     site is set, as kube-controller-manager refuses a mask difference
-//     over 16.
+//     costs a few word scans, never a walk over the nodes. A span uses at
+//     most 2^20 blocks (a 128 KiB bitmap): a wider pod CIDR, common for
+//     IPv6 (a /48 in /80 blocks), uses its first 2^20 blocks, and an
+//     existing block beyond them is reported (BeyondLimit), not adopted.
 //   - Blocks are never handed out twice: a bit is set from the moment a
 //     block is allocated or adopted until its release grace has passed.
 //     Pod CIDRs that overlap, within a site or across sites, are refused by

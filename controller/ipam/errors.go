@@ -47,6 +47,9 @@ const (
 	// NotBlock: the CIDR overlaps the pool but is not exactly one block
 	// (another size, or not aligned).
 	NotBlock Reason = "NotBlock"
+	// BeyondLimit: the CIDR is a block of a pod CIDR wider than 2^20 blocks,
+	// beyond the first 2^20 that the allocator uses.
+	BeyondLimit Reason = "BeyondLimit"
 	// NoFamily: the site has no pod CIDR of the CIDR's family.
 	NoFamily Reason = "NoFamily"
 	// Conflict: the block is held by another node (Problem.Other), or is in

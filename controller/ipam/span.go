@@ -7,7 +7,9 @@ import (
 	"net/netip"
 )
 
-// maxIndexBits bounds the blocks in one span to 2^20 (a 128 KiB bitmap).
+// maxIndexBits bounds the blocks in one span to 2^20 (a 128 KiB bitmap): a
+// wider pod CIDR (fd00:1::/48 in /80 blocks has 2^32) uses its first 2^20
+// blocks, a million nodes.
 const maxIndexBits = 20
 
 // span is one pod CIDR cut into blocks, with a bitmap of the blocks in use.
@@ -27,10 +29,7 @@ func newSpan(p netip.Prefix, blockBits int) (*span, error) {
 	if blockBits < p.Bits() || blockBits > addrBits {
 		return nil, fmt.Errorf("block size /%d does not fit pod CIDR %s", blockBits, p)
 	}
-	if blockBits-p.Bits() > maxIndexBits {
-		return nil, fmt.Errorf("pod CIDR %s in blocks of /%d makes 2^%d blocks; at most 2^%d (use a longer pod CIDR or a shorter block)", p, blockBits, blockBits-p.Bits(), maxIndexBits)
-	}
-	n := uint32(1) << (blockBits - p.Bits())
+	n := uint32(1) << min(blockBits-p.Bits(), maxIndexBits)
 	s := &span{
 		prefix: p,
 		base:   addrU128(p.Addr()),
@@ -55,7 +54,11 @@ func (s *span) index(p netip.Prefix) (uint32, bool) {
 	if p.Bits() != s.prefix.Addr().BitLen()-int(s.shift) || p.Masked() != p || !s.prefix.Contains(p.Addr()) {
 		return 0, false
 	}
-	return uint32(addrU128(p.Addr()).sub(s.base).shr(s.shift)), true
+	i := addrU128(p.Addr()).sub(s.base).shr(s.shift)
+	if i >= uint64(s.n) {
+		return 0, false
+	}
+	return uint32(i), true
 }
 
 func (s *span) isSet(i uint32) bool { return s.words[i/64]&(1<<(i%64)) != 0 }
