@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
+	"github.com/bridgehead/bridgehead/internal/bench/promtext"
 )
 
 // FloodConfig is one flood measurement (bhbench -flood): while a TCP
@@ -389,7 +389,7 @@ func kib2mib(k int64) float64 { return float64(k) / 1024 }
 // gwSnapshot is gateway B's counters at one moment.
 type gwSnapshot struct {
 	at          time.Time
-	metrics     []PromSample
+	metrics     []promtext.Sample
 	rssKiB      int64
 	cpu, cpuA   float64
 	busy, total float64
@@ -453,17 +453,19 @@ func fillDeltas(ph *FloodPhase, a, b gwSnapshot, peakKiB int64) {
 			continue
 		}
 		k := s.Labels["direction"] + "/" + s.Labels["reason"]
-		if d := s.Value - promValue(a.metrics, s.Name, s.Labels); d != 0 || strings.HasPrefix(k, "outside/") && slices.Contains(FloodReasons, s.Labels["reason"]) {
+		if d := s.Value - promtext.Value(a.metrics, s.Name, s.Labels); d != 0 || strings.HasPrefix(k, "outside/") && slices.Contains(FloodReasons, s.Labels["reason"]) {
 			ph.Drops[k] = d
 		}
 	}
-	delta := func(name string) float64 { return promValue(b.metrics, name, nil) - promValue(a.metrics, name, nil) }
+	delta := func(name string) float64 {
+		return promtext.Value(b.metrics, name, nil) - promtext.Value(a.metrics, name, nil)
+	}
 	ph.DHOps = delta("bridgehead_handshake_dh_operations_total")
 	ph.CookieReplies = delta("bridgehead_handshake_cookie_replies_total")
 	ph.Handshakes = map[string]float64{}
 	for _, s := range b.metrics {
 		if s.Name == "bridgehead_handshakes_total" {
-			if d := s.Value - promValue(a.metrics, s.Name, s.Labels); d != 0 {
+			if d := s.Value - promtext.Value(a.metrics, s.Name, s.Labels); d != 0 {
 				ph.Handshakes[s.Labels["result"]] = d
 			}
 		}
@@ -475,105 +477,9 @@ func fillDeltas(ph *FloodPhase, a, b gwSnapshot, peakKiB int64) {
 	ph.SoftnetDrops = b.softnet - a.softnet
 }
 
-// PromSample is one sample of the Prometheus text format.
-type PromSample struct {
-	Name   string
-	Labels map[string]string
-	Value  float64
-}
-
-// ParsePromText parses the Prometheus text exposition format, enough of it
-// for bridgehead's metrics: comments are skipped, label values may hold
-// escaped quotes, a trailing timestamp is ignored.
-func ParsePromText(b []byte) ([]PromSample, error) {
-	var out []PromSample
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s := PromSample{Labels: map[string]string{}}
-		i := strings.IndexAny(line, "{ ")
-		if i < 0 {
-			return nil, fmt.Errorf("metrics line %d: no value: %q", n, line)
-		}
-		s.Name, line = line[:i], line[i:]
-		if line[0] == '{' {
-			line = line[1:]
-			for {
-				line = strings.TrimLeft(line, " ,")
-				if strings.HasPrefix(line, "}") {
-					line = line[1:]
-					break
-				}
-				eq := strings.Index(line, "=\"")
-				if eq < 0 {
-					return nil, fmt.Errorf("metrics line %d: bad labels", n)
-				}
-				key := line[:eq]
-				line = line[eq+2:]
-				var val strings.Builder
-				j := 0
-				for ; j < len(line) && line[j] != '"'; j++ {
-					if line[j] == '\\' && j+1 < len(line) {
-						j++
-						switch line[j] {
-						case 'n':
-							val.WriteByte('\n')
-						default:
-							val.WriteByte(line[j])
-						}
-						continue
-					}
-					val.WriteByte(line[j])
-				}
-				if j >= len(line) {
-					return nil, fmt.Errorf("metrics line %d: unterminated label value", n)
-				}
-				s.Labels[key] = val.String()
-				line = line[j+1:]
-			}
-		}
-		f := strings.Fields(line)
-		if len(f) < 1 {
-			return nil, fmt.Errorf("metrics line %d: no value", n)
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d: %w", n, err)
-		}
-		s.Value = v
-		out = append(out, s)
-	}
-	return out, sc.Err()
-}
-
-// promValue is the value of the sample with name and exactly labels (nil:
-// none), 0 when there is none.
-func promValue(ss []PromSample, name string, labels map[string]string) float64 {
-	for _, s := range ss {
-		if s.Name != name || len(s.Labels) != len(labels) {
-			continue
-		}
-		match := true
-		for k, v := range labels {
-			if s.Labels[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			return s.Value
-		}
-	}
-	return 0
-}
-
 // scrapeMetrics fetches a metrics page from inside namespace ns (the
 // gateway's endpoint listens on its namespace's loopback).
-func scrapeMetrics(ctx context.Context, ns, url string) ([]PromSample, error) {
+func scrapeMetrics(ctx context.Context, ns, url string) ([]promtext.Sample, error) {
 	tr := &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -605,7 +511,7 @@ func scrapeMetrics(ctx context.Context, ns, url string) ([]PromSample, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("metrics of %s: %s", ns, resp.Status)
 	}
-	return ParsePromText(b)
+	return promtext.Parse(b)
 }
 
 // Evaluate computes the ratios to the first baseline and checks the

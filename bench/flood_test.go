@@ -179,41 +179,6 @@ func TestParseFloodResult(t *testing.T) {
 	}
 }
 
-func TestParsePromText(t *testing.T) {
-	text := `# HELP bridgehead_dropped_packets_total Packets not forwarded, by direction and reason.
-# TYPE bridgehead_dropped_packets_total counter
-bridgehead_dropped_packets_total{direction="outside",reason="bad_mac"} 1.234567e+06
-bridgehead_dropped_packets_total{direction="inside",reason="bad_mac"} 0
-bridgehead_handshake_dh_operations_total 3
-bridgehead_peer_endpoint_info{endpoint="203.0.113.1:51820",gateway="gw-a1",site="site-a"} 1
-odd{label="a \"quoted\" value",x="y"} 2 1700000000000
-`
-	ss, err := ParsePromText([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 5 {
-		t.Fatalf("%d samples", len(ss))
-	}
-	if v := promValue(ss, "bridgehead_dropped_packets_total", map[string]string{"direction": "outside", "reason": "bad_mac"}); v != 1234567 {
-		t.Errorf("bad_mac = %g", v)
-	}
-	if v := promValue(ss, "bridgehead_handshake_dh_operations_total", nil); v != 3 {
-		t.Errorf("dh = %g", v)
-	}
-	if v := promValue(ss, "odd", map[string]string{"label": `a "quoted" value`, "x": "y"}); v != 2 {
-		t.Errorf("escaped label: %g", v)
-	}
-	if v := promValue(ss, "missing", nil); v != 0 {
-		t.Errorf("missing = %g", v)
-	}
-	for _, bad := range []string{"novalue", `x{a="b} 1`, "x notanumber"} {
-		if _, err := ParsePromText([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
 // sampleFloodReport is a fixed flood report for the golden tests: its
 // numbers are made up and are not measurements.
 func sampleFloodReport() *FloodReport {
