@@ -15,11 +15,14 @@ build:
 
 # deps installs what the lab, the tests and the benchmarks need on a fresh
 # Debian machine: iproute2 for namespaces (usually present), iperf3 for the
-# benchmark harness, curl for the relay end-to-end test, and the Go modules.
+# benchmark harness, curl for the relay end-to-end test, dnsmasq (the binary
+# only, dnsmasq-base: no system service) for the cluster DNS of the verify
+# end-to-end test, and the Go modules.
 deps:
 	@command -v ip >/dev/null 2>&1 || { apt-get update && apt-get install -y iproute2; }
 	@command -v iperf3 >/dev/null 2>&1 || { apt-get update && apt-get install -y iperf3; }
 	@command -v curl >/dev/null 2>&1 || { apt-get update && apt-get install -y curl; }
+	@command -v dnsmasq >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends dnsmasq-base; }
 	$(GO) mod download
 
 # demo: a two-site lab in network namespaces (root).

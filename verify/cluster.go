@@ -262,6 +262,11 @@ func (c *clusterRun) dns(ctx context.Context) {
 			c.o.DNS, c.o.Timeout, c.downHint())
 	default:
 		chk.Figure = "error"
+		if errors.As(err, &de) {
+			// The resolver names the server it thinks it asked; the
+			// inner error is what happened.
+			err = errors.New(de.Err)
+		}
 		chk.Detail = fmt.Sprintf("the cluster DNS service %s: %v: is CoreDNS running and listening (kubectl -n kube-system get pods -l k8s-app=kube-dns; kubectl get endpointslices -n kube-system)?", c.o.DNS, err)
 	}
 	c.rep.add(chk)
@@ -295,7 +300,7 @@ func (c *clusterRun) egress(ctx context.Context) {
 		chk.Result, chk.Figure = Pass, "tcp refused (the path works) "+ms(took)
 	case c.o.InPod:
 		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
-		chk.Detail = fmt.Sprintf("no answer from %s (%v): a pod reaches outside the cluster with its node's address, SNAT by the node agent; without that rule replies to the pod address are lost: nft list table ip bridgehead-node on the node (bridgehead node repairs it), then the node's default route and firewall",
+		chk.Detail = fmt.Sprintf("no answer from %s (%v): a pod reaches outside the cluster with its node's address, SNAT by the node agent; without that rule replies to the pod address are lost: the node agent's nftables rules on the node (nft list ruleset), then the node's default route and firewall",
 			c.o.Egress, err)
 	default:
 		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
