@@ -300,7 +300,7 @@ func (c *clusterRun) egress(ctx context.Context) {
 		chk.Result, chk.Figure = Pass, "tcp refused (the path works) "+ms(took)
 	case c.o.InPod:
 		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
-		chk.Detail = fmt.Sprintf("no answer from %s (%v): a pod reaches outside the cluster with its node's address, SNAT by the node agent; without that rule replies to the pod address are lost: the node agent's nftables rules on the node (nft list ruleset), then the node's default route and firewall",
+		chk.Detail = fmt.Sprintf("no answer from %s (%v): a pod reaches outside the cluster with its node's address, SNAT by the node agent; without that rule replies to the pod address are lost: the node agent's egress rule on the node (nft list table inet bridgehead-node; bridgehead node restores it), then the node's default route and firewall",
 			c.o.Egress, err)
 	default:
 		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)

@@ -128,6 +128,16 @@ func TestCLIGolden(t *testing.T) {
 			first: "bridgehead pubkey: reading a private key from stdin: private key is not valid standard base64: illegal base64 data at input byte 3"},
 		{name: "run bad log level", args: []string{"run", "--log-level", "loud"}, code: 2,
 			first: `bridgehead run: --log-level "loud": want debug, info, warn or error`},
+		{name: "verify --on elsewhere", args: []string{"verify", "--config", cfg, "--on", "router"}, code: 2,
+			first: `bridgehead verify: --on "router": want gateway, node or pod`},
+		{name: "verify pod flags on a gateway", args: []string{"verify", "--config", cfg, "--pod", "10.244.1.2"}, code: 2,
+			first: "bridgehead verify: --site, --pod, --service, --dns, --egress, --callback-relay and --node-address go with --on node or --on pod"},
+		{name: "verify --on pod --target", args: []string{"verify", "--config", cfg, "--on", "pod", "--target", "10.0.0.1"}, code: 2,
+			first: "bridgehead verify: --target and --socket go with --on gateway"},
+		{name: "verify --on node unknown site", args: []string{"verify", "--config", cfg, "--on", "node", "--site", "site-z"}, code: 2,
+			first: `bridgehead verify: --site "site-z": ` + cfg + " lists no such site"},
+		{name: "verify --service without port", args: []string{"verify", "--on", "pod", "--service", "10.96.0.20"}, code: 2,
+			first: `bridgehead verify: invalid value "10.96.0.20" for flag -service: "10.96.0.20" is not ADDR:PORT`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
