@@ -4,24 +4,25 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/netip"
-	"os"
-	"regexp"
 	"slices"
-	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/daemon"
+	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-var metricName = regexp.MustCompile(`bridgehead_[a-z_]+`)
-
 // exported lists the bridgehead_* families of a gateway with one remote
-// peer (per-peer series exist only for configured peers).
-func exported(t *testing.T) map[string]bool {
+// peer (per-peer series exist only for configured peers) and a relay,
+// by name, with their types where known. The end-to-end test
+// TestDashboardMetrics checks the same against a running gateway.
+func exported(t *testing.T) map[string]string {
 	t.Helper()
 	key, err := bhcrypto.GeneratePrivateKey(rand.Reader)
 	if err != nil {
@@ -53,77 +54,42 @@ func exported(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out := map[string]string{}
 	for _, n := range names {
-		out[n] = true
+		out[n] = ""
 	}
-	return out
-}
-
-// queries returns every PromQL string of the dashboard: panel target
-// exprs (rows may nest panels) and templating queries.
-func queries(t *testing.T, dash map[string]any) []string {
-	t.Helper()
-	var out []string
-	var panel func(p map[string]any)
-	panel = func(p map[string]any) {
-		targets, _ := p["targets"].([]any)
-		for _, tg := range targets {
-			if e, ok := tg.(map[string]any)["expr"].(string); ok {
-				out = append(out, e)
-			}
-		}
-		sub, _ := p["panels"].([]any)
-		for _, s := range sub {
-			panel(s.(map[string]any))
-		}
+	reg := prometheus.NewRegistry()
+	rl, err := relay.New(relay.Options{Registry: reg, Config: relay.Config{AllowedPorts: []uint16{10250},
+		MaxConnections: 1, MaxConnectionsPerDestination: 1, IdleTimeout: time.Minute, HeaderTimeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	panel(dash)
-	tmpl, _ := dash["templating"].(map[string]any)
-	vars, _ := tmpl["list"].([]any)
-	for _, v := range vars {
-		switch q := v.(map[string]any)["query"].(type) {
-		case string:
-			out = append(out, q)
-		case map[string]any:
-			if s, ok := q["query"].(string); ok {
-				out = append(out, s)
-			}
-		}
+	defer rl.Close()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		out[mf.GetName()] = strings.ToLower(mf.GetType().String())
 	}
 	return out
 }
 
 func load(t *testing.T) map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile("bridgehead.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var dash map[string]any
-	if err := json.Unmarshal(raw, &dash); err != nil {
+	if err := json.Unmarshal(Dashboard, &dash); err != nil {
 		t.Fatalf("bridgehead.json: %v", err)
 	}
 	return dash
 }
 
 func TestDashboardMetricsExist(t *testing.T) {
-	dash := load(t)
-	have := exported(t)
-	used := map[string]bool{}
-	for _, q := range queries(t, dash) {
-		for _, m := range metricName.FindAllString(q, -1) {
-			used[m] = true
-		}
+	used, err := UsedMetrics(Dashboard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var missing []string
-	for m := range used {
-		if !have[m] {
-			missing = append(missing, m)
-		}
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
+	if missing := Missing(used, exported(t)); len(missing) > 0 {
 		t.Errorf("dashboard queries metrics the daemon does not export: %q", missing)
 	}
 	// What an operator needs to see must stay on the dashboard.
@@ -133,8 +99,12 @@ func TestDashboardMetricsExist(t *testing.T) {
 		"bridgehead_ready", "bridgehead_site_up",
 		"bridgehead_peer_session_age_seconds", "bridgehead_peer_last_handshake_timestamp_seconds",
 		"bridgehead_config_reloads_total",
+		"bridgehead_peer_up", "bridgehead_peer_probe_rtt_seconds", "bridgehead_peer_probes_total",
+		"bridgehead_peer_down_total", "bridgehead_peer_state_change_timestamp_seconds",
+		"bridgehead_relay_connections_active", "bridgehead_relay_connections_total", "bridgehead_relay_bytes_total",
+		"bridgehead_relay_refused_total", "bridgehead_relay_closed_total", "bridgehead_relay_dial_duration_seconds_bucket",
 	} {
-		if !used[m] {
+		if !slices.Contains(used, m) {
 			t.Errorf("dashboard does not show %s", m)
 		}
 	}
@@ -172,4 +142,32 @@ func TestDashboardPanels(t *testing.T) {
 	if len(titles) != len(slices.Compact(slices.Sorted(slices.Values(titles)))) {
 		t.Errorf("duplicate panel titles: %q", titles)
 	}
+}
+
+func TestMissing(t *testing.T) {
+	exported := map[string]string{"bridgehead_a_total": "counter", "bridgehead_h_seconds": "histogram", "bridgehead_s": "summary", "bridgehead_g": ""}
+	for _, tc := range []struct {
+		used []string
+		want []string
+	}{
+		{[]string{"bridgehead_a_total", "bridgehead_g"}, nil},
+		{[]string{"bridgehead_h_seconds_bucket", "bridgehead_h_seconds_sum", "bridgehead_h_seconds_count"}, nil},
+		{[]string{"bridgehead_s_sum", "bridgehead_s_bucket"}, []string{"bridgehead_s_bucket"}},
+		{[]string{"bridgehead_renamed_total", "bridgehead_a_total_count"}, []string{"bridgehead_renamed_total", "bridgehead_a_total_count"}},
+	} {
+		if got := Missing(tc.used, exported); !slices.Equal(got, tc.want) {
+			t.Errorf("Missing(%q) = %q, want %q", tc.used, got, tc.want)
+		}
+	}
+}
+
+func FuzzQueries(f *testing.F) {
+	f.Add(Dashboard)
+	f.Add([]byte(`{"panels":[{"targets":[{"expr":1}],"panels":[2]}],"templating":{"list":[3,{"query":{"query":"x"}}]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		qs, err := Queries(b)
+		if err != nil && qs != nil {
+			t.Fatal("queries with an error")
+		}
+	})
 }
