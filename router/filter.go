@@ -115,51 +115,50 @@ func (r *Router) forgetBlocks(now time.Time) {
 	}
 }
 
-// syncFilterIndices tells the kernel filter about receiver indices that
-// appeared, and returns what to run once the new table is published: the
-// removal of indices that went away. It runs under indexTable.mu, so an
-// index is known to the filter before any peer can be told about it, and
-// stays known while the published table still has it.
-func (r *Router) syncFilterIndices(old, cur map[uint32]indexEntry) (after func()) {
+// filterAddIndex tells the kernel filter about a receiver index before it
+// is published. It runs under indexTable.mu, so an index is known to the
+// filter before any peer can be told about it.
+func (r *Router) filterAddIndex(idx uint32) {
 	f := r.filter.Load()
 	if f == nil {
-		return nil
+		return
 	}
-	for idx := range cur {
-		if _, ok := old[idx]; !ok {
-			if err := (*f).AddIndex(idx); err != nil {
-				r.detachFilter("adding a receiver index", err)
-				if r.filter.Load() == nil {
-					return nil
-				}
-				// Still on the socket: it would drop this session's
-				// packets. pollFilter retries the index along with
-				// the detach; the other new indices go on.
-				r.filterMu.Lock()
-				if r.filterRetry == nil {
-					r.filterRetry = make(map[uint32]bool)
-				}
-				r.filterRetry[idx] = true
-				r.filterMu.Unlock()
+	if err := (*f).AddIndex(idx); err != nil {
+		r.detachFilter("adding a receiver index", err)
+		if r.filter.Load() == nil {
+			return
+		}
+		// Still on the socket: it would drop this session's packets.
+		// pollFilter retries the index along with the detach.
+		r.filterMu.Lock()
+		if r.filterRetry == nil {
+			r.filterRetry = make(map[uint32]bool)
+		}
+		r.filterRetry[idx] = true
+		r.filterMu.Unlock()
+	}
+}
+
+// filterRemoveIndices tells the kernel filter about receiver indices that
+// left the published table (under indexTable.mu, so they stayed known
+// while it had them). A stale index only costs a userspace lookup: a
+// failure is logged once per call, not per index.
+func (r *Router) filterRemoveIndices(idxs []uint32) {
+	f := r.filter.Load()
+	if f == nil {
+		return
+	}
+	failed := 0
+	var first error
+	for _, idx := range idxs {
+		if err := (*f).RemoveIndex(idx); err != nil {
+			if failed++; first == nil {
+				first = err
 			}
 		}
 	}
-	var gone []uint32
-	for idx := range old {
-		if _, ok := cur[idx]; !ok {
-			gone = append(gone, idx)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	return func() {
-		for _, idx := range gone {
-			// A stale index only costs a userspace lookup.
-			if err := (*f).RemoveIndex(idx); err != nil {
-				r.log.Warn("kernel filter: removing a receiver index failed", "err", err)
-			}
-		}
+	if failed > 0 {
+		r.log.Warn("kernel filter: removing receiver indices failed", "count", failed, "err", first)
 	}
 }
 

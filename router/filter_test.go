@@ -161,12 +161,7 @@ func TestKernelFilterSync(t *testing.T) {
 		other *gateway
 	}{{"A", a, fa, b}, {"B", b, fb, a}} {
 		idx, eps, early, late, detached := g.f.snapshot()
-		want := map[uint32]bool{}
-		if m := g.gw.r.index.m.Load(); m != nil {
-			for k := range *m {
-				want[k] = true
-			}
-		}
+		want := g.gw.r.index.indices()
 		if len(want) == 0 || !mapsEqual(idx, want) {
 			t.Errorf("%s: filter indices %v, index table %v", g.name, idx, want)
 		}
@@ -326,12 +321,7 @@ func TestKernelFilterIndexRetried(t *testing.T) {
 		t.Fatal("filter dropped although it could not be detached")
 	}
 	waitFor(t, "the failed index added on retry", func() bool {
-		want := map[uint32]bool{}
-		if m := b.r.index.m.Load(); m != nil {
-			for idx := range *m {
-				want[idx] = true
-			}
-		}
+		want := b.r.index.indices()
 		got, _, _, _, _ := fb.snapshot()
 		return len(want) > 0 && mapsEqual(want, got)
 	})

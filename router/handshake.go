@@ -572,7 +572,7 @@ func (r *Router) establish(p *Peer, kp *bhcrypto.Keypair) bool {
 // of p. If rotate refuses (p was removed), kp leaves the index again;
 // otherwise the session rotate replaced is retired.
 func (r *Router) install(p *Peer, kp *bhcrypto.Keypair, rotate func(*bhcrypto.Keypair) (*bhcrypto.Keypair, bool)) bool {
-	r.index.update(func(m map[uint32]indexEntry) { m[kp.LocalIndex] = indexEntry{peer: p, kp: kp} })
+	r.index.add(p, kp)
 	gone, ok := rotate(kp)
 	if !ok {
 		r.retire(kp)

@@ -113,7 +113,7 @@ func newHotPairClock(tb testing.TB, cipher bhcrypto.CipherKind, clock Clock) *ho
 	install := func(r *Router, peerKey bhcrypto.PublicKey, kp *bhcrypto.Keypair) {
 		p := r.state.Load().peers[peerKey]
 		p.current.Store(kp)
-		r.index.update(func(m map[uint32]indexEntry) { m[kp.LocalIndex] = indexEntry{peer: p, kp: kp} })
+		r.index.add(p, kp)
 	}
 	install(h.a, idB.Public, kpA)
 	install(h.b, idA.Public, kpB)

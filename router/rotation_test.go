@@ -13,14 +13,16 @@ import (
 // peerIndices returns the sessions of p in the index table.
 func peerIndices(r *Router, p *Peer) map[*bhcrypto.Keypair]bool {
 	out := map[*bhcrypto.Keypair]bool{}
-	if m := r.index.m.Load(); m != nil {
-		for idx, e := range *m {
-			if e.peer == p {
-				if e.kp.LocalIndex != idx {
-					panic("index entry under the wrong index")
-				}
-				out[e.kp] = true
+	if s := r.index.tab.Load(); s != nil {
+		for i := range s.slots {
+			e := s.slots[i].Load()
+			if e == nil || e == indexTombstone || e.peer != p {
+				continue
 			}
+			if e.kp.LocalIndex != e.idx {
+				panic("index entry under the wrong index")
+			}
+			out[e.kp] = true
 		}
 	}
 	return out
@@ -56,12 +58,10 @@ func TestRotationConcurrent(t *testing.T) {
 		p.previous.Store(p0)
 		p.next.Store(kpR)
 		p.keypairs.mu.Unlock()
-		r.index.update(func(m map[uint32]indexEntry) {
-			clear(m)
-			for _, kp := range []*bhcrypto.Keypair{c0, p0, kpR} {
-				m[kp.LocalIndex] = indexEntry{peer: p, kp: kp}
-			}
-		})
+		r.index.reset()
+		for _, kp := range []*bhcrypto.Keypair{c0, p0, kpR} {
+			r.index.add(p, kp)
+		}
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(2)

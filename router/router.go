@@ -220,7 +220,7 @@ func New(o Options) (*Router, error) {
 	if o.Filter != nil {
 		r.filter.Store(&o.Filter)
 	}
-	r.index.onChange = r.syncFilterIndices
+	r.index.onAdd, r.index.onRemove = r.filterAddIndex, r.filterRemoveIndices
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil
@@ -272,15 +272,7 @@ func (r *Router) retire(kps ...*bhcrypto.Keypair) {
 	if !any {
 		return
 	}
-	r.index.update(func(m map[uint32]indexEntry) {
-		for _, kp := range kps {
-			if kp != nil {
-				if e, ok := m[kp.LocalIndex]; ok && e.kp == kp {
-					delete(m, kp.LocalIndex)
-				}
-			}
-		}
-	})
+	r.index.remove(kps...)
 }
 
 // StuckAfter is how long a loop may spend on one batch, or the handshake
