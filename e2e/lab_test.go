@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -90,7 +91,7 @@ func startLab(t *testing.T, extraEnv ...string) *lab {
 // lab.sh) and shows the named gateway logs if the test fails.
 func startLabScript(t *testing.T, setup string, logs []string, extraEnv ...string) *lab {
 	t.Helper()
-	return startLabPrefix(t, setup, fmt.Sprintf("bht%d", os.Getpid()%100000), logs, extraEnv...)
+	return startLabPrefix(t, setup, labPrefix(), logs, extraEnv...)
 }
 
 // startLabPrefix is startLabScript with the namespaces' prefix chosen.
@@ -121,6 +122,12 @@ func startLabPrefix(t *testing.T, setup, prefix string, logs []string, extraEnv 
 		t.Fatalf("lab up: %v\n%s", err, out)
 	}
 	return l
+}
+
+// labPrefix names this test process's namespaces: E2E_PREFIX when set
+// (several people or agents sharing a machine), then the process id.
+func labPrefix() string {
+	return fmt.Sprintf("%s%d", cmp.Or(os.Getenv("E2E_PREFIX"), "bht"), os.Getpid()%100000)
 }
 
 func (l *lab) script(args ...string) ([]byte, error) {

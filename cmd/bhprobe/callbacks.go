@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"os"
@@ -46,6 +47,7 @@ func callbacks(args []string) error {
 	chunk := fs.Int("chunk", 4096, "bytes per write")
 	total := fs.Int64("bytes", 0, "echo streams send, and log streams fetch, this many bytes at full speed instead of for -duration")
 	timeout := fs.Duration("timeout", 5*time.Minute, "overall timeout")
+	setupParallel := fs.Int("setup-parallel", 32, "streams being opened (dial, CONNECT, TLS) at once")
 	fs.Parse(args)
 
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -110,11 +112,19 @@ func callbacks(args []string) error {
 	ready := make(chan struct{})
 	var opened sync.WaitGroup
 	opened.Add(*echo + *logs)
+	// A stream holds a slot while it opens: 200 TLS handshakes at once
+	// starve each other of CPU (the relay's headerTimeout counts), as
+	// kube-apiserver's callbacks never all start in the same instant.
+	slots := make(chan struct{}, max(*setupParallel, 1))
+	opener := func() func() {
+		slots <- struct{}{}
+		return sync.OnceFunc(func() { <-slots; opened.Done() })
+	}
 	for i := range *echo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			open := sync.OnceFunc(opened.Done)
+			open := opener()
 			defer open()
 			s, r, err := cl.echoStream(ctx, uint64(i+1), ready, open, setup, *duration, *interval, *chunk, *total)
 			sent.Add(s)
@@ -124,15 +134,13 @@ func callbacks(args []string) error {
 			}
 		}()
 	}
-	tr := cl.transport()
-	defer tr.CloseIdleConnections()
 	for i := range *logs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			open := sync.OnceFunc(opened.Done)
+			open := opener()
 			defer open()
-			r, err := cl.logStream(ctx, tr, uint64(1000+i), ready, open, setup, *duration, *interval, *chunk, *total)
+			r, err := cl.logStream(ctx, uint64(1000+i), ready, open, setup, *duration, *interval, *chunk, *total)
 			received.Add(r)
 			if err != nil {
 				fail(fmt.Errorf("log stream %d: %w", i+1, err))
@@ -153,6 +161,26 @@ func callbacks(args []string) error {
 		pct(setups, 50), pct(setups, 99), len(errs))
 	if len(errs) > 0 {
 		return fmt.Errorf("%d of %d streams failed", len(errs), *echo+*logs)
+	}
+	return nil
+}
+
+// get fetches u and reads its body to the end.
+func get(ctx context.Context, hc *http.Client, u string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
 	return nil
 }
@@ -226,6 +254,11 @@ type bufConn struct {
 }
 
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// CloseWrite half-closes the connection underneath (close_notify to an
+// https relay, then the TCP FIN), so that halfClose of a TLS connection
+// over a bufConn ends with a FIN and not only a close_notify.
+func (b *bufConn) CloseWrite() error { return halfClose(b.Conn) }
 
 func (c *cbClient) echoStream(ctx context.Context, seed uint64, ready <-chan struct{}, opened func(), setup func(time.Duration),
 	duration, interval time.Duration, chunk int, total int64) (sent, received int64, err error) {
@@ -317,15 +350,49 @@ func (c *cbClient) echoStream(ctx context.Context, seed uint64, ready <-chan str
 	return sentN.Load(), got, nil
 }
 
-func (c *cbClient) logStream(ctx context.Context, tr *http.Transport, seed uint64, ready <-chan struct{}, opened func(), setup func(time.Duration),
+// logStream opens its connection before the barrier with GET /healthz
+// and waits until the transport has put it back in its pool; it sends
+// GET /logs only after the barrier, on that connection, and reads the
+// answer at once. (Sending the request before the barrier left the
+// kubelet's answer unread for tens of seconds: its TCP then backed off
+// its zero-window probes up to 120 s, and one stream of 200 stalled.)
+// Each stream has its own transport, so no stream takes another's
+// pooled connection and every one of them is open at the barrier.
+func (c *cbClient) logStream(ctx context.Context, seed uint64, ready <-chan struct{}, opened func(), setup func(time.Duration),
 	duration, interval time.Duration, chunk int, total int64) (int64, error) {
 	t0 := time.Now()
+	tr := c.transport()
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	pooled := make(chan error, 1)
+	warm := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		PutIdleConn: func(err error) { pooled <- err },
+	})
+	if err := get(warm, hc, "https://"+c.target+"/healthz"); err != nil {
+		return 0, err
+	}
+	select {
+	case err := <-pooled:
+		if err != nil {
+			return 0, fmt.Errorf("connection not kept for reuse: %w", err)
+		}
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	setup(time.Since(t0))
+	opened()
+	<-ready
+
+	var reused atomic.Bool
+	run := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+	})
 	u := fmt.Sprintf("https://%s/logs?seed=%d&chunk=%d&interval=%s&duration=%s&bytes=%d", c.target, seed, chunk, interval, duration, total)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(run, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -333,9 +400,9 @@ func (c *cbClient) logStream(ctx context.Context, tr *http.Transport, seed uint6
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET /logs: %s", resp.Status)
 	}
-	setup(time.Since(t0))
-	opened()
-	<-ready
+	if !reused.Load() {
+		return 0, errors.New("GET /logs did not reuse a connection opened before the barrier")
+	}
 	rng := streamRNG(seed)
 	buf := make([]byte, 64<<10)
 	want := make([]byte, 64<<10)
