@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bridgehead/bridgehead/internal/bench/flooder"
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/promtext"
 )
@@ -84,11 +85,11 @@ type floodPhaseDef struct {
 func floodPhases(control bool) []floodPhaseDef {
 	ps := []floodPhaseDef{{PhaseBaseline, "", "baseline", 0}}
 	if control {
-		ps = append(ps, floodPhaseDef{PhaseControl, FloodGarbage, "control: garbage to a closed port", ControlPort})
+		ps = append(ps, floodPhaseDef{PhaseControl, flooder.Garbage, "control: garbage to a closed port", ControlPort})
 	}
 	return append(ps,
-		floodPhaseDef{PhaseGarbage, FloodGarbage, "garbage flood", 51820},
-		floodPhaseDef{PhaseBadMAC, FloodBadMAC, "bad-MAC initiation flood", 51820},
+		floodPhaseDef{PhaseGarbage, flooder.Garbage, "garbage flood", 51820},
+		floodPhaseDef{PhaseBadMAC, flooder.BadMAC, "bad-MAC initiation flood", 51820},
 		floodPhaseDef{PhaseBaselineAfter, "", "baseline after", 0},
 	)
 }
@@ -144,7 +145,7 @@ type FloodPhase struct {
 	Ratio       float64 `json:"ratio_to_baseline,omitempty"`
 	Retransmits float64 `json:"tcp1_retransmits"`
 	// Flood is what the flooder reports (nil for a baseline).
-	Flood *FloodResult `json:"flood,omitempty"`
+	Flood *flooder.Result `json:"flood,omitempty"`
 	// WindowS is the length of the counter window.
 	WindowS float64 `json:"window_s"`
 	// Gateway B's resident memory (VmRSS, KiB) before, after, and the
@@ -334,7 +335,7 @@ func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topolog
 			ierr = errors.Join(ierr, fmt.Errorf("flood worker did not stop: %w", err))
 		} else {
 			out, _ := os.ReadFile(worker.Log)
-			fr, err := ParseFloodResult(out)
+			fr, err := flooder.ParseResult(out)
 			if err != nil {
 				ierr = errors.Join(ierr, fmt.Errorf("%w\n%s", err, worker.LogTail()))
 			} else {
@@ -374,14 +375,6 @@ func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topolog
 			strings.Join(ds, ", "), ph.DHOps, ph.CookieReplies, ph.UDP["RcvbufErrors"])
 	}
 	return ph, nil
-}
-
-// CPUPct is the flooder's CPU time in percent of one core.
-func (f FloodResult) CPUPct() float64 {
-	if f.Seconds <= 0 {
-		return 0
-	}
-	return 100 * (f.CPUUserS + f.CPUSysS) / f.Seconds
 }
 
 func kib2mib(k int64) float64 { return float64(k) / 1024 }
@@ -540,7 +533,7 @@ func (r *FloodReport) Evaluate() {
 			r.Targets = append(r.Targets, FloodTarget{p.Name, TThroughput, p.Ratio, p.Ratio >= TargetThroughputRatio})
 		}
 		r.Targets = append(r.Targets, FloodTarget{p.Name, TRSS, p.RSSGrowthMiB, p.RSSGrowthMiB < TargetRSSGrowthMiB})
-		if p.Kind == FloodBadMAC {
+		if p.Kind == flooder.BadMAC {
 			r.Targets = append(r.Targets, FloodTarget{p.Name, TDH, p.DHOps, p.DHOps == 0})
 		}
 		if p.Flood != nil {
@@ -629,7 +622,7 @@ func (r *FloodReport) Markdown() string {
 		decimals int
 		get      func(p *FloodPhase) (float64, bool)
 	}
-	flood := func(f func(*FloodResult) float64) func(p *FloodPhase) (float64, bool) {
+	flood := func(f func(*flooder.Result) float64) func(p *FloodPhase) (float64, bool) {
 		return func(p *FloodPhase) (float64, bool) {
 			if p.Flood == nil {
 				return 0, false
@@ -644,11 +637,11 @@ func (r *FloodReport) Markdown() string {
 		{"TCP 1 stream A→B (Mbit/s)", 0, always(func(p *FloodPhase) float64 { return p.TCPMbps })},
 		{"ratio to baseline", 2, func(p *FloodPhase) (float64, bool) { return p.Ratio, p.Ratio != 0 }},
 		{"TCP retransmits (segments)", 0, always(func(p *FloodPhase) float64 { return p.Retransmits })},
-		{"flood achieved, counted by the flooder (packets/s)", 0, flood(func(f *FloodResult) float64 { return f.PPS })},
-		{"flood datagrams sent", 0, flood(func(f *FloodResult) float64 { return float64(f.Sent) })},
-		{"flood send errors", 0, flood(func(f *FloodResult) float64 { return float64(f.SendErrors) })},
-		{"flood datagrams skipped, flooder not running when due", 0, flood(func(f *FloodResult) float64 { return float64(f.Behind) })},
-		{"flooder CPU (% of one core)", 0, flood(func(f *FloodResult) float64 { return f.CPUPct() })},
+		{"flood achieved, counted by the flooder (packets/s)", 0, flood(func(f *flooder.Result) float64 { return f.PPS })},
+		{"flood datagrams sent", 0, flood(func(f *flooder.Result) float64 { return float64(f.Sent) })},
+		{"flood send errors", 0, flood(func(f *flooder.Result) float64 { return float64(f.SendErrors) })},
+		{"flood datagrams skipped, flooder not running when due", 0, flood(func(f *flooder.Result) float64 { return float64(f.Behind) })},
+		{"flooder CPU (% of one core)", 0, flood(func(f *flooder.Result) float64 { return f.CPUPct() })},
 		{"gateway B CPU (% of one core)", 0, always(func(p *FloodPhase) float64 { return p.GatewayCPUPct })},
 		{"gateway A CPU (% of one core)", 0, always(func(p *FloodPhase) float64 { return p.GatewayACPUPct })},
 		{fmt.Sprintf("machine CPU busy (%% of %d CPUs)", h.CPUs), 0, always(func(p *FloodPhase) float64 { return p.MachineBusyPct })},

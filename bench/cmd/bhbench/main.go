@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/bench"
+	"github.com/bridgehead/bridgehead/internal/bench/flooder"
 )
 
 func main() {
@@ -38,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// The flooder of -flood: bhbench runs itself with `ip netns exec` in
 	// the flood namespace. Not meant to be run by hand.
 	if len(args) > 0 && args[0] == "flood-worker" {
-		return bench.FloodWorkerMain(args[1:], stdout, stderr)
+		return flooder.Main(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("bhbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
