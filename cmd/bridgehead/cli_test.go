@@ -372,3 +372,17 @@ func FuzzResolvConfServer(f *testing.F) {
 		}
 	})
 }
+
+func TestKubernetesService(t *testing.T) {
+	for _, tc := range []struct{ host, port, want string }{
+		{"10.0.0.1", "443", "10.0.0.1:443"},
+		{"fd00:96::1", "443", "[fd00:96::1]:443"},
+		{"", "", "invalid AddrPort"},
+		{"kubernetes", "443", "invalid AddrPort"},
+		{"10.0.0.1", "", "invalid AddrPort"},
+	} {
+		if got := kubernetesService(tc.host, tc.port).String(); got != tc.want {
+			t.Errorf("%q %q: %s, want %s", tc.host, tc.port, got, tc.want)
+		}
+	}
+}

@@ -40,7 +40,7 @@ func setupVerify(fs *flag.FlagSet) action {
 	var co clusterFlags
 	fs.StringVar(&co.site, "site", "", "node, pod: the `SITE` this runs in (default: the config's site)")
 	fs.Var(&co.pods, "pod", "node, pod: reach this pod `ADDR`, in another site or this one (repeatable)")
-	fs.Var(addrPortFlag{&co.service}, "service", "node, pod: a Service's `CLUSTER-IP:PORT` to connect to")
+	fs.Var(addrPortFlag{&co.service}, "service", "node, pod: a Service's `CLUSTER-IP:PORT` to connect to (pod default: the kubernetes Service, from KUBERNETES_SERVICE_HOST and _PORT)")
 	fs.Var(addrPortFlag{&co.dns}, "dns", "node, pod: the cluster DNS service `ADDR:PORT` (pod default: resolv.conf's nameserver, port 53)")
 	fs.StringVar(&co.domain, "cluster-domain", "cluster.local", "node, pod: the cluster `DOMAIN` (kubernetes.default.svc.DOMAIN is resolved)")
 	fs.Var(addrPortFlag{&co.egress}, "egress", "node, pod: an `ADDR:PORT` outside the cluster that answers TCP")
@@ -103,13 +103,17 @@ func verifyCluster(stdout io.Writer, cfgPath string, inPod, asJSON bool, timeout
 			dns = netip.AddrPortFrom(a, 53)
 		}
 	}
+	service := co.service
+	if !service.IsValid() && inPod {
+		service = kubernetesService(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+	}
 	node := co.node
 	if !node.IsValid() && !inPod {
 		node = localNodeAddr(cfg.SiteByName(site))
 	}
 	rep := verify.RunCluster(context.Background(), verify.ClusterOptions{
 		Config: cfg, Site: site, InPod: inPod, Net: verify.SystemNetwork{}, Timeout: timeout,
-		Pods: co.pods, Service: co.service, DNS: dns, ClusterDomain: co.domain, Egress: co.egress,
+		Pods: co.pods, Service: service, DNS: dns, ClusterDomain: co.domain, Egress: co.egress,
 		CallbackRelay: co.relay, NodeAddr: node, KubeletPort: uint16(port), RelayClient: relayClient,
 	})
 	return writeReport(stdout, rep, asJSON)
@@ -127,6 +131,16 @@ func writeReport(stdout io.Writer, rep *verify.Report, asJSON bool) error {
 		return errReported
 	}
 	return nil
+}
+
+// kubernetesService is the kubernetes Service's ClusterIP and port as the
+// kubelet puts them in every pod's environment; invalid when unset.
+func kubernetesService(host, port string) netip.AddrPort {
+	ap, err := netip.ParseAddrPort(net.JoinHostPort(host, port))
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // resolvConfServer is the first nameserver of a resolv.conf: in a pod,
