@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -142,10 +143,48 @@ func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
 		}
 		seen[strings.ToLower(name)] = r
 		b.WriteString(siteComment(p, i))
-		fmt.Fprintf(b, "az network route-table route create --resource-group \"${RESOURCE_GROUP}\" --route-table-name \"${ROUTE_TABLE}\""+
-			" --name %s --address-prefix %s --next-hop-type VirtualAppliance --next-hop-ip-address %s\n", name, r.Destination, r.Via)
+		azRoute(b, name, r.Destination, r.Via)
+	}
+	// The site's own nodes: each node's pod range via the node, the
+	// entries kubenet's route controller keeps, for a VNet that does not
+	// carry pod addresses between nodes by itself.
+	nodes := siteNodeRoutes(c, p.Site)
+	if len(nodes) > 0 {
+		fmt.Fprintf(b, "# site %q's own nodes: each node's pod range via the node (the node NICs need IP forwarding)\n", p.Site)
+	}
+	for _, n := range nodes {
+		name := azureName(n)
+		if prev, dup := seen[strings.ToLower(name)]; dup {
+			return fmt.Errorf("azure: routes to %s and %s would both be named %q", prev.Destination, n.Destination, name)
+		}
+		seen[strings.ToLower(name)] = n
+		azRoute(b, name, n.Destination, n.Via)
 	}
 	return nil
+}
+
+func azRoute(b *bytes.Buffer, name string, dst netip.Prefix, via netip.Addr) {
+	fmt.Fprintf(b, "az network route-table route create --resource-group \"${RESOURCE_GROUP}\" --route-table-name \"${ROUTE_TABLE}\""+
+		" --name %s --address-prefix %s --next-hop-type VirtualAppliance --next-hop-ip-address %s\n", name, dst, via)
+}
+
+// siteNodeRoutes lists the pod ranges of site's nodes via their
+// addresses (IPv6 ranges via address6), in catalog order.
+func siteNodeRoutes(c *config.Config, site string) []Route {
+	s := c.SiteByName(site)
+	if s == nil {
+		return nil
+	}
+	var out []Route
+	for _, n := range s.Nodes {
+		if n.PodCIDR.IsValid() && n.Address.IsValid() {
+			out = append(out, Route{Destination: n.PodCIDR.Masked(), Via: n.Address, Site: s.Name, Kind: KindPod})
+		}
+		if n.PodCIDR6.IsValid() && n.Address6.IsValid() {
+			out = append(out, Route{Destination: n.PodCIDR6.Masked(), Via: n.Address6, Site: s.Name, Kind: KindPod})
+		}
+	}
+	return out
 }
 
 // singleNextHop refuses a plan with ECMP routes for a format that cannot

@@ -187,7 +187,8 @@ func Formats() []string {
 //   - networkd: a systemd-networkd .network drop-in, one [Route] each;
 //   - netplan: a netplan YAML snippet (interface from WithInterface);
 //   - azure: a shell script of "az network route-table route create"
-//     commands for $RESOURCE_GROUP and $ROUTE_TABLE;
+//     commands for $RESOURCE_GROUP and $ROUTE_TABLE, then the pod range of
+//     each node of the site via the node (as kubenet's route controller);
 //   - json: the Plan as JSON.
 //
 // Nothing is written when an error is returned.

@@ -169,7 +169,7 @@ func TestRenderErrors(t *testing.T) {
 			want: []string{
 				`site "b" has no next hop of the right address family`,
 				"IPv6 fd00:a::/64 (testdata/cluster.yaml:10: sites[0].nodeCIDRs[1])",
-				"IPv6 2001:db8:c::/64 (testdata/cluster.yaml:33: sites[2].nodeCIDRs[1])",
+				"IPv6 2001:db8:c::/64 (testdata/cluster.yaml:36: sites[2].nodeCIDRs[1])",
 			}},
 		{name: "bad netplan interface", site: "a", format: "netplan", opts: []Option{WithInterface("eth0: {}")},
 			want: []string{`"eth0: {}" is not an interface name`}},
