@@ -140,8 +140,8 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 			ch := a.syncRoutes()
 			if n := ch.Added + ch.Replaced; n > 0 {
 				took := a.o.Now().Sub(start)
-				a.m.routeRepairs.Add(float64(n))
 				a.m.repairSeconds.Observe(took.Seconds())
+				a.m.routeRepairs.Add(float64(n))
 				a.o.Log.Info("routes repaired", "routes", n, "took", took)
 			}
 			a.m.syncs.WithLabelValues("route event").Inc()
