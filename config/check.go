@@ -597,7 +597,7 @@ func shortList(ps []netip.Prefix) string {
 // one mistake is reported once. It returns the config only when there are
 // no problems.
 func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,8 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -33,11 +33,41 @@ func defaultLoader() loader {
 
 // Load reads and parses the file at path. See Parse.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
+		return nil, err
 	}
 	return Parse(path, data)
+}
+
+// FileError is a config file that cannot be read. Every command (check,
+// routes, run, verify, a reload) reports it in the same words:
+// "config file PATH does not exist" or "cannot read config file PATH: why".
+type FileError struct {
+	Path string
+	Err  error // the reason, without the path: fs.ErrNotExist, EACCES, ...
+}
+
+func (e *FileError) Error() string {
+	if errors.Is(e.Err, fs.ErrNotExist) {
+		return "config file " + e.Path + " does not exist"
+	}
+	return "cannot read config file " + e.Path + ": " + e.Err.Error()
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// ReadFile reads the config file at path; an error is a *FileError.
+func ReadFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &FileError{Path: path, Err: err}
+	}
+	return data, nil
 }
 
 // Parse decodes data, the contents of the file at path, applies defaults

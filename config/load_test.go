@@ -430,7 +430,7 @@ func TestLoad(t *testing.T) {
 	}{
 		{"good", good, ""},
 		{"bad names the file", bad, bad + ":"},
-		{"missing", filepath.Join(dir, "nope.yaml"), "no such file"},
+		{"missing", filepath.Join(dir, "nope.yaml"), "config file " + filepath.Join(dir, "nope.yaml") + " does not exist"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -100,7 +100,7 @@ const routeRepairInterval = 30 * time.Second
 // so that an error is one of the kernel routes alone.
 func (g *gateway) apply(path, why string) (running bool, err error) {
 	old := g.cfg.Load()
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
 		return false, err
 	}

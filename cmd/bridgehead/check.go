@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
 	"strings"
 
 	"github.com/bridgehead/bridgehead/config"
@@ -18,8 +20,7 @@ func setupCheck(fs *flag.FlagSet) action {
 	return noArgs(func(std *stdio) error {
 		cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
 		if err != nil {
-			fmt.Fprintln(std.err, err)
-			return errReported
+			return configError(fs, err)
 		}
 		for _, w := range warnings {
 			fmt.Fprintf(std.err, "warning: %v\n", w)
@@ -33,6 +34,23 @@ func setupCheck(fs *flag.FlagSet) action {
 			cfg.Path, cfg.Site, cfg.Gateway, len(cfg.Sites), countGateways(cfg), cfg.Hash())
 		return nil
 	})
+}
+
+// configError is how a command reports a config file it cannot read: a
+// missing file at the default path names the --config flag.
+func configError(fs *flag.FlagSet, err error) error {
+	var fe *config.FileError
+	if errors.As(err, &fe) && errors.Is(fe.Err, iofs.ErrNotExist) && !flagGiven(fs, "config") {
+		return fmt.Errorf("%w (the default path; give the config file with --config FILE)", err)
+	}
+	return err
+}
+
+// flagGiven reports whether the command line set the flag name.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 func countGateways(c *config.Config) int {
@@ -51,8 +69,12 @@ func setupRoutes(fs *flag.FlagSet) action {
 	return noArgs(func(std *stdio) error {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
-			fmt.Fprintln(std.err, err)
-			return errReported
+			var fe *config.FileError
+			if !errors.As(err, &fe) {
+				fmt.Fprintln(std.err, err) // file:line problems, one per line
+				return errReported
+			}
+			return configError(fs, err)
 		}
 		return noderoutes.Render(std.out, cfg, *site, *format, noderoutes.WithInterface(*iface))
 	})

@@ -120,7 +120,9 @@ func TestCLIGolden(t *testing.T) {
 		{name: "check bad indentation", args: []string{"check", "--config", badIndent}, code: 1,
 			first: badIndent + ":11: invalid YAML: mapping values are not allowed in this context"},
 		{name: "check missing file", args: []string{"check", "--config", filepath.Join(dir, "nope.yaml")}, code: 1,
-			first: "open " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"},
+			first: "bridgehead check: config file " + filepath.Join(dir, "nope.yaml") + " does not exist"},
+		{name: "routes missing file", args: []string{"routes", "--config", filepath.Join(dir, "nope.yaml")}, code: 1,
+			first: "bridgehead routes: config file " + filepath.Join(dir, "nope.yaml") + " does not exist"},
 		{name: "genkey over a key", args: []string{"genkey", "-o", key}, code: 1,
 			first: "bridgehead genkey: " + key + " already exists; not overwriting a private key (--force replaces it, and the old key is lost)"},
 		{name: "genkey --force alone", args: []string{"genkey", "--force"}, code: 2, first: "bridgehead genkey: --force only applies with -o FILE"},
@@ -138,6 +140,12 @@ func TestCLIGolden(t *testing.T) {
 			first: `bridgehead verify: --site "site-z": ` + cfg + " lists no such site"},
 		{name: "verify --service without port", args: []string{"verify", "--on", "pod", "--service", "10.96.0.20"}, code: 2,
 			first: `bridgehead verify: invalid value "10.96.0.20" for flag -service: "10.96.0.20" is not ADDR:PORT`},
+	}
+	if _, err := os.Stat(defaultConfig); errors.Is(err, os.ErrNotExist) {
+		tc := tests[0]
+		tc.name, tc.args, tc.code = "check without --config", []string{"check"}, 1
+		tc.first = "bridgehead check: config file " + defaultConfig + " does not exist (the default path; give the config file with --config FILE)"
+		tests = append(tests, tc)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ func setupRun(fs *flag.FlagSet) action {
 			defer pprof.StopCPUProfile()
 		}
 		log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
-		return daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter})
+		err = daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter})
+		return configError(fs, err)
 	})
 }
