@@ -9,53 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
-
-func TestEchoRequestChecksum(t *testing.T) {
-	m := EchoRequest(0x1234, 7, 56)
-	if len(m) != 64 || m[0] != 8 || m[1] != 0 {
-		t.Fatalf("header % x", m[:8])
-	}
-	// A correct checksum makes the sum over the whole message zero.
-	if c := packet.Checksum(m, 0); c != 0 {
-		t.Errorf("checksum over message = %#x, want 0", c)
-	}
-	// RFC 1071's example: 00 01 f2 03 f4 f5 f6 f7 sums to ddf2.
-	if c := packet.Checksum([]byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}, 0); c != ^uint16(0xddf2) {
-		t.Errorf("RFC 1071 example: %#x", c)
-	}
-	if c := packet.Checksum([]byte{0xff}, 0); c != ^uint16(0xff00) {
-		t.Errorf("odd length: %#x", c)
-	}
-}
-
-func TestWgIfname(t *testing.T) {
-	for _, p := range []string{"bhb1", "bhb4194304", "bhbverylongprefix1234567890"} {
-		for _, s := range []string{"a", "b"} {
-			n := wgIfname(p, s)
-			if len(n) > 15 || !strings.HasSuffix(n, s) {
-				t.Errorf("wgIfname(%q, %q) = %q", p, s, n)
-			}
-		}
-	}
-	if wgIfname("bhb42", "a") == wgIfname("bhb43", "a") {
-		t.Error("prefixes share an interface name")
-	}
-}
-
-func TestBridgeheadConfig(t *testing.T) {
-	c := BridgeheadConfig("b", "/x/b.key", "chachapoly", 1380, "PUBA", "PUBB")
-	for _, want := range []string{"site: site-b\n", "gateway: gw-b1\n", "privateKeyFile: /x/b.key\n", "cipher: chachapoly\n",
-		"  mtu: 1380\n", "  listen: 127.0.0.1:9641\n", "endpoint: 203.0.113.1:51820\n        publicKey: PUBA\n", "endpoint: 203.0.113.2:51820\n        publicKey: PUBB\n"} {
-		if !strings.Contains(c, want) {
-			t.Errorf("config lacks %q:\n%s", want, c)
-		}
-	}
-}
 
 // sampleReport is a fixed report for the golden tests: its numbers are
 // made up and are not measurements.

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
+	"github.com/bridgehead/bridgehead/internal/bench/lab"
+	"github.com/bridgehead/bridgehead/internal/bench/modes"
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/promtext"
 )
@@ -28,7 +30,7 @@ import (
 // namespace sends gateway B's UDP port garbage, then handshake
 // initiations with bad MACs.
 type FloodConfig struct {
-	Tools Tools
+	Tools modes.Tools
 	// Cipher is bridgehead's cipher.
 	Cipher string
 	// Duration of each TCP measurement; each flood starts FloodLead
@@ -204,14 +206,14 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 	if cfg.Batch < 1 {
 		cfg.Batch = 64
 	}
-	v := Variant{Mode: ModeBridgehead, Cipher: cfg.Cipher}
+	v := modes.Variant{Mode: modes.Bridgehead, Cipher: cfg.Cipher}
 	rep = &FloodReport{
 		Measurement: "flood",
 		Started:     time.Now().UTC().Format(time.RFC3339),
 		Host:        hostInfo(cfg.Tools),
 		Settings: FloodSettings{
 			Variant: v.String(), DurationS: cfg.Duration.Seconds(), LeadS: FloodLead.Seconds(),
-			TargetPPS: cfg.PPS, Batch: cfg.Batch, FloodFrom: floodSrc, FloodTo: wanB + ":51820",
+			TargetPPS: cfg.PPS, Batch: cfg.Batch, FloodFrom: lab.FloodSrc, FloodTo: lab.WANB + ":51820",
 			TunMTU: cfg.TunMTU, WANMTU: cfg.WANMTU, Control: cfg.Control,
 		},
 	}
@@ -227,7 +229,7 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 	if err != nil {
 		return rep, err
 	}
-	t := &Topology{
+	t := &lab.Topology{
 		Prefix: cfg.Prefix,
 		WANMTU: cfg.WANMTU,
 		Dir:    filepath.Join(cfg.OutDir, "work", "flood"),
@@ -247,7 +249,7 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 		return rep, err
 	}
 	say("starting %s", v)
-	gw, err := startMode(ctx, t, v, cfg.Tools, cfg.TunMTU)
+	gw, err := modes.Start(ctx, t, v, cfg.Tools, cfg.TunMTU)
 	if err != nil {
 		return rep, err
 	}
@@ -258,7 +260,7 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 	// MTU (the pods have 1500) and the gateways grow their buffers; the
 	// baseline should not carry either.
 	say("warming up: TCP 1 stream pod A -> pod B (2s), not reported")
-	if _, err := runIperf(ctx, t, []string{cfg.Tools.Iperf3, "-c", PodB.String(), "-B", PodA.String(), "-p", "5201", "-t", "2", "-J"}, 2*time.Second); err != nil {
+	if _, err := runIperf(ctx, t, []string{cfg.Tools.Iperf3, "-c", lab.PodB.String(), "-B", lab.PodA.String(), "-p", "5201", "-t", "2", "-J"}, 2*time.Second); err != nil {
 		return rep, fmt.Errorf("warm-up: %w", err)
 	}
 	for _, p := range floodPhases(cfg.Control) {
@@ -276,10 +278,10 @@ func RunFlood(ctx context.Context, cfg FloodConfig) (rep *FloodReport, err error
 
 // floodPhase measures one TCP stream, with a flood of kind around it
 // unless kind is "".
-func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topology, gw gateways, def floodPhaseDef, say func(string, ...any)) (FloodPhase, error) {
+func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *lab.Topology, gw modes.Gateways, def floodPhaseDef, say func(string, ...any)) (FloodPhase, error) {
 	kind := def.kind
 	ph := FloodPhase{Name: def.name, Kind: kind}
-	to := fmt.Sprintf("%s:%d", wanB, def.port)
+	to := fmt.Sprintf("%s:%d", lab.WANB, def.port)
 	gwB := gw.B
 	d := cfg.Duration
 	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
@@ -287,10 +289,10 @@ func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topolog
 	if err != nil {
 		return ph, err
 	}
-	var worker *Proc
+	var worker *lab.Proc
 	if kind != "" {
-		say("flooding gateway B %s with %s at %.0f packets/s from %s", to, kind, cfg.PPS, t.NS(Flood))
-		worker, err = t.Start("flood-"+def.name, Flood, nil, cfg.Worker, "flood-worker",
+		say("flooding gateway B %s with %s at %.0f packets/s from %s", to, kind, cfg.PPS, t.NS(lab.Flood))
+		worker, err = t.Start("flood-"+def.name, lab.Flood, nil, cfg.Worker, "flood-worker",
 			"-to", to, "-kind", kind, "-pps", strconv.FormatFloat(cfg.PPS, 'f', -1, 64),
 			"-batch", strconv.Itoa(cfg.Batch), "-duration", (d + 2*FloodLead).String())
 		if err != nil {
@@ -326,9 +328,9 @@ func floodPhase(ctx context.Context, cfg FloodConfig, proc procfs.FS, t *Topolog
 		}
 	}()
 	say("measuring TCP 1 stream pod A -> pod B (%ss)%s", secs, map[bool]string{true: " under the flood", false: ""}[kind != ""])
-	r, ierr := runIperf(ctx, t, []string{cfg.Tools.Iperf3, "-c", PodB.String(), "-B", PodA.String(), "-p", "5201", "-t", secs, "-J"}, d)
+	r, ierr := runIperf(ctx, t, []string{cfg.Tools.Iperf3, "-c", lab.PodB.String(), "-B", lab.PodA.String(), "-p", "5201", "-t", secs, "-J"}, d)
 	if worker != nil {
-		if err := waitFor(ctx, d+2*FloodLead+30*time.Second, func() (bool, error) {
+		if err := lab.WaitFor(ctx, d+2*FloodLead+30*time.Second, func() (bool, error) {
 			done, _ := worker.Exited()
 			return done, nil
 		}); err != nil {
@@ -390,7 +392,7 @@ type gwSnapshot struct {
 	softnet     float64
 }
 
-func snapshotGateway(ctx context.Context, proc procfs.FS, t *Topology, gw gateways) (gwSnapshot, error) {
+func snapshotGateway(ctx context.Context, proc procfs.FS, t *lab.Topology, gw modes.Gateways) (gwSnapshot, error) {
 	s := gwSnapshot{at: time.Now()}
 	gwB := gw.B
 	var err error
@@ -402,7 +404,7 @@ func snapshotGateway(ctx context.Context, proc procfs.FS, t *Topology, gw gatewa
 		return s, err
 	}
 	s.busy, s.total = c.Busy, c.Total
-	if s.metrics, err = scrapeMetrics(ctx, t.NS(BGW), "http://127.0.0.1:9641/metrics"); err != nil {
+	if s.metrics, err = scrapeMetrics(ctx, t.NS(lab.BGW), "http://127.0.0.1:9641/metrics"); err != nil {
 		return s, err
 	}
 	pid := gwB.PID()
@@ -477,7 +479,7 @@ func scrapeMetrics(ctx context.Context, ns, url string) ([]promtext.Sample, erro
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
-			err := inNetns(ns, func() error {
+			err := lab.InNetns(ns, func() error {
 				var err error
 				c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
 				return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/bridgehead/bridgehead/internal/bench/modes"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
 
@@ -253,12 +254,12 @@ func (r *Report) Markdown() string {
 	// wireguard-go.
 	type col struct{ num, den string }
 	var cols []col
-	for _, base := range []string{ModeKernel, ModeWireguardGo} {
+	for _, base := range []string{modes.Kernel, modes.WireguardGo} {
 		if !r.has(base) {
 			continue
 		}
 		for _, v := range r.Variants {
-			if v != base && !(base == ModeWireguardGo && v == ModeKernel) {
+			if v != base && !(base == modes.WireguardGo && v == modes.Kernel) {
 				cols = append(cols, col{v, base})
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -15,14 +16,17 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/iperf"
+	"github.com/bridgehead/bridgehead/internal/bench/lab"
+	"github.com/bridgehead/bridgehead/internal/bench/modes"
+	"github.com/bridgehead/bridgehead/internal/bench/ping"
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
 
 // Config is one benchmark invocation.
 type Config struct {
-	Tools    Tools
-	Variants []Variant
+	Tools    modes.Tools
+	Variants []modes.Variant
 	Runs     int
 	// Duration of each measurement.
 	Duration time.Duration
@@ -122,10 +126,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 // runOne builds a fresh topology, starts variant v, measures, tears down.
-func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err error) {
+func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample, err error) {
 	s = Sample{Variant: v.String(), Run: run, Values: map[string]float64{}}
 	say := func(format string, a ...any) { fmt.Fprintf(cfg.Progress, "   "+format+"\n", a...) }
-	t := &Topology{
+	t := &lab.Topology{
 		Prefix: cfg.Prefix,
 		WANMTU: cfg.WANMTU,
 		Dir:    filepath.Join(cfg.OutDir, "work", fmt.Sprintf("%s-run%d", v, run)),
@@ -143,7 +147,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 		return s, err
 	}
 	say("starting %s", v)
-	gw, err := startMode(ctx, t, v, cfg.Tools, cfg.TunMTU)
+	gw, err := modes.Start(ctx, t, v, cfg.Tools, cfg.TunMTU)
 	if err != nil {
 		return s, err
 	}
@@ -153,7 +157,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 
 	d := cfg.Duration
 	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
-	base := []string{cfg.Tools.Iperf3, "-c", PodB.String(), "-B", PodA.String(), "-p", "5201", "-t", secs, "-J"}
+	base := []string{cfg.Tools.Iperf3, "-c", lab.PodB.String(), "-B", lab.PodA.String(), "-p", "5201", "-t", secs, "-J"}
 	runClient := func(extra ...string) (iperf.Result, error) {
 		return runIperf(ctx, t, append(append([]string{}, base...), extra...), d)
 	}
@@ -163,7 +167,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	}
 	cpu := newCPUMeter(proc, gw)
 	checkGW := func() error {
-		for _, p := range []*Proc{gw.A, gw.B} {
+		for _, p := range []*lab.Proc{gw.A, gw.B} {
 			if p == nil {
 				continue
 			}
@@ -176,7 +180,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 
 	// 1. ICMP round-trip time, idle.
 	say("measuring ICMP RTT idle (%s, every %s)", d, cfg.PingInterval)
-	pr, err := Ping(ctx, t.NS(ANode), PodA, PodB, cfg.PingInterval, d)
+	pr, err := ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, cfg.PingInterval, d)
 	if err != nil {
 		return s, err
 	}
@@ -189,7 +193,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 	cpu.start()
 	var (
 		wg     sync.WaitGroup
-		lr     PingResult
+		lr     ping.Result
 		lerr   error
 		loaded = max(d-time.Second, time.Second)
 	)
@@ -201,7 +205,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 		case <-ctx.Done():
 			return
 		}
-		lr, lerr = Ping(ctx, t.NS(ANode), PodA, PodB, cfg.PingInterval, loaded)
+		lr, lerr = ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, cfg.PingInterval, loaded)
 	}()
 	r, err := runClient()
 	wg.Wait()
@@ -265,22 +269,22 @@ func runOne(ctx context.Context, cfg Config, v Variant, run int) (s Sample, err 
 // serveAndConnect starts the iperf3 server in pod B and waits until it
 // listens and pod A reaches pod B end to end (handshakes done), so that
 // nothing timed includes the set-up.
-func serveAndConnect(ctx context.Context, t *Topology, iperf3 string) error {
-	srv, err := t.Start("iperf3-server", BNode, nil, iperf3, "-s", "-B", PodB.String(), "-p", "5201")
+func serveAndConnect(ctx context.Context, t *lab.Topology, iperf3 string) error {
+	srv, err := t.Start("iperf3-server", lab.BNode, nil, iperf3, "-s", "-B", lab.PodB.String(), "-p", "5201")
 	if err != nil {
 		return err
 	}
-	if err := waitFor(ctx, 10*time.Second, func() (bool, error) {
+	if err := lab.WaitFor(ctx, 10*time.Second, func() (bool, error) {
 		if done, perr := srv.Exited(); done {
 			return false, fmt.Errorf("iperf3 server exited: %v\n%s", perr, srv.LogTail())
 		}
-		out, _ := t.Exec(ctx, BNode, "ss", "-Hltn", "sport = :5201")
+		out, _ := t.Exec(ctx, lab.BNode, "ss", "-Hltn", "sport = :5201")
 		return strings.TrimSpace(out) != "", nil
 	}); err != nil {
 		return fmt.Errorf("iperf3 server: %w", err)
 	}
-	if err := waitFor(ctx, 15*time.Second, func() (bool, error) {
-		r, err := Ping(ctx, t.NS(ANode), PodA, PodB, 100*time.Millisecond, 100*time.Millisecond)
+	if err := lab.WaitFor(ctx, 15*time.Second, func() (bool, error) {
+		r, err := ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, 100*time.Millisecond, 100*time.Millisecond)
 		return err == nil && len(r.RTTs) > 0, nil
 	}); err != nil {
 		return fmt.Errorf("pod A cannot reach pod B: %w", err)
@@ -289,8 +293,8 @@ func serveAndConnect(ctx context.Context, t *Topology, iperf3 string) error {
 }
 
 // runIperf runs an iperf3 client in pod A.
-func runIperf(ctx context.Context, t *Topology, args []string, d time.Duration) (iperf.Result, error) {
-	return iperf.Run(ctx, func(ctx context.Context, args ...string) (string, error) { return t.Exec(ctx, ANode, args...) }, args, d)
+func runIperf(ctx context.Context, t *lab.Topology, args []string, d time.Duration) (iperf.Result, error) {
+	return iperf.Run(ctx, func(ctx context.Context, args ...string) (string, error) { return t.Exec(ctx, lab.ANode, args...) }, args, d)
 }
 
 func fmtOpt(m map[string]float64, k, format string) string {
@@ -305,13 +309,13 @@ func fmtOpt(m map[string]float64, k, format string) string {
 // intervals between start and stop, and the bytes carried meanwhile.
 type cpuMeter struct {
 	proc                procfs.FS
-	gw                  gateways
+	gw                  modes.Gateways
 	a0, b0, s0          float64
 	a, b, soft, bytes   float64
 	aErr, bErr, softErr error
 }
 
-func newCPUMeter(proc procfs.FS, gw gateways) *cpuMeter { return &cpuMeter{proc: proc, gw: gw} }
+func newCPUMeter(proc procfs.FS, gw modes.Gateways) *cpuMeter { return &cpuMeter{proc: proc, gw: gw} }
 
 func (m *cpuMeter) read() (a, b, s float64) {
 	var err error
@@ -373,7 +377,7 @@ func settingsOf(cfg Config) Settings {
 	}
 }
 
-func hostInfo(tools Tools) Host {
+func hostInfo(tools modes.Tools) Host {
 	h := Host{CPUs: runtime.NumCPU()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		h.Kernel = strings.TrimSpace(string(b))
@@ -392,7 +396,7 @@ func hostInfo(tools Tools) Host {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		out, _ := execCommand(ctx, name, args...).CombinedOutput()
+		out, _ := exec.CommandContext(ctx, name, args...).CombinedOutput()
 		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 		return line
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/bench"
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
+	"github.com/bridgehead/bridgehead/internal/bench/modes"
 )
 
 func main() {
@@ -46,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var (
 		duration  = fs.Duration("duration", 10*time.Second, "length of each measurement (iperf3 -t rounds up to whole seconds)")
 		runs      = fs.Int("runs", 3, "runs of every mode; the report gives the medians")
-		modes     = fs.String("modes", "kernel,bridgehead,wireguard-go", "modes to measure: kernel, bridgehead, wireguard-go (skipped with a note when its binaries are missing, unless named explicitly)")
+		modeList  = fs.String("modes", "kernel,bridgehead,wireguard-go", "modes to measure: kernel, bridgehead, wireguard-go (skipped with a note when its binaries are missing, unless named explicitly)")
 		ciphers   = fs.String("cipher", "aesgcm,chachapoly", "bridgehead ciphers, comma-separated; each is a column")
 		mtu       = fs.Int("mtu", 1420, "MTU of the tunnel interfaces (bridgehead interface.mtu, wg interface)")
 		wanMTU    = fs.Int("wan-mtu", 1500, "MTU of the WAN veth between the gateways")
@@ -81,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			*duration = 3 * time.Second
 		}
 		if !set["modes"] {
-			*modes = "kernel,bridgehead"
+			*modeList = "kernel,bridgehead"
 			fmt.Fprintln(stdout, "note: --quick leaves wireguard-go out; --quick --modes kernel,bridgehead,wireguard-go adds it (needs wireguard-go and wg)")
 		}
 		if !set["cipher"] {
@@ -99,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("want -runs >= 1, -duration >= 1s, -streams >= 1, -udp-size >= 16, -ping-interval > 0")
 	}
 
-	var tools bench.Tools
+	var tools modes.Tools
 	var err error
 	if tools.Iperf3, err = exec.LookPath("iperf3"); err != nil {
 		return fail("iperf3 not found; install it: apt-get update && apt-get install -y iperf3")
@@ -108,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("ip not found; install iproute2")
 	}
 	if *flood {
-		if set["modes"] && *modes != bench.ModeBridgehead {
+		if set["modes"] && *modeList != modes.Bridgehead {
 			return fail("-flood measures bridgehead only; drop -modes or give -modes bridgehead")
 		}
 		if set["runs"] || set["streams"] || set["udp-size"] || set["udp-bitrate"] || set["ping-interval"] {
@@ -140,12 +141,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}, *binDir, *out, stdout, stderr)
 	}
 
-	var variants []bench.Variant
-	for _, m := range splitList(*modes) {
+	var variants []modes.Variant
+	for _, m := range splitList(*modeList) {
 		switch m {
-		case bench.ModeKernel:
-			variants = append(variants, bench.Variant{Mode: m})
-		case bench.ModeBridgehead:
+		case modes.Kernel:
+			variants = append(variants, modes.Variant{Mode: m})
+		case modes.Bridgehead:
 			bh, err := filepath.Abs(filepath.Join(*binDir, "bridgehead"))
 			if err != nil {
 				return fail("%v", err)
@@ -155,9 +156,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			tools.Bridgehead = bh
 			for _, c := range splitList(*ciphers) {
-				variants = append(variants, bench.Variant{Mode: m, Cipher: c})
+				variants = append(variants, modes.Variant{Mode: m, Cipher: c})
 			}
-		case bench.ModeWireguardGo:
+		case modes.WireguardGo:
 			wg, wgErr := exec.LookPath("wg")
 			wgo := findWireguardGo(*wgGo)
 			if wgErr != nil || wgo == "" {
@@ -169,7 +170,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			tools.Wg, tools.WireguardGo = wg, wgo
-			variants = append(variants, bench.Variant{Mode: m})
+			variants = append(variants, modes.Variant{Mode: m})
 		default:
 			return fail("unknown mode %q (want kernel, bridgehead, wireguard-go)", m)
 		}
@@ -178,7 +179,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("no mode to measure")
 	}
 	// Columns in a fixed order: kernel first, wireguard-go last.
-	slices.SortStableFunc(variants, func(a, b bench.Variant) int { return modeRank(a.Mode) - modeRank(b.Mode) })
+	slices.SortStableFunc(variants, func(a, b modes.Variant) int { return modeRank(a.Mode) - modeRank(b.Mode) })
 
 	if *out == "" {
 		*out = filepath.Join("bench", "results", time.Now().Format("20060102-150405"))
@@ -293,9 +294,9 @@ func splitList(s string) []string {
 
 func modeRank(m string) int {
 	switch m {
-	case bench.ModeKernel:
+	case modes.Kernel:
 		return 0
-	case bench.ModeBridgehead:
+	case modes.Bridgehead:
 		return 1
 	}
 	return 2

@@ -1,4 +1,10 @@
-package bench
+// Package lab builds the benchmark's network: pod A — gateway A — WAN —
+// gateway B — pod B in network namespaces named PREFIX-ROLE, with the
+// address plan of deploy/lab/lab.sh, and optionally a fifth namespace to
+// flood gateway B from. It starts and stops the processes that run in it
+// (each stopped by its PID, each namespace deleted by its name) and enters
+// its namespaces for the harness's own sockets.
+package lab
 
 import (
 	"bytes"
@@ -26,14 +32,16 @@ var (
 	gwBLAN  = "192.168.50.2"
 	gwALAN6 = "fd00:224::4"
 	gwBLAN6 = "fd00:50::2"
-	wanA    = "203.0.113.1"
-	wanB    = "203.0.113.2"
+	// WANA and WANB are the gateways' WAN addresses.
+	WANA = "203.0.113.1"
+	WANB = "203.0.113.2"
 
-	// Prefixes of each site: what the other site routes toward it.
-	siteAPrefixes4 = []string{"10.224.0.0/16", "10.244.0.0/16"}
-	siteBPrefixes4 = []string{"192.168.50.0/24", "10.245.0.0/16"}
-	siteAPrefixes6 = []string{"fd00:224::/64", "fd00:244::/56"}
-	siteBPrefixes6 = []string{"fd00:50::/64", "fd00:245::/56"}
+	// Prefixes of each site: what the other site routes toward it. Read
+	// only.
+	SiteAPrefixes4 = []string{"10.224.0.0/16", "10.244.0.0/16"}
+	SiteBPrefixes4 = []string{"192.168.50.0/24", "10.245.0.0/16"}
+	SiteAPrefixes6 = []string{"fd00:224::/64", "fd00:244::/56"}
+	SiteBPrefixes6 = []string{"fd00:50::/64", "fd00:245::/56"}
 )
 
 // Namespace roles of a topology.
@@ -55,8 +63,9 @@ const Flood = "flood"
 // gateway B's WAN address over it, so it hits the very address and port
 // gateway A talks to.
 var (
-	floodGW  = "198.51.100.1"
-	floodSrc = "198.51.100.2"
+	floodGW = "198.51.100.1"
+	// FloodSrc is the flooder's address.
+	FloodSrc = "198.51.100.2"
 )
 
 // Topology is pod A — gateway A — WAN — gateway B — pod B in four network
@@ -81,15 +90,20 @@ type Topology struct {
 	cleanups []func()
 }
 
+// AddCleanup registers f to run in Down, after the processes are stopped
+// and before the namespaces are deleted (a key file, a control socket).
+// Cleanups run in reverse order of registration.
+func (t *Topology) AddCleanup(f func()) { t.cleanups = append(t.cleanups, f) }
+
 // NS is the name of a role's namespace.
 func (t *Topology) NS(role string) string { return t.Prefix + "-" + role }
 
 // Namespaces lists the namespaces Up created.
 func (t *Topology) Namespaces() []string { return append([]string(nil), t.created...) }
 
-// run runs a command and returns its combined output, with the output in
+// Run runs a command and returns its combined output, with the output in
 // the error when it fails.
-func (t *Topology) run(ctx context.Context, name string, args ...string) (string, error) {
+func (t *Topology) Run(ctx context.Context, name string, args ...string) (string, error) {
 	if t.Log != nil {
 		fmt.Fprintf(t.Log, "    $ %s %s\n", name, strings.Join(args, " "))
 	}
@@ -102,15 +116,15 @@ func (t *Topology) run(ctx context.Context, name string, args ...string) (string
 	return out.String(), nil
 }
 
-// ip runs `ip ARGS...`.
-func (t *Topology) ip(ctx context.Context, args ...string) error {
-	_, err := t.run(ctx, "ip", args...)
+// IP runs `ip ARGS...`.
+func (t *Topology) IP(ctx context.Context, args ...string) error {
+	_, err := t.Run(ctx, "ip", args...)
 	return err
 }
 
 // Exec runs a command in a role's namespace.
 func (t *Topology) Exec(ctx context.Context, role string, args ...string) (string, error) {
-	return t.run(ctx, "ip", append([]string{"netns", "exec", t.NS(role)}, args...)...)
+	return t.Run(ctx, "ip", append([]string{"netns", "exec", t.NS(role)}, args...)...)
 }
 
 // Up creates the namespaces and links. On error the caller still calls
@@ -131,13 +145,13 @@ func (t *Topology) Up(ctx context.Context) error {
 		ns := t.NS(r)
 		// A namespace of ours left by a killed run with a recycled PID.
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			t.ip(ctx, "netns", "del", ns)
+			t.IP(ctx, "netns", "del", ns)
 		}
-		if err := t.ip(ctx, "netns", "add", ns); err != nil {
+		if err := t.IP(ctx, "netns", "add", ns); err != nil {
 			return err
 		}
 		t.created = append(t.created, ns)
-		if err := t.ip(ctx, "-n", ns, "link", "set", "lo", "up"); err != nil {
+		if err := t.IP(ctx, "-n", ns, "link", "set", "lo", "up"); err != nil {
 			return err
 		}
 		if _, err := t.Exec(ctx, r, "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"); err != nil {
@@ -148,16 +162,16 @@ func (t *Topology) Up(ctx context.Context) error {
 	cmds := labLinks(a, b, ga, gb, wanMTU)
 	// Pods: only static routes toward their own gateway, the routes
 	// `bridgehead routes --format ip` prints for the lab.
-	for _, p := range siteBPrefixes4 {
+	for _, p := range SiteBPrefixes4 {
 		cmds = append(cmds, []string{"-n", a, "route", "replace", p, "via", gwALAN})
 	}
-	for _, p := range siteBPrefixes6 {
+	for _, p := range SiteBPrefixes6 {
 		cmds = append(cmds, []string{"-n", a, "-6", "route", "replace", p, "via", gwALAN6})
 	}
-	for _, p := range siteAPrefixes4 {
+	for _, p := range SiteAPrefixes4 {
 		cmds = append(cmds, []string{"-n", b, "route", "replace", p, "via", gwBLAN})
 	}
-	for _, p := range siteAPrefixes6 {
+	for _, p := range SiteAPrefixes6 {
 		cmds = append(cmds, []string{"-n", b, "-6", "route", "replace", p, "via", gwBLAN6})
 	}
 	if t.Flood {
@@ -165,40 +179,40 @@ func (t *Topology) Up(ctx context.Context) error {
 		cmds = append(cmds,
 			[]string{"-n", gb, "link", "add", "flood", "type", "veth", "peer", "name", "eth0", "netns", f},
 			[]string{"-n", gb, "addr", "add", floodGW + "/30", "dev", "flood"},
-			[]string{"-n", f, "addr", "add", floodSrc + "/30", "dev", "eth0"},
+			[]string{"-n", f, "addr", "add", FloodSrc + "/30", "dev", "eth0"},
 			[]string{"-n", gb, "link", "set", "flood", "up"},
 			[]string{"-n", f, "link", "set", "eth0", "up"},
-			[]string{"-n", f, "route", "replace", wanB + "/32", "via", floodGW},
+			[]string{"-n", f, "route", "replace", WANB + "/32", "via", floodGW},
 		)
 	}
 	for _, c := range cmds {
-		if err := t.ip(ctx, c...); err != nil {
+		if err := t.IP(ctx, c...); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// forwardAndPodRoutes prepares the gateways for modes where the kernel
+// ForwardAndPodRoutes prepares the gateways for modes where the kernel
 // forwards (kernel, wireguard-go): IP forwarding on, and a route to each
 // local node's pod range via the node (bridgehead installs these itself
 // from its config's node list).
-func (t *Topology) forwardAndPodRoutes(ctx context.Context) error {
+func (t *Topology) ForwardAndPodRoutes(ctx context.Context) error {
 	for _, gw := range []string{AGW, BGW} {
 		if _, err := t.Exec(ctx, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"); err != nil {
 			return err
 		}
 	}
-	if err := t.ip(ctx, "-n", t.NS(AGW), "route", "replace", "10.244.1.0/24", "via", nodeA); err != nil {
+	if err := t.IP(ctx, "-n", t.NS(AGW), "route", "replace", "10.244.1.0/24", "via", nodeA); err != nil {
 		return err
 	}
-	if err := t.ip(ctx, "-n", t.NS(AGW), "-6", "route", "replace", "fd00:244:0:1::/64", "via", "fd00:224::5"); err != nil {
+	if err := t.IP(ctx, "-n", t.NS(AGW), "-6", "route", "replace", "fd00:244:0:1::/64", "via", "fd00:224::5"); err != nil {
 		return err
 	}
-	if err := t.ip(ctx, "-n", t.NS(BGW), "route", "replace", "10.245.1.0/24", "via", nodeB); err != nil {
+	if err := t.IP(ctx, "-n", t.NS(BGW), "route", "replace", "10.245.1.0/24", "via", nodeB); err != nil {
 		return err
 	}
-	return t.ip(ctx, "-n", t.NS(BGW), "-6", "route", "replace", "fd00:245:0:1::/64", "via", "fd00:50::5")
+	return t.IP(ctx, "-n", t.NS(BGW), "-6", "route", "replace", "fd00:245:0:1::/64", "via", "fd00:50::5")
 }
 
 // Proc is a long-running process started in a namespace.
@@ -286,15 +300,13 @@ func (t *Topology) Down() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, ns := range t.created {
-		if err := t.ip(ctx, "netns", "del", ns); err != nil {
+		if err := t.IP(ctx, "netns", "del", ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	t.created = nil
 	return errors.Join(errs...)
 }
-
-var execCommand = exec.CommandContext
 
 // labLinks returns the ip(8) arguments that wire the lab's links and
 // addresses for the namespaces of node A, node B, gateway A and gateway B:
@@ -322,13 +334,50 @@ func labLinks(a, b, ga, gb string, wanMTU int) [][]string {
 		{"-n", b, "addr", "add", PodB.String() + "/32", "dev", "lo"},
 		{"-n", b, "addr", "add", "fd00:245:0:1::10/128", "dev", "lo"},
 		// WAN
-		{"-n", ga, "addr", "add", wanA + "/24", "dev", "wan"},
-		{"-n", gb, "addr", "add", wanB + "/24", "dev", "wan"},
+		{"-n", ga, "addr", "add", WANA + "/24", "dev", "wan"},
+		{"-n", gb, "addr", "add", WANB + "/24", "dev", "wan"},
 		{"-n", ga, "link", "set", "lan", "up"},
 		{"-n", ga, "link", "set", "wan", "up"},
 		{"-n", gb, "link", "set", "lan", "up"},
 		{"-n", gb, "link", "set", "wan", "up"},
 		{"-n", a, "link", "set", "eth0", "up"},
 		{"-n", b, "link", "set", "eth0", "up"},
+	}
+}
+
+// RunStdin is Run with stdin.
+func (t *Topology) RunStdin(ctx context.Context, stdin, name string, args ...string) (string, error) {
+	if t.Log != nil {
+		fmt.Fprintf(t.Log, "    $ %s %s < ...\n", name, strings.Join(args, " "))
+	}
+	c := exec.CommandContext(ctx, name, args...)
+	c.Stdin = strings.NewReader(stdin)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// WaitFor polls cond every 100 ms until it is true, returns an error, or
+// limit passes.
+func WaitFor(ctx context.Context, limit time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

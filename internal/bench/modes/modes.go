@@ -1,4 +1,7 @@
-package bench
+// Package modes starts what carries the benchmark's traffic between the
+// two gateways of a lab.Topology: plain kernel forwarding, bridgehead with
+// a cipher, or wireguard-go configured with wg.
+package modes
 
 import (
 	"context"
@@ -7,13 +10,15 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/bench/lab"
 )
 
 // Mode names as the -modes flag takes them.
 const (
-	ModeKernel      = "kernel"
-	ModeBridgehead  = "bridgehead"
-	ModeWireguardGo = "wireguard-go"
+	Kernel      = "kernel"
+	Bridgehead  = "bridgehead"
+	WireguardGo = "wireguard-go"
 )
 
 // Variant is one column of the results: a mode, with a cipher for
@@ -38,38 +43,38 @@ type Tools struct {
 	Iperf3      string
 }
 
-// gateways is what a started mode hands back: the gateway processes (none
+// Gateways is what a started mode hands back: the gateway processes (none
 // for kernel forwarding).
-type gateways struct {
-	A, B *Proc
+type Gateways struct {
+	A, B *lab.Proc
 }
 
-// startMode configures the gateways of t for v and starts their processes.
-func startMode(ctx context.Context, t *Topology, v Variant, tools Tools, tunMTU int) (gateways, error) {
+// Start configures the gateways of t for v and starts their processes.
+func Start(ctx context.Context, t *lab.Topology, v Variant, tools Tools, tunMTU int) (Gateways, error) {
 	switch v.Mode {
-	case ModeKernel:
-		return gateways{}, startKernel(ctx, t)
-	case ModeBridgehead:
+	case Kernel:
+		return Gateways{}, startKernel(ctx, t)
+	case Bridgehead:
 		return startBridgehead(ctx, t, tools.Bridgehead, v.Cipher, tunMTU)
-	case ModeWireguardGo:
+	case WireguardGo:
 		return startWireguardGo(ctx, t, tools, tunMTU)
 	}
-	return gateways{}, fmt.Errorf("unknown mode %q", v.Mode)
+	return Gateways{}, fmt.Errorf("unknown mode %q", v.Mode)
 }
 
 // startKernel: plain IP forwarding between the gateways, no tunnel. Each
 // gateway routes the other site's prefixes via the other's WAN address.
-func startKernel(ctx context.Context, t *Topology) error {
-	if err := t.forwardAndPodRoutes(ctx); err != nil {
+func startKernel(ctx context.Context, t *lab.Topology) error {
+	if err := t.ForwardAndPodRoutes(ctx); err != nil {
 		return err
 	}
-	for _, p := range siteBPrefixes4 {
-		if err := t.ip(ctx, "-n", t.NS(AGW), "route", "replace", p, "via", wanB); err != nil {
+	for _, p := range lab.SiteBPrefixes4 {
+		if err := t.IP(ctx, "-n", t.NS(lab.AGW), "route", "replace", p, "via", lab.WANB); err != nil {
 			return err
 		}
 	}
-	for _, p := range siteAPrefixes4 {
-		if err := t.ip(ctx, "-n", t.NS(BGW), "route", "replace", p, "via", wanA); err != nil {
+	for _, p := range lab.SiteAPrefixes4 {
+		if err := t.IP(ctx, "-n", t.NS(lab.BGW), "route", "replace", p, "via", lab.WANA); err != nil {
 			return err
 		}
 	}
@@ -78,21 +83,21 @@ func startKernel(ctx context.Context, t *Topology) error {
 
 // startBridgehead writes keys and configs the way deploy/lab/lab.sh does
 // and runs `bridgehead run` in each gateway namespace.
-func startBridgehead(ctx context.Context, t *Topology, bin, cipher string, tunMTU int) (gateways, error) {
+func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, tunMTU int) (Gateways, error) {
 	var pub [2]string
 	for i, s := range []string{"a", "b"} {
-		key, err := t.run(ctx, bin, "genkey")
+		key, err := t.Run(ctx, bin, "genkey")
 		if err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
 		keyPath := filepath.Join(t.Dir, s+".key")
 		if err := os.WriteFile(keyPath, []byte(key), 0o600); err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
-		t.cleanups = append(t.cleanups, func() { os.Remove(keyPath) })
-		p, err := t.runStdin(ctx, key, bin, "pubkey")
+		t.AddCleanup(func() { os.Remove(keyPath) })
+		p, err := t.RunStdin(ctx, key, bin, "pubkey")
 		if err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
 		pub[i] = strings.TrimSpace(p)
 	}
@@ -100,30 +105,30 @@ func startBridgehead(ctx context.Context, t *Topology, bin, cipher string, tunMT
 		cfg := BridgeheadConfig(s, filepath.Join(t.Dir, s+".key"), cipher, tunMTU, pub[0], pub[1])
 		path := filepath.Join(t.Dir, s+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
-		if _, err := t.run(ctx, bin, "check", "--config", path); err != nil {
-			return gateways{}, err
+		if _, err := t.Run(ctx, bin, "check", "--config", path); err != nil {
+			return Gateways{}, err
 		}
 	}
-	var gw gateways
+	var gw Gateways
 	var err error
-	if gw.A, err = t.Start("gw-a", AGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "a.yaml")); err != nil {
+	if gw.A, err = t.Start("gw-a", lab.AGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "a.yaml")); err != nil {
 		return gw, err
 	}
-	if gw.B, err = t.Start("gw-b", BGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "b.yaml")); err != nil {
+	if gw.B, err = t.Start("gw-b", lab.BGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "b.yaml")); err != nil {
 		return gw, err
 	}
 	// Up when the daemon has installed its routes on bh0, as lab.sh waits.
 	for _, x := range []struct {
 		role string
-		p    *Proc
-	}{{AGW, gw.A}, {BGW, gw.B}} {
-		if err := waitFor(ctx, 15*time.Second, func() (bool, error) {
+		p    *lab.Proc
+	}{{lab.AGW, gw.A}, {lab.BGW, gw.B}} {
+		if err := lab.WaitFor(ctx, 15*time.Second, func() (bool, error) {
 			if done, perr := x.p.Exited(); done {
 				return false, fmt.Errorf("%s exited: %v\n%s", x.p.Name, perr, x.p.LogTail())
 			}
-			out, _ := t.run(ctx, "ip", "-n", t.NS(x.role), "route", "show", "dev", "bh0")
+			out, _ := t.Run(ctx, "ip", "-n", t.NS(x.role), "route", "show", "dev", "bh0")
 			return strings.TrimSpace(out) != "", nil
 		}); err != nil {
 			return gw, fmt.Errorf("%s did not come up: %w\n%s", x.p.Name, err, x.p.LogTail())
@@ -178,50 +183,50 @@ func BridgeheadConfig(s, keyPath, cipher string, tunMTU int, pubA, pubB string) 
 // two concurrent benchmarks) need different interface names: they are
 // named after the namespace prefix. The -f flag keeps wireguard-go in the
 // foreground so that Down stops it by its PID.
-func startWireguardGo(ctx context.Context, t *Topology, tools Tools, tunMTU int) (gateways, error) {
-	if err := t.forwardAndPodRoutes(ctx); err != nil {
-		return gateways{}, err
+func startWireguardGo(ctx context.Context, t *lab.Topology, tools Tools, tunMTU int) (Gateways, error) {
+	if err := t.ForwardAndPodRoutes(ctx); err != nil {
+		return Gateways{}, err
 	}
-	ifname := map[string]string{AGW: wgIfname(t.Prefix, "a"), BGW: wgIfname(t.Prefix, "b")}
+	ifname := map[string]string{lab.AGW: wgIfname(t.Prefix, "a"), lab.BGW: wgIfname(t.Prefix, "b")}
 	var priv, pub [2]string
 	for i := range 2 {
-		k, err := t.run(ctx, tools.Wg, "genkey")
+		k, err := t.Run(ctx, tools.Wg, "genkey")
 		if err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
 		priv[i] = filepath.Join(t.Dir, fmt.Sprintf("wg%d.key", i))
 		if err := os.WriteFile(priv[i], []byte(k), 0o600); err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
 		path := priv[i]
-		t.cleanups = append(t.cleanups, func() { os.Remove(path) })
-		p, err := t.runStdin(ctx, k, tools.Wg, "pubkey")
+		t.AddCleanup(func() { os.Remove(path) })
+		p, err := t.RunStdin(ctx, k, tools.Wg, "pubkey")
 		if err != nil {
-			return gateways{}, err
+			return Gateways{}, err
 		}
 		pub[i] = strings.TrimSpace(p)
 	}
-	var gw gateways
+	var gw Gateways
 	type side struct {
 		role, name, peerEndpoint, priv, peerPub string
 		remote                                  []string
-		p                                       **Proc
+		p                                       **lab.Proc
 	}
 	sides := []side{
-		{AGW, "wg-a", wanB + ":51820", priv[0], pub[1], append(append([]string{}, siteBPrefixes4...), siteBPrefixes6...), &gw.A},
-		{BGW, "wg-b", wanA + ":51820", priv[1], pub[0], append(append([]string{}, siteAPrefixes4...), siteAPrefixes6...), &gw.B},
+		{lab.AGW, "wg-a", lab.WANB + ":51820", priv[0], pub[1], append(append([]string{}, lab.SiteBPrefixes4...), lab.SiteBPrefixes6...), &gw.A},
+		{lab.BGW, "wg-b", lab.WANA + ":51820", priv[1], pub[0], append(append([]string{}, lab.SiteAPrefixes4...), lab.SiteAPrefixes6...), &gw.B},
 	}
 	for _, s := range sides {
 		dev := ifname[s.role]
 		sock := "/var/run/wireguard/" + dev + ".sock"
 		// A socket left by a SIGKILLed wireguard-go of ours.
-		t.cleanups = append(t.cleanups, func() { os.Remove(sock) })
+		t.AddCleanup(func() { os.Remove(sock) })
 		p, err := t.Start(s.name, s.role, []string{"WG_PROCESS_FOREGROUND=1"}, tools.WireguardGo, "-f", dev)
 		if err != nil {
 			return gw, err
 		}
 		*s.p = p
-		if err := waitFor(ctx, 10*time.Second, func() (bool, error) {
+		if err := lab.WaitFor(ctx, 10*time.Second, func() (bool, error) {
 			if done, perr := p.Exited(); done {
 				return false, fmt.Errorf("%s exited: %v\n%s", p.Name, perr, p.LogTail())
 			}
@@ -234,11 +239,11 @@ func startWireguardGo(ctx context.Context, t *Topology, tools Tools, tunMTU int)
 			"peer", s.peerPub, "endpoint", s.peerEndpoint, "allowed-ips", strings.Join(s.remote, ",")); err != nil {
 			return gw, err
 		}
-		if err := t.ip(ctx, "-n", t.NS(s.role), "link", "set", dev, "mtu", fmt.Sprint(tunMTU), "up"); err != nil {
+		if err := t.IP(ctx, "-n", t.NS(s.role), "link", "set", dev, "mtu", fmt.Sprint(tunMTU), "up"); err != nil {
 			return gw, err
 		}
 		for _, pfx := range s.remote {
-			if err := t.ip(ctx, "-n", t.NS(s.role), "route", "replace", pfx, "dev", dev); err != nil {
+			if err := t.IP(ctx, "-n", t.NS(s.role), "route", "replace", pfx, "dev", dev); err != nil {
 				return gw, err
 			}
 		}
@@ -254,41 +259,4 @@ func wgIfname(prefix, side string) string {
 		n = n[len(n)-14:]
 	}
 	return n + side
-}
-
-// runStdin is run with stdin.
-func (t *Topology) runStdin(ctx context.Context, stdin, name string, args ...string) (string, error) {
-	if t.Log != nil {
-		fmt.Fprintf(t.Log, "    $ %s %s < ...\n", name, strings.Join(args, " "))
-	}
-	c := execCommand(ctx, name, args...)
-	c.Stdin = strings.NewReader(stdin)
-	out, err := c.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
-}
-
-// waitFor polls cond every 100 ms until it is true, returns an error, or
-// limit passes.
-func waitFor(ctx context.Context, limit time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -1,4 +1,7 @@
-package bench
+// Package ping measures ICMP round-trip times through the benchmark's
+// network at a short interval, so that a few seconds give enough samples
+// for a 99th percentile (what bhprobe ping lacks for a benchmark).
+package ping
 
 import (
 	"context"
@@ -8,81 +11,38 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/bridgehead/bridgehead/internal/bench/lab"
 	"github.com/bridgehead/bridgehead/router/packet"
 )
 
-// PingResult holds the round-trip times of one ping series.
-type PingResult struct {
+// Result holds the round-trip times of one ping series.
+type Result struct {
 	Sent int
 	// RTTs are the times of the replies received, in milliseconds.
 	RTTs []float64
 }
 
 // Lost is the number of requests without a reply.
-func (p PingResult) Lost() int { return p.Sent - len(p.RTTs) }
+func (p Result) Lost() int { return p.Sent - len(p.RTTs) }
 
-// inNetns runs fn on an OS thread moved into the named network namespace
-// (/run/netns/NAME, as `ip netns add` makes it). Sockets fn opens belong
-// to that namespace for their whole life, wherever they are used later.
-func inNetns(name string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is handed back to the runtime only if it returns to
-		// the original namespace; otherwise it dies with this goroutine.
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open("/run/netns/" + name)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := setns(target); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", name, err)
-			return
-		}
-		ferr := fn()
-		if err := setns(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("setns back: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-func setns(f *os.File) error {
-	return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-}
-
-// Ping sends ICMP echo requests from src (an IPv4 address of namespace ns)
+// Run sends ICMP echo requests from src (an IPv4 address of namespace ns)
 // to dst every interval for dur, then waits up to a second for the last
 // replies. It implements what bhprobe ping lacks for a benchmark: a short
 // interval, so that a few seconds give enough samples for a 99th
 // percentile.
-func Ping(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time.Duration) (PingResult, error) {
+func Run(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time.Duration) (Result, error) {
 	var conn net.PacketConn
-	err := inNetns(ns, func() error {
+	err := lab.InNetns(ns, func() error {
 		var err error
 		conn, err = net.ListenPacket("ip4:icmp", src.String())
 		return err
 	})
 	if err != nil {
-		return PingResult{}, fmt.Errorf("ping in %s: %w", ns, err)
+		return Result{}, fmt.Errorf("ping in %s: %w", ns, err)
 	}
 	defer conn.Close()
 
@@ -157,7 +117,7 @@ loop:
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
-	return PingResult{Sent: sent, RTTs: rtts}, werr
+	return Result{Sent: sent, RTTs: rtts}, werr
 }
 
 // EchoRequest is an ICMPv4 echo request message with size payload bytes.

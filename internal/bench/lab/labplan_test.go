@@ -1,0 +1,41 @@
+package lab
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"testing"
+)
+
+// TestLabPlanMatches keeps the benchmark's topology in step with
+// deploy/lab/lab.sh, which the demo and the e2e tests use: the same
+// addresses on the same links. (modes.TestLabCatalogMatches checks the
+// sites catalog.)
+func TestLabPlanMatches(t *testing.T) {
+	raw, err := os.ReadFile("../../../deploy/lab/lab.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := string(raw)
+
+	// Addresses: `ip -n "$p-ROLE" addr add ADDR dev DEV` in lab.sh.
+	re := regexp.MustCompile(`ip -n "\$p-([a-z-]+)" addr add (\S+) dev (\S+)`)
+	var want []string
+	for _, m := range re.FindAllStringSubmatch(lab, -1) {
+		want = append(want, m[1]+" "+m[2]+" "+m[3])
+	}
+	var got []string
+	for _, c := range labLinks(ANode, BNode, AGW, BGW, 1500) {
+		if len(c) >= 7 && c[2] == "addr" && c[3] == "add" && c[5] == "dev" {
+			got = append(got, c[1]+" "+c[4]+" "+c[6])
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if len(want) < 14 {
+		t.Fatalf("found only %d addresses in lab.sh; did its form change?\n%v", len(want), want)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("addresses differ:\nlab.sh: %v\nbench:  %v", want, got)
+	}
+}
