@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/bridgehead/bridgehead/config"
@@ -182,7 +183,31 @@ func Run(ctx context.Context, o Options) error {
 	// The loop keeps only the path: capturing cfg would keep the start-up
 	// config (tens of MB for a large catalog) alive after every reload.
 	path := cfg.Path
-	repair := time.NewTicker(routeRepairInterval)
+	// Route notifications put back what is deleted as it happens; the
+	// full check (a dump of every route) is then a rare backstop.
+	repairEvery := routeRepairInterval
+	if err := ns.WatchRoutes(ctx, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.repairRoutes()
+	}); err != nil {
+		log.Warn("route notifications unavailable; checking every route every 30 s instead", "err", err)
+	} else {
+		repairEvery = routeBackstopInterval
+		for _, res := range []string{"repaired", "failed"} {
+			g.m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "bridgehead_route_repairs_total", Help: "Kernel routes of ours that were deleted and put back (repaired) or could not be (failed), from route notifications.",
+				ConstLabels: prometheus.Labels{"result": res},
+			}, func() float64 {
+				ok, failed := ns.Repairs()
+				if res == "failed" {
+					return float64(failed)
+				}
+				return float64(ok)
+			}))
+		}
+	}
+	repair := time.NewTicker(repairEvery)
 	defer repair.Stop()
 	go func() {
 		defer close(reloads)

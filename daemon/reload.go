@@ -92,8 +92,14 @@ func (g *gateway) repairRoutes() error {
 }
 
 // routeRepairInterval is how often the daemon checks that the kernel still
-// has the running config's routes.
+// has the running config's routes when it cannot watch route notifications.
 const routeRepairInterval = 30 * time.Second
+
+// routeBackstopInterval is how often it checks them all while it watches
+// route notifications (netsetup.Setup.WatchRoutes puts back each deleted
+// route at once): for what goes without a notification, as IPv4 routes
+// flushed with a link that went down.
+const routeBackstopInterval = 10 * time.Minute
 
 // apply does the work of reload. running reports whether the file's
 // config is the running one when apply returns (unchanged, or applied),

@@ -9,9 +9,12 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // Want is the kernel state a gateway needs.
@@ -37,18 +40,34 @@ type ViaRoute struct {
 
 // Setup is the kernel state applied so far. Safe for concurrent use.
 type Setup struct {
-	mu     sync.Mutex
-	h      *netlink.Handle
-	rs     *routeSocket // tunnel routes, in batches
-	log    *slog.Logger
-	link   string
-	tunnel map[netip.Prefix]bool
-	via    map[netip.Prefix]netip.Addr
+	mu   sync.Mutex
+	h    *netlink.Handle
+	rs   *routeSocket   // tunnel routes, in batches
+	ns   netns.NsHandle // the namespace New ran in, for WatchRoutes
+	log  *slog.Logger
+	link string
+	// linkIndex is the index of link as of the last Apply.
+	linkIndex int
+	tunnel    map[netip.Prefix]bool
+	via       map[netip.Prefix]netip.Addr
 	// sysctlPath is where /proc/sys lives (tests point it elsewhere).
 	sysctlPath string
 	// closed is set by Close: the netlink handle is gone, and a netlink
 	// call would quietly act on the calling thread's namespace.
 	closed bool
+
+	// Repairs by WatchRoutes: routes put back, and those that failed.
+	// Any goroutine may read them.
+	repaired, repairFailed atomic.Uint64
+	// WatchRoutes' log pacing, under mu.
+	lastRepairLog            time.Time
+	unlogged, unloggedFailed int
+}
+
+// Repairs returns how many deleted routes WatchRoutes put back, and how
+// many it failed to.
+func (s *Setup) Repairs() (repaired, failed uint64) {
+	return s.repaired.Load(), s.repairFailed.Load()
 }
 
 // New returns a Setup bound to the calling thread's network namespace.
@@ -65,8 +84,14 @@ func New(log *slog.Logger) (*Setup, error) {
 		h.Close()
 		return nil, err
 	}
+	ns, err := netns.Get()
+	if err != nil {
+		h.Close()
+		rs.close()
+		return nil, fmt.Errorf("network namespace: %w", err)
+	}
 	return &Setup{
-		h: h, rs: rs, log: log,
+		h: h, rs: rs, ns: ns, log: log,
 		tunnel:     map[netip.Prefix]bool{},
 		via:        map[netip.Prefix]netip.Addr{},
 		sysctlPath: "/proc/sys",
@@ -90,6 +115,7 @@ func (s *Setup) Apply(w Want) error {
 		return fmt.Errorf("link %s: %w", w.Link, err)
 	}
 	s.link = w.Link
+	s.linkIndex = link.Attrs().Index
 	var errs []error
 	if w.MTU > 0 && link.Attrs().MTU != w.MTU {
 		if err := s.h.LinkSetMTU(link, w.MTU); err != nil {
@@ -308,6 +334,7 @@ func (s *Setup) Close() error {
 	clear(s.via)
 	s.h.Close()
 	s.rs.close()
+	s.ns.Close()
 	return errors.Join(errs...)
 }
 

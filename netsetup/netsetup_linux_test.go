@@ -25,7 +25,9 @@ import (
 // body on one locked OS thread: New binds the Setup's netlink sockets to the
 // namespace of the thread that calls it, and PathMTU, the sysctl writes in
 // Apply and the helpers here all act on the calling thread's namespace.
-// netsetup starts no goroutines, so nothing escapes to the host namespace.
+// netsetup starts no goroutines but WatchRoutes', whose subscription is
+// made in the Setup's namespace and whose repairs use the Setup's sockets,
+// so nothing escapes to the host namespace.
 // Subtests each enter a namespace of their own (t.Run starts a new goroutine).
 
 const (
@@ -47,7 +49,7 @@ var (
 // fresh network namespace. Cleanup returns the thread to the original
 // namespace, closes the new one (the kernel destroys it, and every link in
 // it, with its last reference) and unlocks the thread.
-func enterNetns(t *testing.T) {
+func enterNetns(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a network namespace; skipped with -short")
@@ -91,7 +93,7 @@ type env struct {
 	tun, lan, lo netlink.Link
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t testing.TB) env {
 	t.Helper()
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
@@ -130,7 +132,7 @@ func newEnv(t *testing.T) env {
 
 // newSetup returns a Setup in the current namespace, closed at cleanup
 // (a second Close, after a test's own, is harmless).
-func newSetup(t *testing.T) *Setup {
+func newSetup(t testing.TB) *Setup {
 	t.Helper()
 	s, err := New(slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
@@ -140,7 +142,7 @@ func newSetup(t *testing.T) *Setup {
 	return s
 }
 
-func linkByName(t *testing.T, name string) netlink.Link {
+func linkByName(t testing.TB, name string) netlink.Link {
 	t.Helper()
 	l, err := netlink.LinkByName(name)
 	if err != nil {
@@ -149,14 +151,14 @@ func linkByName(t *testing.T, name string) netlink.Link {
 	return l
 }
 
-func writeSysctl(t *testing.T, name, value string) {
+func writeSysctl(t testing.TB, name, value string) {
 	t.Helper()
 	if err := os.WriteFile("/proc/sys/"+name, []byte(value+"\n"), 0o644); err != nil {
 		t.Fatalf("sysctl %s: %v", name, err)
 	}
 }
 
-func readSysctl(t *testing.T, name string) string {
+func readSysctl(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/sys/" + name)
 	if err != nil {

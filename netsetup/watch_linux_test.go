@@ -1,0 +1,160 @@
+//go:build linux
+
+package netsetup
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// waitRoutes polls the kernel's main table until it is exactly want, and
+// returns how long that took.
+func waitRoutes(t *testing.T, what string, want []string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	want = union(want)
+	for !slices.Equal(kernelRoutes(t, false), want) {
+		if time.Since(start) > 5*time.Second {
+			checkRoutes(t, what, want)
+			t.FailNow()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// TestWatchRoutesRepairsDeletions: with WatchRoutes running, a route of
+// ours that someone deletes comes back at once, through the route
+// notification and without listing the table; routes Apply removed
+// itself and routes that were never ours stay deleted (issue #19, 13b).
+func TestWatchRoutesRepairsDeletions(t *testing.T) {
+	enterNetns(t)
+	e := newEnv(t)
+	s := newSetup(t)
+	baseline := kernelRoutes(t, false)
+	w := fullWant()
+	if err := s.Apply(w); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var resyncs atomic.Int32
+	if err := s.WatchRoutes(ctx, func() { resyncs.Add(1) }); err != nil {
+		t.Fatalf("WatchRoutes: %v", err)
+	}
+	tun := e.tun.Attrs().Index
+	for _, tc := range []struct {
+		name  string
+		route *netlink.Route
+	}{
+		{"tunnel ipv4", tunnelRoute(tun, pfx("10.1.0.0/16"))},
+		{"tunnel ipv6", tunnelRoute(tun, pfx("fd00:2::/48"))},
+		{"via ipv4", viaRoute(pfx("10.100.2.0/24"), addr("192.0.2.12"))},
+		{"via ipv6", viaRoute(pfx("fd00:100:1::/64"), addr("2001:db8:ff::11"))},
+	} {
+		if err := netlink.RouteDel(tc.route); err != nil {
+			t.Fatalf("%s: delete %s: %v", tc.name, tc.route, err)
+		}
+		took := waitRoutes(t, tc.name+" put back", union(baseline, routesOf(w)))
+		t.Logf("%s: deleted route back after %v", tc.name, took)
+	}
+	if n, failed := s.Repairs(); n != 4 || failed != 0 {
+		t.Errorf("Repairs() = %d, %d failed; want 4, 0", n, failed)
+	}
+
+	// Apply's own removal is not undone.
+	less := fullWant()
+	less.Tunnel = less.Tunnel[1:]
+	less.Via = less.Via[1:]
+	if err := s.Apply(less); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	// A route that was never ours, deleted, stays deleted.
+	hand := &netlink.Route{Dst: nlNet("172.16.0.0/12"), Gw: net.ParseIP("192.0.2.99")}
+	if err := netlink.RouteAdd(hand); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.RouteDel(hand); err != nil {
+		t.Fatal(err)
+	}
+	// A marker repair shows every earlier notification was handled.
+	if err := netlink.RouteDel(tunnelRoute(tun, pfx("10.2.0.0/16"))); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, "after Apply removed two routes", union(baseline, routesOf(less)))
+	if n, _ := s.Repairs(); n != 5 {
+		t.Errorf("Repairs() = %d, want 5 (the marker only)", n)
+	}
+	if n := resyncs.Load(); n != 0 {
+		t.Errorf("%d resyncs without lost notifications", n)
+	}
+}
+
+// manyPrefixes is n IPv4 /28s, a catalog of 100k prefixes' worth of
+// tunnel routes.
+func manyPrefixes(n int) []netip.Prefix {
+	ps := make([]netip.Prefix, n)
+	for i := range ps {
+		ps[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 12), byte(i >> 4), byte(i << 4)}), 28)
+	}
+	return ps
+}
+
+// BenchmarkFullCheck100k is what the 30 s route repair cost before
+// WatchRoutes, and still costs as the rare backstop: Apply of an unchanged
+// catalog of 100k tunnel routes, which lists the whole table.
+func BenchmarkFullCheck100k(b *testing.B) {
+	enterNetns(b)
+	newEnv(b)
+	s := newSetup(b)
+	w := Want{Link: tunName, Tunnel: manyPrefixes(100_000)}
+	if err := s.Apply(w); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := s.Apply(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRepairOne100k: with 100k tunnel routes installed and
+// WatchRoutes running, one route deleted and put back: the notification,
+// the repair, and nothing that grows with the table.
+func BenchmarkRepairOne100k(b *testing.B) {
+	enterNetns(b)
+	e := newEnv(b)
+	s := newSetup(b)
+	ps := manyPrefixes(100_000)
+	if err := s.Apply(Want{Link: tunName, Tunnel: ps}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.WatchRoutes(ctx, func() { b.Error("notifications lost") }); err != nil {
+		b.Fatal(err)
+	}
+	tun := e.tun.Attrs().Index
+	i := 0
+	for b.Loop() {
+		before, _ := s.Repairs()
+		p := ps[i%len(ps)]
+		i++
+		if err := netlink.RouteDel(tunnelRoute(tun, p)); err != nil {
+			b.Fatal(err)
+		}
+		for n, _ := s.Repairs(); n == before; n, _ = s.Repairs() {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	if _, failed := s.Repairs(); failed != 0 {
+		b.Errorf("%d repairs failed", failed)
+	}
+}
