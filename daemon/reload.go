@@ -96,9 +96,9 @@ func (g *gateway) repairRoutes() error {
 const routeRepairInterval = 30 * time.Second
 
 // routeBackstopInterval is how often it checks them all while it watches
-// route notifications (netsetup.Setup.WatchRoutes puts back each deleted
-// route at once): for what goes without a notification, as IPv4 routes
-// flushed with a link that went down.
+// route and link notifications (netsetup.Setup.WatchRoutes puts back each
+// deleted route at once, and everything when the TUN goes down): for
+// whatever still goes unseen.
 const routeBackstopInterval = 10 * time.Minute
 
 // apply does the work of reload. running reports whether the file's

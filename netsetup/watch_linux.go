@@ -28,11 +28,13 @@ const watchLogInterval = time.Minute
 // was deleted, not the size of the table, where a full check (Apply)
 // dumps every route: 0.5 s of CPU at 100k prefixes.
 //
-// Notifications can be lost: the socket overran, or it failed. Then the
-// watch subscribes again and calls resync (from its goroutine, with no
-// lock of Setup held), which should Apply the whole wanted state. A
-// caller should still Apply now and then as a backstop: IPv4 routes
-// flushed with a link that went down are removed without notifications.
+// The kernel flushes a link's routes when it goes down, IPv4 ones
+// without a notification each; and notifications can be lost (the socket
+// overran, or failed). For both, the watch calls resync (from its
+// goroutine, with no lock of Setup held), which should Apply the whole
+// wanted state: that brings the link up and puts every route back. When
+// notifications were lost it subscribes again before calling resync. A
+// caller should still Apply now and then as a backstop.
 //
 // It returns once subscribed; the watch runs on its own goroutine until
 // ctx is done or the Setup is closed. The subscription is made in the
@@ -46,10 +48,11 @@ func (s *Setup) WatchRoutes(ctx context.Context, resync func()) error {
 	return nil
 }
 
-// subscription is one route notification socket.
+// subscription is the route and link notification sockets.
 type subscription struct {
-	ch   chan netlink.RouteUpdate
-	done chan struct{} // closing it closes the socket
+	routes chan netlink.RouteUpdate
+	links  chan netlink.LinkUpdate
+	done   chan struct{} // closing it closes both sockets
 }
 
 func (s *Setup) subscribe() (*subscription, error) {
@@ -58,45 +61,72 @@ func (s *Setup) subscribe() (*subscription, error) {
 	if s.closed {
 		return nil, errors.New("netsetup: WatchRoutes after Close")
 	}
-	sub := &subscription{ch: make(chan netlink.RouteUpdate, 1024), done: make(chan struct{})}
-	err := netlink.RouteSubscribeWithOptions(sub.ch, sub.done, netlink.RouteSubscribeOptions{
+	sub := &subscription{routes: make(chan netlink.RouteUpdate, 1024), links: make(chan netlink.LinkUpdate, 64), done: make(chan struct{})}
+	onErr := func(err error) { s.log.Debug("route notifications", "err", err) }
+	err := netlink.RouteSubscribeWithOptions(sub.routes, sub.done, netlink.RouteSubscribeOptions{
 		Namespace:              &s.ns,
 		ReceiveBufferSize:      watchBufSize,
 		ReceiveBufferForceSize: true, // past rmem_max; needs CAP_NET_ADMIN, which Setup needs anyway
-		ErrorCallback:          func(err error) { s.log.Debug("route notifications", "err", err) },
+		ErrorCallback:          onErr,
 	})
 	if err != nil {
+		close(sub.done)
 		return nil, fmt.Errorf("subscribe to route notifications: %w", err)
+	}
+	err = netlink.LinkSubscribeWithOptions(sub.links, sub.done, netlink.LinkSubscribeOptions{Namespace: &s.ns, ErrorCallback: onErr})
+	if err != nil {
+		close(sub.done)
+		return nil, fmt.Errorf("subscribe to link notifications: %w", err)
 	}
 	return sub, nil
 }
 
 func (s *Setup) watch(ctx context.Context, sub *subscription, resync func()) {
 	defer func() { close(sub.done) }()
+	// lost handles a failed socket (an overrun): what changed meanwhile
+	// is unknown. It subscribes again first, so that nothing deleted
+	// after the resync goes unseen; false when the watch is over.
+	lost := func() bool {
+		close(sub.done)
+		if sub = s.resubscribe(ctx); sub == nil {
+			sub = &subscription{done: make(chan struct{})} // for the deferred close
+			return false
+		}
+		s.log.Warn("route notifications were lost; checking every route")
+		resync()
+		return true
+	}
 	batch := make([]netlink.RouteUpdate, 0, 256)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case u, ok := <-sub.ch:
+		case l, ok := <-sub.links:
 			if !ok {
-				// The socket failed (overran): what was deleted
-				// meanwhile is unknown. Subscribe again first, so
-				// nothing deleted after the resync goes unseen.
-				close(sub.done)
-				if sub = s.resubscribe(ctx); sub == nil {
-					sub = &subscription{done: make(chan struct{})} // for the deferred close
+				if !lost() {
 					return
 				}
-				s.log.Warn("route notifications were lost; checking every route")
+				continue
+			}
+			// Our link down flushes its routes, IPv4 ones without a
+			// notification each: Apply brings it up and puts them
+			// back, as the periodic check did.
+			if s.ourLinkDown(l) {
+				s.log.Warn("tunnel link went down; bringing it up and restoring its routes", "link", l.Attrs().Name)
 				resync()
+			}
+		case u, ok := <-sub.routes:
+			if !ok {
+				if !lost() {
+					return
+				}
 				continue
 			}
 			batch = append(batch[:0], u)
 		more: // what else arrived: one repair for a burst of deletions
 			for len(batch) < cap(batch) {
 				select {
-				case u, ok := <-sub.ch:
+				case u, ok := <-sub.routes:
 					if !ok {
 						break more
 					}
@@ -110,6 +140,16 @@ func (s *Setup) watch(ctx context.Context, sub *subscription, resync func()) {
 			}
 		}
 	}
+}
+
+// ourLinkDown reports whether l says the link Apply configures is down.
+func (s *Setup) ourLinkDown(l netlink.LinkUpdate) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.link == "" || int(l.Index) != s.linkIndex {
+		return false
+	}
+	return l.Header.Type == unix.RTM_NEWLINK && l.Flags&unix.IFF_UP == 0
 }
 
 // resubscribe subscribes again until it works, the Setup is closed or ctx

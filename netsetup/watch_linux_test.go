@@ -45,8 +45,19 @@ func TestWatchRoutesRepairsDeletions(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// resync, as the daemon's: Apply the wanted state. It runs on the
+	// watch goroutine, on another thread: sysctl writes (through /proc,
+	// which follows the thread's namespace) go to a scratch directory.
+	s.sysctlPath = t.TempDir()
 	var resyncs atomic.Int32
-	if err := s.WatchRoutes(ctx, func() { resyncs.Add(1) }); err != nil {
+	var cur atomic.Pointer[Want]
+	cur.Store(&w)
+	if err := s.WatchRoutes(ctx, func() {
+		resyncs.Add(1)
+		if err := s.Apply(*cur.Load()); err != nil {
+			t.Errorf("resync Apply: %v", err)
+		}
+	}); err != nil {
 		t.Fatalf("WatchRoutes: %v", err)
 	}
 	tun := e.tun.Attrs().Index
@@ -73,6 +84,7 @@ func TestWatchRoutesRepairsDeletions(t *testing.T) {
 	less := fullWant()
 	less.Tunnel = less.Tunnel[1:]
 	less.Via = less.Via[1:]
+	cur.Store(&less)
 	if err := s.Apply(less); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -94,6 +106,21 @@ func TestWatchRoutesRepairsDeletions(t *testing.T) {
 	}
 	if n := resyncs.Load(); n != 0 {
 		t.Errorf("%d resyncs without lost notifications", n)
+	}
+
+	// The TUN taken down flushes its routes (IPv4 without
+	// notifications): the link notification brings it up and back.
+	start := time.Now()
+	if err := netlink.LinkSetDown(e.tun); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, "after the TUN went down", union(baseline, routesOf(less)))
+	t.Logf("TUN down: up with its routes after %v", time.Since(start))
+	if linkByName(t, tunName).Attrs().Flags&net.FlagUp == 0 {
+		t.Error("TUN left down")
+	}
+	if n := resyncs.Load(); n < 1 {
+		t.Errorf("%d resyncs after the TUN went down", n)
 	}
 }
 
