@@ -120,3 +120,78 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 		t.Errorf("packets left out of order: counters %v", got)
 	}
 }
+
+// TestResponderConfirmKeepsOrder: the responder's side of the same race.
+// Packets B queued while it had no session leave before packets routed
+// after the initiator's first message confirmed the session B answered
+// (issue #19, item 9).
+func TestResponderConfirmKeepsOrder(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	a, b := h.a, h.b
+	pa := a.state.Load().sites["site-b"].gateways[0]
+	pb := b.state.Load().sites["site-a"].gateways[0]
+	pa.current.Store(nil)
+	pb.current.Store(nil)
+	pkt := udpPacket(t, podB, podA, make([]byte, 100))
+	in := b.newInsideBatch()
+	route := func() {
+		copy(in.bufs[0][bufHeadroom:], pkt)
+		in.sizes[0] = len(pkt)
+		b.routeBatch(in, 1, h.now)
+	}
+	const queued = 3
+	for range queued {
+		route()
+	}
+	// A initiates, B answers, A completes and sends its first message
+	// (a keepalive: A has nothing queued), which B takes as confirmation.
+	a.initiate(pa, h.now, false)
+	init := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
+	b.handleHandshake(init, h.bindA.local, h.now, make([]byte, b.bufSize))
+	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
+	a.handleHandshake(resp, h.bindB.local, h.now, make([]byte, a.bufSize))
+	out := b.newOutsideBatch()
+	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
+	out.eps[0] = h.bindA.local
+	b.receiveBatch(out, 1, h.now)
+	if pb.current.Load() == nil {
+		t.Fatal("B did not confirm the session")
+	}
+
+	bind := newBlockFirstBind(h.bindB.local)
+	b.bind = bind
+	scratch := make([]byte, b.bufSize)
+	loopDone := make(chan struct{})
+	go func() { // the handshake loop, woken by confirm: flush the queue
+		defer close(loopDone)
+		b.onTrigger(pb, h.now, scratch)
+	}()
+	select {
+	case <-bind.blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the queue was not flushed")
+	}
+	routeDone := make(chan struct{})
+	go func() {
+		defer close(routeDone)
+		route()
+	}()
+	select {
+	case <-routeDone:
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(bind.release)
+	<-loopDone
+	<-routeDone
+	b.onTrigger(pb, h.now, scratch)
+	bind.mu.Lock()
+	got := slices.Clone(bind.counters)
+	bind.mu.Unlock()
+	t.Logf("counters in send order: %v", got)
+	if len(got) != queued+1 {
+		t.Fatalf("%d packets sent, want %d: %v", len(got), queued+1, got)
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("packets left out of order: counters %v", got)
+	}
+}
