@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +248,33 @@ func TestSeedChecks(t *testing.T) {
 		}
 		want(t, out, [2]string{"PASS pod", "site-a/" + podA + " via gateways"}, [2]string{"PASS pod", "site-b/" + dnsPod + " direct"},
 			[2]string{"PASS service", ""}, [2]string{"PASS dns", "10.96.0.1"}, [2]string{"PASS egress", ""}, [2]string{"PASS callback", "CONNECT 200"})
+	})
+
+	// Pods whose MTU is above the tunnel's still work when path-MTU
+	// discovery does: gateway B answers "too big" and the pod check says
+	// so instead of failing.
+	t.Run("pod MTU above the tunnel's", func(t *testing.T) {
+		l.t = t
+		peer := regexp.MustCompile(`eth0@if(\d+)`).FindStringSubmatch(l.mustExec("b-pod1", "ip", "-o", "link", "show", "eth0"))
+		if peer == nil {
+			t.Fatal("no veth peer of the pod's eth0")
+		}
+		host := regexp.MustCompile(`(?m)^` + peer[1] + `: ([^@:]+)`).FindStringSubmatch(l.mustExec("b-node", "ip", "-o", "link", "show"))
+		if host == nil {
+			t.Fatalf("no link %s on node B", peer[1])
+		}
+		setMTU := func(mtu string) {
+			l.mustExec("b-node", "ip", "link", "set", host[1], "mtu", mtu)
+			l.mustExec("b-pod1", "ip", "link", "set", "eth0", "mtu", mtu)
+		}
+		setMTU("1500")
+		defer setMTU(strconv.Itoa(podMTU))
+		out, ok := l.exec("b-pod1", filepath.Join(l.bin, "bridgehead"), "verify", "--on", "pod",
+			"--config", filepath.Join(l.dir, "b.yaml"), "--timeout", "1s", "--pod", podA, "--dns", dnsIP+":53")
+		t.Logf("verify from a pod with MTU 1500:\n%s", out)
+		if err := ok; err != nil || !regexp.MustCompile(`PASS +pod .* path mtu 1420 < mtu 1500 \(too-big from [0-9.]+\)`).MatchString(out) {
+			t.Errorf("want the pod check to pass with the path MTU the gateway reported (err %v)", err)
+		}
 	})
 
 	t.Run("MTU lowered", func(t *testing.T) {

@@ -104,7 +104,8 @@ func (c *clusterRun) ping(ctx context.Context, dst netip.Addr, size int, timeout
 			return rtt, nil
 		}
 		lastErr = err
-		if isLocalError(err) {
+		var tb *TooBigError
+		if isLocalError(err) || errors.As(err, &tb) {
 			break
 		}
 	}
@@ -162,8 +163,17 @@ func (c *clusterRun) pod(ctx context.Context, a netip.Addr, site, how string, ch
 		_, err := c.ping(ctx, a, size, timeout)
 		return err == nil
 	}
-	if ok(mtu) {
+	_, err = c.ping(ctx, a, mtu, timeout)
+	if err == nil {
 		chk.Result, chk.Figure = Pass, fmt.Sprintf("icmp %s, %d bytes", ms(rtt), mtu)
+		return chk
+	}
+	// A router that says "too big" makes path-MTU discovery work: the
+	// path is not a black hole if that size then crosses.
+	var tb *TooBigError
+	if errors.As(err, &tb) && tb.MTU >= echoSize && tb.MTU < mtu && ok(tb.MTU) {
+		chk.Result = Pass
+		chk.Figure = fmt.Sprintf("icmp %s, path mtu %d < mtu %d (too-big from %s)", ms(rtt), tb.MTU, mtu, tb.From)
 		return chk
 	}
 	lo, hi := echoSize, mtu // lo passes, hi fails

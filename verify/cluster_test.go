@@ -23,6 +23,8 @@ type clusterNet struct {
 	dns     map[string][]netip.Addr
 	dnsErr  error
 	relay   int // CONNECT answer of the relay at 10.224.0.4:8131; 0: refused
+	// tooBigFrom, when set, answers packets over pathMTU with ICMP too-big.
+	tooBigFrom netip.Addr
 }
 
 func healthyCluster() *clusterNet {
@@ -48,6 +50,9 @@ func (f *clusterNet) Ping(_ context.Context, src, dst netip.Addr, size int, _ ti
 	}
 	if m, ok := f.pathMTU[dst]; ok && size <= m {
 		return 300 * time.Microsecond, nil
+	}
+	if m, ok := f.pathMTU[dst]; ok && f.tooBigFrom.IsValid() && size > m {
+		return 0, &TooBigError{From: f.tooBigFrom, MTU: m}
 	}
 	return 0, errTimeout{}
 }
@@ -202,4 +207,79 @@ func TestClusterFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterPathMTUDiscovery: pods whose MTU is above the tunnel's are
+// fine when a router on the way says "too big" (PMTUD works); the same
+// path without that answer is a black hole and fails.
+func TestClusterPathMTUDiscovery(t *testing.T) {
+	a := netip.MustParseAddr
+	n := healthyCluster()
+	n.mtu = 1500
+	n.tooBigFrom = a("192.168.50.2")
+	o := clusterOptions(t, n)
+	o.Pods = o.Pods[:1]
+	c := find(RunCluster(context.Background(), o), "pod")[0]
+	if c.Result != Pass || c.Figure != "icmp 0.30 ms, path mtu 1420 < mtu 1500 (too-big from 192.168.50.2)" {
+		t.Errorf("with PMTUD: %+v", c)
+	}
+	n.tooBigFrom = netip.Addr{}
+	c = find(RunCluster(context.Background(), o), "pod")[0]
+	if c.Result != Fail || c.Figure != "icmp 0.30 ms, 1420 bytes < mtu 1500" {
+		t.Errorf("black hole: %+v", c)
+	}
+}
+
+// TestTooBig reads ICMP "too big" answers about our echo, and no other.
+func TestTooBig(t *testing.T) {
+	dst4, dst6 := netip.MustParseAddr("10.244.1.2"), netip.MustParseAddr("fd00:244::2")
+	v4 := func(id, seq int, to netip.Addr) []byte {
+		b := []byte{3, 4, 0, 0, 0, 0, 0x05, 0x8c} // mtu 1420
+		ip := make([]byte, 20)
+		ip[0], ip[9] = 0x45, 1
+		copy(ip[16:], to.AsSlice())
+		b = append(b, ip...)
+		return append(b, 8, 0, 0, 0, byte(id>>8), byte(id), byte(seq>>8), byte(seq))
+	}
+	v6 := func(id, seq int) []byte {
+		b := []byte{2, 0, 0, 0, 0, 0, 0x05, 0x8c}
+		ip := make([]byte, 40)
+		ip[0], ip[6] = 0x60, 58
+		copy(ip[24:], dst6.AsSlice())
+		b = append(b, ip...)
+		return append(b, 128, 0, 0, 0, byte(id>>8), byte(id), byte(seq>>8), byte(seq))
+	}
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		dst  netip.Addr
+		mtu  int
+		ok   bool
+	}{
+		{"ipv4 ours", v4(7, 9, dst4), dst4, 1420, true},
+		{"ipv4 other echo", v4(7, 10, dst4), dst4, 0, false},
+		{"ipv4 other destination", v4(7, 9, netip.MustParseAddr("10.244.1.3")), dst4, 0, false},
+		{"ipv4 port unreachable", append([]byte{3, 3}, v4(7, 9, dst4)[2:]...), dst4, 0, false},
+		{"ipv4 truncated", v4(7, 9, dst4)[:20], dst4, 0, false},
+		{"ipv6 ours", v6(7, 9), dst6, 1420, true},
+		{"ipv6 other echo", v6(8, 9), dst6, 0, false},
+		{"echo reply", []byte{0, 0, 0, 0, 0, 7, 0, 9}, dst4, 0, false},
+	} {
+		mtu, ok := tooBig(tc.msg, tc.dst, 7, 9)
+		if mtu != tc.mtu || ok != tc.ok {
+			t.Errorf("%s: %d %v, want %d %v", tc.name, mtu, ok, tc.mtu, tc.ok)
+		}
+	}
+}
+
+func FuzzTooBig(f *testing.F) {
+	f.Add([]byte{3, 4, 0, 0, 0, 0, 5, 140}, true)
+	f.Add([]byte{2, 0, 0, 0, 0, 0, 5, 140}, false)
+	f.Fuzz(func(t *testing.T, msg []byte, v4 bool) {
+		dst := netip.MustParseAddr("fd00:244::2")
+		if v4 {
+			dst = netip.MustParseAddr("10.244.1.2")
+		}
+		tooBig(msg, dst, 7, 9) // must not panic
+	})
 }

@@ -90,7 +90,14 @@ func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, ti
 		if !ok {
 			continue
 		}
-		if a, ok := netip.AddrFromSlice(ip.IP); !ok || a.Unmap() != dst {
+		a, ok := netip.AddrFromSlice(ip.IP)
+		if !ok {
+			continue
+		}
+		if mtu, ok := tooBig(buf[:n], dst, id, seq); ok {
+			return 0, &TooBigError{From: a.Unmap(), MTU: mtu}
+		}
+		if a.Unmap() != dst {
 			continue
 		}
 		m, err := icmp.ParseMessage(proto, buf[:n])
