@@ -8,6 +8,9 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"regexp"
+	"slices"
+	"strings"
 )
 
 // CheckOptions adjusts Check.
@@ -187,17 +190,62 @@ func reservedRanges() []netip.Prefix {
 	}
 }
 
-// checkReserved: no CIDR overlaps a range AKS reserves.
+// checkReserved: no CIDR overlaps a range AKS reserves. The message
+// names the reserved ranges and a free private range of the same size.
 func checkReserved(plan []cidr, r *reporter) {
 	reserved := reservedRanges()
 	for _, x := range plan {
 		for _, res := range reserved {
 			r.ops++
 			if x.p.Masked().Overlaps(res) {
-				r.errorf(x.path, "%s overlaps %s, which AKS reserves", x.p, res)
+				hint := "use another private range"
+				if free, ok := freePrivate(plan, reserved, x.p.Bits()); ok {
+					hint = fmt.Sprintf("use another private range, such as %s (free in this plan)", free)
+				}
+				r.errorf(x.path, "%s overlaps %s, which AKS reserves (%s may not hold node, pod or service CIDRs); %s",
+					x.p, res, joinPrefixes(reserved), hint)
 			}
 		}
 	}
+}
+
+// freePrivate returns the first prefix of bits bits in the RFC 1918
+// ranges that overlaps neither the plan nor a reserved range, trying at
+// most 256 candidates per range (it only runs for a config in error).
+func freePrivate(plan []cidr, reserved []netip.Prefix, bits int) (netip.Prefix, bool) {
+	for _, block := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"} {
+		b := netip.MustParsePrefix(block)
+		if bits < b.Bits() || bits > 32 {
+			continue
+		}
+		step := uint32(1) << (32 - bits)
+		base := b.Addr().As4()
+		start := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		for i := uint32(0); i < 256 && uint64(i)*uint64(step) < uint64(1)<<(32-b.Bits()); i++ {
+			a := start + i*step
+			cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
+			if !overlapsAny(cand, reserved) && !slices.ContainsFunc(plan, func(c cidr) bool { return c.p.Masked().Overlaps(cand) }) {
+				return cand, true
+			}
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// joinPrefixes is "a, b and c".
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+func overlapsAny(p netip.Prefix, ps []netip.Prefix) bool {
+	return slices.ContainsFunc(ps, p.Overlaps)
 }
 
 // checkDNSServiceIP: the cluster DNS address is in a service CIDR.
@@ -256,6 +304,7 @@ func checkNodes(c *Config, sites []siteIndex, r *reporter) {
 	for i, s := range c.Sites {
 		names := map[string]string{}
 		var pods, pods6 []cidr
+		noPods := false // a node has a pod CIDR, the site none
 		for j, n := range s.Nodes {
 			namePath := nodePath(i, j, "name")
 			if n.Name == "" {
@@ -281,6 +330,8 @@ func checkNodes(c *Config, sites []siteIndex, r *reporter) {
 					r.errorf(p6, "%s is not an IPv6 prefix", n.PodCIDR6)
 				case !n.Address6.IsValid():
 					r.errorf(p6, "needs address6: the gateway routes %s via the node's IPv6 address", n.PodCIDR6)
+				case len(s.PodCIDRs) == 0:
+					noPods = true // reported once for the site, below
 				case !sites[i].pods.containsPrefix(n.PodCIDR6, r):
 					r.errorf(p6, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR6, s.Name, shortList(s.PodCIDRs))
 				}
@@ -292,10 +343,19 @@ func checkNodes(c *Config, sites []siteIndex, r *reporter) {
 				r.errorf(podPath, "is required")
 				continue
 			}
-			if !sites[i].pods.containsPrefix(n.PodCIDR, r) {
+			if len(s.PodCIDRs) == 0 {
+				noPods = true
+			} else if !sites[i].pods.containsPrefix(n.PodCIDR, r) {
 				r.errorf(podPath, "%s is not inside the podCIDRs of site %q %v", n.PodCIDR, s.Name, shortList(s.PodCIDRs))
 			}
 			pods = append(pods, cidr{podPath, n.PodCIDR, i})
+		}
+		if noPods {
+			// One problem at the site, not one per node: CheckData
+			// drops it when the cause is a misspelled podCIDRs, which
+			// already has its "did you mean".
+			r.errorf(joinPath(indexPath("sites", i), "podCIDRs"),
+				"missing: the nodes of site %q have podCIDRs, which must be inside the site's podCIDRs", s.Name)
 		}
 		for _, list := range [][]cidr{pods6, pods} {
 			sweepOverlaps(list, r, func(a, b cidr) {
@@ -607,6 +667,9 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 
 // CheckData is CheckFile on data already read from path, for a caller
 // that compared HashData(data) with the running config first.
+// didYouMean matches an unknown field's suggestion (see suggest).
+var didYouMean = regexp.MustCompile(`^unknown field \(did you mean "([^"]+)"\?\)$`)
+
 func CheckData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
 	c, decodeErrs := defaultLoader().parseAll(path, data)
 	if c == nil {
@@ -616,6 +679,15 @@ func CheckData(path string, data []byte, opts CheckOptions) (*Config, ErrorList,
 	bad := map[string]bool{}
 	for _, e := range decodeErrs {
 		bad[e.Field] = true
+		// A misspelled field ("podCIDR" for "podCIDRs") leaves the
+		// field it meant unset: problems about that are the same mistake.
+		if m := didYouMean.FindStringSubmatch(e.Msg); m != nil {
+			if i := strings.LastIndexByte(e.Field, '.'); i >= 0 {
+				bad[e.Field[:i+1]+m[1]] = true
+			} else {
+				bad[m[1]] = true
+			}
+		}
 	}
 	all := append(ErrorList(nil), decodeErrs...)
 	for _, p := range problems {

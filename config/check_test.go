@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +108,7 @@ func TestCheck(t *testing.T) {
 
 		// checkReserved
 		{name: "pod CIDR in AKS reserved range", repl: map[int]string{49: "      - 169.254.0.0/17"},
-			problems: []want{{49, "sites[1].podCIDRs[1]", "overlaps 169.254.0.0/16, which AKS reserves"}}},
+			problems: []want{{49, "sites[1].podCIDRs[1]", "overlaps 169.254.0.0/16, which AKS reserves (169.254.0.0/16, 172.30.0.0/16, 172.31.0.0/16 and 192.0.2.0/24 may not hold node, pod or service CIDRs); use another private range, such as 10.2.0.0/17 (free in this plan)"}}},
 		{name: "service CIDR covers AKS reserved range", repl: map[int]string{13: "    - 172.16.0.0/12", 14: ""},
 			problems: []want{
 				{13, "cluster.serviceCIDRs[0]", "overlaps 172.30.0.0/16"},
@@ -356,5 +358,48 @@ sites:
 			t.Errorf("reported twice: %s", l)
 		}
 		seen[l] = true
+	}
+}
+
+// TestCheckSitePodCIDRsMissing: a misspelled site-level podCIDRs gets its
+// "did you mean" alone, not a problem per node about empty podCIDRs; a
+// site with none at all gets one problem at the site.
+func TestCheckSitePodCIDRsMissing(t *testing.T) {
+	raw, err := os.ReadFile("testdata/valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No name resolution in this test: the one host name becomes an address.
+	lines := strings.Split(strings.ReplaceAll(string(raw), "gw-b.example.net:", "203.0.113.9:"), "\n")
+	if lines[23] != "    podCIDRs:" || lines[24] != "      - 10.244.0.0/16" {
+		t.Fatalf("testdata/valid.yaml changed: lines 24-25 are %q, %q", lines[23], lines[24])
+	}
+	for _, tc := range []struct {
+		name string
+		edit func([]string) []string
+		want []string // each problem's "line: field: message" after the file name
+	}{
+		{"misspelled", func(l []string) []string { l[23] = "    podCIDR:"; return l },
+			[]string{`24: sites[0].podCIDR: unknown field (did you mean "podCIDRs"?)`}},
+		{"absent", func(l []string) []string { return append(l[:23:23], l[25:]...) },
+			[]string{`20: sites[0].podCIDRs: missing: the nodes of site "a" have podCIDRs, which must be inside the site's podCIDRs`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.yaml")
+			if err := os.WriteFile(path, []byte(strings.Join(tc.edit(slices.Clone(lines)), "\n")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, problems, _, err := CheckFile(path, CheckOptions{SkipPrivateKey: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range problems {
+				got = append(got, strings.TrimPrefix(p.Error(), path+":"))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("problems\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
 	}
 }
