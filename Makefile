@@ -5,7 +5,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 OUT       ?= out
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate
 
 all: build
 
@@ -28,6 +28,15 @@ deps:
 # demo: a two-site lab in network namespaces (root).
 demo: deps build
 	deploy/lab/demo.sh
+
+# generate: deepcopy and the CRDs of the bridgehead.io API (kube/apis) by
+# controller-gen, pinned here; TestGeneratedUpToDate (kube/apis/v1alpha1)
+# runs the same two commands into a temporary directory and diffs.
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+generate:
+	$(CONTROLLER_GEN) object paths=./kube/apis/...
+	$(CONTROLLER_GEN) crd paths=./kube/apis/... output:crd:artifacts:config=deploy/kubernetes/crds
 
 # kube-testenv: the real kube-apiserver (v1.37.2) and etcd (v3.6.16) that the
 # Kubernetes tests start, built from the Go module proxy into
