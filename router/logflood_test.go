@@ -151,3 +151,36 @@ func TestUnreachableGatewaysLogQuietly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLivenessChangesLoggedTogether: 50 gateways going down in one probe
+// round (a WAN cut), then coming back, write one line each way, not one
+// per gateway.
+func TestLivenessChangesLoggedTogether(t *testing.T) {
+	r := newHotPair(t, bhcrypto.AESGCM).a
+	h := newCountingHandler()
+	log := slog.New(h)
+	now := r.clock.Now()
+	var peers []*Peer
+	for i := range 50 {
+		p := newPeer(PeerConfig{Site: "site-x", Name: fmt.Sprintf("gw-%d", i),
+			Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i + 1)}), 51820)}, 1, 64, r.clock.Now, r.mono)
+		peers = append(peers, p)
+	}
+	for _, p := range peers {
+		p.live.state.Store(uint32(LiveDown))
+		r.logLiveness(p, LiveUp, now)
+	}
+	r.reach.flush(log, peers, now)
+	for _, p := range peers {
+		p.live.state.Store(uint32(LiveUp))
+		r.logLiveness(p, LiveDown, now)
+	}
+	r.reach.flush(log, peers, now)
+	lines := h.all()
+	for _, l := range lines {
+		t.Log(l)
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "count=50") || !strings.Contains(lines[1], "gateways up again count=50") {
+		t.Errorf("%d lines for 50 gateways down and up again, want 2 with count=50", len(lines))
+	}
+}

@@ -189,18 +189,17 @@ func (r *Router) sendControl(c *controlBatch) {
 	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
 }
 
+// logLiveness notes a state change for the next log line (reachLog.flush
+// writes the changes of one timers run together: a WAN cut takes hundreds
+// of gateways down at once).
 func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
 	case to == LiveDown:
-		unproven := time.Duration(r.mono.ns(now) - p.live.acked.Load())
-		heard := time.Duration(r.mono.ns(now) - p.lastReceive.Load())
-		r.log.Warn("gateway down: our probes go unanswered, flows move to the site's other gateways",
-			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(),
-			"unanswered_for", unproven.Round(time.Millisecond), "last_heard", heard.Round(time.Millisecond),
-			"probe_interval", time.Duration(p.live.interval.Load()))
+		r.reach.down(p, time.Duration(r.mono.ns(now)-p.live.acked.Load()),
+			time.Duration(r.mono.ns(now)-p.lastReceive.Load()), time.Duration(p.live.interval.Load()))
 	case from == LiveDown:
-		r.log.Info("gateway up again", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
+		r.reach.upAgain = append(r.reach.upAgain, p)
 	default:
-		r.log.Info("gateway up", "site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
+		r.reach.up = append(r.reach.up, p)
 	}
 }

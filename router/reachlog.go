@@ -28,6 +28,8 @@ const reachLogNamed = 5
 //     ReachLogInterval: how many, the first few named, failures since.
 //   - First sessions with gateways (none usable before) are logged
 //     together the same way; rekeys only at debug level.
+//   - So are the liveness changes of probeTimers (logLiveness): gateways
+//     that went down, came up, came up again.
 //
 // Counters for metrics: Peer.hsSendFailed per gateway, and unreachable.
 // Owned by the handshake loop (every method runs there) except
@@ -37,6 +39,11 @@ type reachLog struct {
 	newly, back []*Peer
 	firstErr    reachFailure // of the first in newly
 	sessions    []*Peer
+	// Liveness changes (probeTimers): gateways that went down (with
+	// what the first of them looked like), came up, came up again.
+	downs       []*Peer
+	firstDown   []any
+	up, upAgain []*Peer
 	failures    int // since the last summary
 	lastSummary time.Time
 	unreachable atomic.Int64 // len(failing)
@@ -80,6 +87,16 @@ func (l *reachLog) reached(p *Peer, first bool) {
 	l.back = append(l.back, p)
 }
 
+// down notes that p went down: its probes unanswered for unproven, last
+// heard from heard ago, probed every interval.
+func (l *reachLog) down(p *Peer, unproven, heard, interval time.Duration) {
+	if len(l.downs) == 0 {
+		l.firstDown = append(l.firstDown[:0], "endpoint", p.Endpoint(), "unanswered_for", unproven.Round(time.Millisecond),
+			"last_heard", heard.Round(time.Millisecond), "probe_interval", interval)
+	}
+	l.downs = append(l.downs, p)
+}
+
 // check notes p reachable again if it failed and now has a session set
 // up since (as responder too: confirm runs in the outside loop).
 func (l *reachLog) check(p *Peer, now time.Time) {
@@ -111,6 +128,20 @@ func (l *reachLog) flush(log *slog.Logger, order []*Peer, now time.Time) {
 	}
 	if len(l.sessions) > 0 {
 		log.Info("sessions established", "count", len(l.sessions), "gateways", names(l.sessions))
+	}
+	if len(l.downs) > 0 {
+		log.Warn("gateways down: our probes go unanswered, flows move to their sites' other gateways",
+			append([]any{"count", len(l.downs), "gateways", names(l.downs)}, l.firstDown...)...)
+	}
+	if len(l.upAgain) > 0 {
+		log.Info("gateways up again", "count", len(l.upAgain), "gateways", names(l.upAgain))
+	}
+	if len(l.up) > 0 {
+		log.Info("gateways up", "count", len(l.up), "gateways", names(l.up))
+	}
+	for _, s := range []*[]*Peer{&l.downs, &l.upAgain, &l.up} {
+		clear(*s)
+		*s = (*s)[:0]
 	}
 	for p := range l.failing {
 		if p.removed.Load() {
