@@ -27,7 +27,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/bench"
+	"github.com/bridgehead/bridgehead/internal/bench/compare"
+	"github.com/bridgehead/bridgehead/internal/bench/flood"
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
 	"github.com/bridgehead/bridgehead/internal/bench/modes"
 )
@@ -60,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wgGo      = fs.String("wireguard-go", "", "wireguard-go binary (default: wireguard-go or wireguard on PATH or in $(go env GOPATH)/bin)")
 		quick     = fs.Bool("quick", false, "smoke run: 1 run, 3 s per measurement, modes kernel,bridgehead, cipher aesgcm (explicit flags still win)")
 		verbose   = fs.Bool("v", false, "print every command")
-		flood     = fs.Bool("flood", false, "flood measurement instead of the mode comparison: bridgehead only, one TCP stream unflooded, under a garbage flood and under a bad-MAC handshake flood of gateway B (see bench/README.md, Flood)")
+		floodMode = fs.Bool("flood", false, "flood measurement instead of the mode comparison: bridgehead only, one TCP stream unflooded, under a garbage flood and under a bad-MAC handshake flood of gateway B (see bench/README.md, Flood)")
 		floodPPS  = fs.Float64("flood-pps", 150000, "with -flood: packets per second the flooder aims at")
 		floodBat  = fs.Int("flood-batch", 64, "with -flood: datagrams per sendmmsg call of the flooder")
 		floodCtl  = fs.Bool("flood-control", false, "with -flood: add a control phase that sends the garbage flood to a closed port of gateway B (the cost of the flood to the machine, without bridgehead)")
@@ -108,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fail("ip not found; install iproute2")
 	}
-	if *flood {
+	if *floodMode {
 		if set["modes"] && *modeList != modes.Bridgehead {
 			return fail("-flood measures bridgehead only; drop -modes or give -modes bridgehead")
 		}
@@ -126,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *floodPPS <= 0 || *floodBat < 1 || *floodBat > 1024 {
 			return fail("want -flood-pps > 0 and 1 <= -flood-batch <= 1024")
 		}
-		return runFlood(bench.FloodConfig{
+		return runFlood(flood.Config{
 			Tools:    tools,
 			Cipher:   cipher,
 			Duration: *duration,
@@ -192,7 +193,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	cfg := bench.Config{
+	cfg := compare.Config{
 		Tools:        tools,
 		Variants:     variants,
 		Runs:         *runs,
@@ -213,15 +214,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		names = append(names, v.String())
 	}
 	fmt.Fprintf(stdout, "bhbench: %d run(s) of %s, %s per measurement, output %s\n", cfg.Runs, strings.Join(names, ", "), cfg.Duration, outDir)
-	rep, runErr := bench.Run(ctx, cfg)
+	rep, runErr := compare.Run(ctx, cfg)
 	return finish(rep, runErr, outDir, stdout, stderr)
 }
 
 // runFlood is bhbench -flood: it completes cfg (binaries, output folder)
-// and runs bench.RunFlood. Exit status as for the comparison: 0 when every
+// and runs flood.Run. Exit status as for the comparison: 0 when every
 // phase was measured, whether or not the targets were met (the report
 // says), 1 on a failure, 130 when interrupted.
-func runFlood(cfg bench.FloodConfig, binDir, out string, stdout, stderr io.Writer) int {
+func runFlood(cfg flood.Config, binDir, out string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "bhbench: "+format+"\n", a...)
 		return 1
@@ -249,7 +250,7 @@ func runFlood(cfg bench.FloodConfig, binDir, out string, stdout, stderr io.Write
 	defer stop()
 	fmt.Fprintf(stdout, "bhbench: flood measurement of bridgehead-%s, %s per phase, flood %.0f packets/s, output %s\n",
 		cfg.Cipher, cfg.Duration, cfg.PPS, cfg.OutDir)
-	rep, runErr := bench.RunFlood(ctx, cfg)
+	rep, runErr := flood.Run(ctx, cfg)
 	return finish(rep, runErr, cfg.OutDir, stdout, stderr)
 }
 

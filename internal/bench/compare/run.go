@@ -1,4 +1,4 @@
-package bench
+package compare
 
 import (
 	"context"
@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,63 +16,9 @@ import (
 	"github.com/bridgehead/bridgehead/internal/bench/modes"
 	"github.com/bridgehead/bridgehead/internal/bench/ping"
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
+	"github.com/bridgehead/bridgehead/internal/bench/results"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
 )
-
-// Config is one benchmark invocation.
-type Config struct {
-	Tools    modes.Tools
-	Variants []modes.Variant
-	Runs     int
-	// Duration of each measurement.
-	Duration time.Duration
-	// TunMTU is the MTU of the tunnel interfaces (bridgehead's
-	// interface.mtu, the wg interface); WANMTU the WAN veth's.
-	TunMTU, WANMTU int
-	// Streams is the number of parallel streams of the multi-stream test.
-	Streams int
-	// UDPSize is the payload of the small-packet test; UDPBitrate its
-	// iperf3 -b (0: as fast as the sender can).
-	UDPSize    int
-	UDPBitrate string
-	// PingInterval is the gap between ICMP echo requests.
-	PingInterval time.Duration
-	// OutDir receives results.{json,md,svg} and, under work/, the configs
-	// and logs of each run.
-	OutDir string
-	// Prefix names the namespaces (PREFIX-a-node, ...); unique per process.
-	Prefix string
-	// Progress receives what the harness is doing; Verbose adds every
-	// command.
-	Progress io.Writer
-	Verbose  bool
-}
-
-// Metric keys of Sample.Values and Summary.Medians.
-const (
-	MTCP1        = "tcp1_mbps"
-	MTCPN        = "tcpN_mbps"
-	MTCPRev      = "tcp1_reverse_mbps"
-	MUDPPPS      = "udp_small_delivered_pps"
-	MUDPLoss     = "udp_small_loss_pct"
-	MRTTIdle50   = "rtt_idle_p50_ms"
-	MRTTIdle99   = "rtt_idle_p99_ms"
-	MRTTLoad50   = "rtt_load_p50_ms"
-	MRTTLoad99   = "rtt_load_p99_ms"
-	MRTTLoadLoss = "rtt_load_lost_pct"
-	MCPUA        = "cpu_gw_a_s_per_gb"
-	MCPUB        = "cpu_gw_b_s_per_gb"
-	MSoftirq     = "softirq_s_per_gb"
-	MRetransmits = "tcp1_retransmits"
-)
-
-// Sample is one run of one variant.
-type Sample struct {
-	Variant string             `json:"variant"`
-	Run     int                `json:"run"`
-	Values  map[string]float64 `json:"values"`
-	Error   string             `json:"error,omitempty"`
-}
 
 // Run runs the benchmark and returns its report, complete or as far as it
 // got (ctx cancelled, a variant failing). Every namespace and process it
@@ -90,7 +32,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{
 		Started:  time.Now().UTC().Format(time.RFC3339),
-		Host:     hostInfo(cfg.Tools),
+		Host:     results.HostInfo(cfg.Tools.Bridgehead, cfg.Tools.Iperf3, cfg.Tools.WireguardGo),
 		Settings: settingsOf(cfg),
 	}
 	for _, v := range cfg.Variants {
@@ -151,7 +93,7 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	if err != nil {
 		return s, err
 	}
-	if err := serveAndConnect(ctx, t, cfg.Tools.Iperf3); err != nil {
+	if err := iperf.Serve(ctx, t, cfg.Tools.Iperf3); err != nil {
 		return s, err
 	}
 
@@ -159,7 +101,7 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	secs := strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
 	base := []string{cfg.Tools.Iperf3, "-c", lab.PodB.String(), "-B", lab.PodA.String(), "-p", "5201", "-t", secs, "-J"}
 	runClient := func(extra ...string) (iperf.Result, error) {
-		return runIperf(ctx, t, append(append([]string{}, base...), extra...), d)
+		return iperf.Client(ctx, t, append(append([]string{}, base...), extra...), d)
 	}
 	proc, err := procfs.New(procfs.DefaultMount)
 	if err != nil {
@@ -266,102 +208,12 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	return s, checkGW()
 }
 
-// serveAndConnect starts the iperf3 server in pod B and waits until it
-// listens and pod A reaches pod B end to end (handshakes done), so that
-// nothing timed includes the set-up.
-func serveAndConnect(ctx context.Context, t *lab.Topology, iperf3 string) error {
-	srv, err := t.Start("iperf3-server", lab.BNode, nil, iperf3, "-s", "-B", lab.PodB.String(), "-p", "5201")
-	if err != nil {
-		return err
-	}
-	if err := lab.WaitFor(ctx, 10*time.Second, func() (bool, error) {
-		if done, perr := srv.Exited(); done {
-			return false, fmt.Errorf("iperf3 server exited: %v\n%s", perr, srv.LogTail())
-		}
-		out, _ := t.Exec(ctx, lab.BNode, "ss", "-Hltn", "sport = :5201")
-		return strings.TrimSpace(out) != "", nil
-	}); err != nil {
-		return fmt.Errorf("iperf3 server: %w", err)
-	}
-	if err := lab.WaitFor(ctx, 15*time.Second, func() (bool, error) {
-		r, err := ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, 100*time.Millisecond, 100*time.Millisecond)
-		return err == nil && len(r.RTTs) > 0, nil
-	}); err != nil {
-		return fmt.Errorf("pod A cannot reach pod B: %w", err)
-	}
-	return nil
-}
-
-// runIperf runs an iperf3 client in pod A.
-func runIperf(ctx context.Context, t *lab.Topology, args []string, d time.Duration) (iperf.Result, error) {
-	return iperf.Run(ctx, func(ctx context.Context, args ...string) (string, error) { return t.Exec(ctx, lab.ANode, args...) }, args, d)
-}
-
 func fmtOpt(m map[string]float64, k, format string) string {
 	v, ok := m[k]
 	if !ok {
 		return "n/a"
 	}
 	return fmt.Sprintf(format, v)
-}
-
-// cpuMeter accumulates gateway CPU time and machine softirq time over the
-// intervals between start and stop, and the bytes carried meanwhile.
-type cpuMeter struct {
-	proc                procfs.FS
-	gw                  modes.Gateways
-	a0, b0, s0          float64
-	a, b, soft, bytes   float64
-	aErr, bErr, softErr error
-}
-
-func newCPUMeter(proc procfs.FS, gw modes.Gateways) *cpuMeter { return &cpuMeter{proc: proc, gw: gw} }
-
-func (m *cpuMeter) read() (a, b, s float64) {
-	var err error
-	if m.gw.A != nil {
-		if a, err = m.proc.ProcessCPU(m.gw.A.PID()); err != nil {
-			m.aErr = err
-		}
-	}
-	if m.gw.B != nil {
-		if b, err = m.proc.ProcessCPU(m.gw.B.PID()); err != nil {
-			m.bErr = err
-		}
-	}
-	c, err := m.proc.CPU()
-	if err != nil {
-		m.softErr = err
-	}
-	s = c.SoftIRQ
-	return
-}
-
-func (m *cpuMeter) start() { m.a0, m.b0, m.s0 = m.read() }
-
-func (m *cpuMeter) stop(bytes float64) {
-	a, b, s := m.read()
-	m.a += a - m.a0
-	m.b += b - m.b0
-	m.soft += s - m.s0
-	m.bytes += bytes
-}
-
-// report stores seconds per GB (10^9 bytes) carried.
-func (m *cpuMeter) report(v map[string]float64) {
-	if m.bytes <= 0 {
-		return
-	}
-	gb := m.bytes / 1e9
-	if m.gw.A != nil && m.aErr == nil {
-		v[MCPUA] = m.a / gb
-	}
-	if m.gw.B != nil && m.bErr == nil {
-		v[MCPUB] = m.b / gb
-	}
-	if m.softErr == nil {
-		v[MSoftirq] = m.soft / gb
-	}
 }
 
 func settingsOf(cfg Config) Settings {
@@ -375,33 +227,4 @@ func settingsOf(cfg Config) Settings {
 		UDPBitrate:   cfg.UDPBitrate,
 		PingInterval: cfg.PingInterval.String(),
 	}
-}
-
-func hostInfo(tools modes.Tools) Host {
-	h := Host{CPUs: runtime.NumCPU()}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		h.Kernel = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				h.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	ver := func(name string, args ...string) string {
-		if name == "" {
-			return ""
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		out, _ := exec.CommandContext(ctx, name, args...).CombinedOutput()
-		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-		return line
-	}
-	h.Bridgehead = ver(tools.Bridgehead, "version")
-	h.Iperf3 = ver(tools.Iperf3, "--version")
-	h.WireguardGo = ver(tools.WireguardGo, "--version")
-	return h
 }

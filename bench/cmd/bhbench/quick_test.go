@@ -1,4 +1,4 @@
-package bench
+package main
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/bench/compare"
 )
 
 // TestQuickRun runs bhbench in quick mode for kernel and bridgehead with 2
@@ -36,7 +38,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(file))
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	bin := t.TempDir()
 	for pkg, name := range map[string]string{"./cmd/bridgehead": "bridgehead", "./bench/cmd/bhbench": "bhbench"} {
 		c := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg)
@@ -73,7 +75,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep Report
+	var rep compare.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("no results for %s", v)
 			continue
 		}
-		for _, k := range []string{MTCP1, MTCPN, MTCPRev, MUDPPPS} {
+		for _, k := range []string{compare.MTCP1, compare.MTCPN, compare.MTCPRev, compare.MUDPPPS} {
 			if m[k] <= 0 {
 				t.Errorf("%s %s = %g, want > 0", v, k, m[k])
 			}
@@ -92,8 +94,8 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: %d runs completed, want 1", v, rep.OKRuns[v])
 		}
 	}
-	if m := rep.Medians["bridgehead-aesgcm"]; m[MCPUA] <= 0 || m[MCPUB] <= 0 {
-		t.Errorf("bridgehead gateway CPU per GB: A %g, B %g; want > 0", m[MCPUA], m[MCPUB])
+	if m := rep.Medians["bridgehead-aesgcm"]; m[compare.MCPUA] <= 0 || m[compare.MCPUB] <= 0 {
+		t.Errorf("bridgehead gateway CPU per GB: A %g, B %g; want > 0", m[compare.MCPUA], m[compare.MCPUB])
 	}
 	for _, name := range []string{"results.md", "results.svg"} {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {

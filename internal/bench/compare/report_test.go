@@ -1,4 +1,4 @@
-package bench
+package compare
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bridgehead/bridgehead/internal/bench/results"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -19,7 +21,7 @@ func sampleReport() *Report {
 	r := &Report{
 		Started:  "2026-01-02T03:04:05Z",
 		Finished: "2026-01-02T03:14:05Z",
-		Host:     Host{Kernel: "6.18.0-test", CPUs: 2, CPUModel: "Test CPU", Bridgehead: "bridgehead v0.0.0-test", Iperf3: "iperf 3.12", WireguardGo: "wireguard-go v0.0.0-test"},
+		Host:     results.Host{Kernel: "6.18.0-test", CPUs: 2, CPUModel: "Test CPU", Bridgehead: "bridgehead v0.0.0-test", Iperf3: "iperf 3.12", WireguardGo: "wireguard-go v0.0.0-test"},
 		Settings: Settings{Runs: 3, DurationS: 10, TunMTU: 1420, WANMTU: 1500, Streams: 4, UDPSize: 64, UDPBitrate: "0", PingInterval: "20ms"},
 		Variants: []string{"kernel", "bridgehead-aesgcm", "bridgehead-chachapoly", "wireguard-go"},
 	}
@@ -56,10 +58,10 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./bench -run Golden -update)", err)
+		t.Fatalf("%v (run go test ./internal/bench/compare -run Golden -update)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s (go test ./bench -run Golden -update rewrites it):\n%s", name, path, got)
+		t.Errorf("%s differs from %s (go test ./internal/bench/compare -run Golden -update rewrites it):\n%s", name, path, got)
 	}
 }
 

@@ -1,20 +1,25 @@
-package bench
+package flood
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
+	"github.com/bridgehead/bridgehead/internal/bench/results"
 )
 
 // sampleFloodReport is a fixed flood report for the golden tests: its
 // numbers are made up and are not measurements.
-func sampleFloodReport() *FloodReport {
+func sampleFloodReport() *Report {
 	drops := func(kv ...any) map[string]float64 {
 		m := map[string]float64{}
-		for _, r := range FloodReasons {
+		for _, r := range Reasons {
 			m["outside/"+r] = 0
 		}
 		for i := 0; i < len(kv); i += 2 {
@@ -25,13 +30,13 @@ func sampleFloodReport() *FloodReport {
 	udp := func(in, over int) map[string]float64 {
 		return map[string]float64{"InDatagrams": float64(in), "RcvbufErrors": float64(over), "InErrors": float64(over)}
 	}
-	r := &FloodReport{
+	r := &Report{
 		Measurement: "flood",
 		Started:     "2026-01-02T03:04:05Z",
 		Finished:    "2026-01-02T03:05:05Z",
-		Host:        Host{Kernel: "6.18.0-test", CPUs: 2, CPUModel: "Test CPU", Bridgehead: "bridgehead v0.0.0-test", Iperf3: "iperf 3.12"},
-		Settings:    FloodSettings{Variant: "bridgehead-aesgcm", DurationS: 8, LeadS: 1, TargetPPS: 150000, Batch: 64, FloodFrom: "198.51.100.2", FloodTo: "203.0.113.2:51820", TunMTU: 1420, WANMTU: 1500, Control: true},
-		Phases: []FloodPhase{
+		Host:        results.Host{Kernel: "6.18.0-test", CPUs: 2, CPUModel: "Test CPU", Bridgehead: "bridgehead v0.0.0-test", Iperf3: "iperf 3.12"},
+		Settings:    Settings{Variant: "bridgehead-aesgcm", DurationS: 8, LeadS: 1, TargetPPS: 150000, Batch: 64, FloodFrom: "198.51.100.2", FloodTo: "203.0.113.2:51820", TunMTU: 1420, WANMTU: 1500, Control: true},
+		Phases: []Phase{
 			{Name: PhaseBaseline, TCPMbps: 2000, Retransmits: 3, WindowS: 8.6, RSSBeforeKiB: 30000, RSSAfterKiB: 30100, RSSPeakKiB: 30200, RSSGrowthMiB: 0.1953125,
 				GatewayCPUPct: 60, GatewayACPUPct: 70, MachineBusyPct: 90, Drops: drops(), UDP: udp(150000, 0)},
 			{Name: PhaseControl, Kind: flooder.Garbage, TCPMbps: 1950, Retransmits: 20, WindowS: 10.6, RSSBeforeKiB: 30100, RSSAfterKiB: 30100, RSSPeakKiB: 30100,
@@ -52,6 +57,28 @@ func sampleFloodReport() *FloodReport {
 	}
 	r.Evaluate()
 	return r
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./internal/bench/flood -run Golden -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (go test ./internal/bench/flood -run Golden -update rewrites it):\n%s", name, path, got)
+	}
 }
 
 func TestFloodEvaluate(t *testing.T) {
@@ -116,7 +143,7 @@ func TestGoldenFloodJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "flood.json", b)
-	var back FloodReport
+	var back Report
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
