@@ -328,3 +328,88 @@ func TestSeedChecks(t *testing.T) {
 			[2]string{"PASS egress", ""}, [2]string{"PASS dns", ""})
 	})
 }
+
+// TestSeedChecksNodeAgent runs `bridgehead verify --on pod` in the node
+// lab (deploy/lab/node-lab.sh), where the real node agent made the pod
+// network: a pod on node a1 reaches a pod in site B through the gateways
+// and one on node a2 directly, and the internet through the agent's SNAT.
+// A ClusterIP DNATs to the pod in site B, the cluster DNS (dnsmasq) runs
+// in the pod on node a2. The agent leaves the pods at the bridge plugin's
+// MTU (1500) above the tunnel's 1420, which gateway A's "too big" answers
+// make work. With the
+// agent stopped and its table deleted, egress fails naming the node
+// agent's table; restarted, the agent puts it back and egress passes.
+func TestSeedChecksNodeAgent(t *testing.T) {
+	nl := startNodeLab(t)
+	p := newPKI(t, t.TempDir())
+	a1, _ := nl.addPod("a-n1", "p1")
+	a2, _ := nl.addPod("a-n2", "p1")
+	b1, _ := nl.addPod("b-n1", "p1")
+	nl.serve(p, "inet", ":80")
+	nl.serve(p, "b-n1-p1", ":8080")
+	// The cluster DNS on node a2, both ClusterIPs DNATed on node a1.
+	dns := exec.Command("ip", "netns", "exec", nl.ns("a-n2-p1"), "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
+		"--no-resolv", "--no-hosts", "--bind-interfaces", "--listen-address="+a2, "--user=root", "--pid-file=",
+		"--local=/"+clusterNS+"/", "--host-record=kubernetes.default.svc."+clusterNS+",10.96.0.1")
+	if err := dns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	appendPID(t, nl.lab, dns.Process.Pid)
+	t.Cleanup(func() { dns.Process.Kill(); dns.Wait() })
+	nl.nft("a-n1", kubeProxy(b1, a2))
+	verify := func() (string, bool) {
+		out, err := nl.exec("a-n1-p1", filepath.Join(nl.bin, "bridgehead"), "verify", "--on", "pod",
+			"--config", filepath.Join(nl.dir, "a.yaml"), "--timeout", "1s",
+			"--pod", b1, "--pod", a2, "--egress", "198.51.100.100:80", "--dns", dnsIP+":53", "--service", svcIP+":80")
+		return out, err == nil
+	}
+	// The first packets set up the session.
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if _, err := nl.exec("a-n1-p1", filepath.Join(nl.bin, "bhprobe"), "ping", "-count", "1", b1); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s never reached pod %s", a1, b1)
+		}
+	}
+	row := func(out, result, check, text string) bool {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, result) && verifyLine(line, check) != "" && strings.Contains(line, text) {
+				return true
+			}
+		}
+		return false
+	}
+
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) { // dnsmasq starting
+		out, _ = verify()
+		if row(out, "PASS", "dns", "") || time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("verify --on pod from %s on node a1:\n%s", a1, out)
+	if !row(out, "PASS", "pod", "site-b/"+b1+" via gateways") || !row(out, "PASS", "pod", "site-a/"+a2+" direct") ||
+		!row(out, "PASS", "egress", "198.51.100.100:80") || !row(out, "PASS", "service", svcIP) || !row(out, "PASS", "dns", "10.96.0.1") {
+		t.Errorf("want pods across sites and within the site, the Service, DNS and egress to pass")
+	}
+	if !regexp.MustCompile(`path mtu 1420 < mtu 1500 \(too-big from `).MatchString(out) {
+		t.Errorf("want the pod across sites to pass on the path MTU gateway A reports")
+	}
+
+	nl.stopAgent("a-n1")
+	nl.mustExec("a-n1", "nft", "delete", "table", "inet", "bridgehead-node")
+	out, _ = verify()
+	t.Logf("with node a1's agent stopped and its table deleted:\n%s", out)
+	if !row(out, "FAIL", "egress", "198.51.100.100:80") || !strings.Contains(out, "nft list table inet bridgehead-node") {
+		t.Errorf("want egress to fail naming the node agent's table")
+	}
+
+	nl.startAgent("a-n1")
+	nl.waitAgentSynced("a-n1", 1)
+	out, _ = verify()
+	t.Logf("with node a1's agent restarted:\n%s", out)
+	if !row(out, "PASS", "egress", "198.51.100.100:80") {
+		t.Errorf("want egress to pass again once the agent put its table back")
+	}
+}
