@@ -17,12 +17,14 @@ build:
 # Debian machine: iproute2 for namespaces (usually present), iperf3 for the
 # benchmark harness, curl for the relay end-to-end test, dnsmasq (the binary
 # only, dnsmasq-base: no system service) for the cluster DNS of the verify
-# end-to-end test, and the Go modules.
+# end-to-end test, nftables for the HA lab's one-way path test, and the Go
+# modules.
 deps:
 	@command -v ip >/dev/null 2>&1 || { apt-get update && apt-get install -y iproute2; }
 	@command -v iperf3 >/dev/null 2>&1 || { apt-get update && apt-get install -y iperf3; }
 	@command -v curl >/dev/null 2>&1 || { apt-get update && apt-get install -y curl; }
 	@command -v dnsmasq >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends dnsmasq-base; }
+	@command -v nft >/dev/null 2>&1 || { apt-get update && apt-get install -y nftables; }
 	$(GO) mod download
 
 # demo: a two-site lab in network namespaces (root).

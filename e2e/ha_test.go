@@ -19,9 +19,9 @@ import (
 // namespace b-gw and gw-b2 in b-gw2, on one WAN bridge and one LAN
 // bridge; node B routes through both (ECMP), kept to the ready ones by
 // `bhprobe lb-watch`.
-var haGateways = map[string]struct{ ns, cfg string }{
-	"gw-b1": {"b-gw", "b1"},
-	"gw-b2": {"b-gw2", "b2"},
+var haGateways = map[string]struct{ ns, cfg, wan string }{
+	"gw-b1": {"b-gw", "b1", "203.0.113.2"},
+	"gw-b2": {"b-gw2", "b2", "203.0.113.3"},
 }
 
 func startHALab(t *testing.T) *lab {
@@ -34,8 +34,9 @@ type peerStatus struct {
 	Gateway   string `json:"gateway"`
 	TxPackets uint64 `json:"txPackets"`
 	Live      struct {
-		State string `json:"state"`
-		Downs uint64 `json:"downs"`
+		State      string    `json:"state"`
+		Downs      uint64    `json:"downs"`
+		LastChange time.Time `json:"lastChange"`
 	} `json:"live"`
 }
 
@@ -95,8 +96,31 @@ func (l *lab) txRates(d time.Duration) map[string]uint64 {
 // its output once it has exited.
 func (l *lab) bg(ns string, args ...string) (stop func(), wait func() string) {
 	l.t.Helper()
+	stop, wait, _ = l.bgOut(ns, args...)
+	return stop, wait
+}
+
+// bgListening is bg for a server: it returns once the command printed
+// "listening", so a client started next is not refused on a loaded
+// machine.
+func (l *lab) bgListening(ns string, args ...string) (stop func(), wait func() string) {
+	l.t.Helper()
+	stop, wait, out := l.bgOut(ns, args...)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "listening") {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("%s did not start listening: %s", strings.Join(args, " "), out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return stop, wait
+}
+
+// bgOut is bg that also returns the command's output as it runs.
+func (l *lab) bgOut(ns string, args ...string) (stop func(), wait func() string, out *syncBuffer) {
+	l.t.Helper()
 	c := exec.Command("ip", append([]string{"netns", "exec", l.ns(ns)}, args...)...)
-	out := &syncBuffer{}
+	out = &syncBuffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		l.t.Fatal(err)
@@ -116,7 +140,7 @@ func (l *lab) bg(ns string, args ...string) (stop func(), wait func() string) {
 			l.t.Fatalf("%s did not finish:\n%s", strings.Join(args, " "), out.String())
 		}
 		return out.String()
-	}
+	}, out
 }
 
 // flowStats is what `bhprobe udp-sink` reports per flow.
@@ -131,8 +155,7 @@ type flowStats struct {
 // and returns its per-flow statistics.
 func (l *lab) sink(port int) func() map[string]flowStats {
 	l.t.Helper()
-	stop, wait := l.bg("b-node", filepath.Join(l.bin, "bhprobe"), "udp-sink", "-listen", fmt.Sprintf("10.245.1.10:%d", port), "-duration", "3m")
-	time.Sleep(200 * time.Millisecond) // let it bind; the stream starts after
+	stop, wait := l.bgListening("b-node", filepath.Join(l.bin, "bhprobe"), "udp-sink", "-listen", fmt.Sprintf("10.245.1.10:%d", port), "-duration", "3m")
 	return func() map[string]flowStats {
 		stop()
 		out := wait()
@@ -145,12 +168,26 @@ func (l *lab) sink(port int) func() map[string]flowStats {
 	}
 }
 
-// fail takes gateway gw out the way mode says: "kill" (SIGKILL) or
-// "blackhole" (its WAN link down, the process alive).
+// fail takes gateway gw out the way mode says: "kill" (SIGKILL),
+// "blackhole" (its WAN link down, the process alive) or "oneway"
+// (nftables on gw-a1 drops what gw-a1 sends to it; it still reaches
+// gw-a1).
 func (l *lab) fail(gw, mode string) {
 	l.t.Helper()
 	g := haGateways[gw]
 	switch mode {
+	case "oneway":
+		rules := fmt.Sprintf(`table inet bh_oneway {
+	chain out {
+		type filter hook output priority 0;
+		ip daddr %s udp dport 51820 drop
+	}
+}`, g.wan)
+		c := exec.Command("ip", "netns", "exec", l.ns("a-gw"), "nft", "-f", "-")
+		c.Stdin = strings.NewReader(rules)
+		if out, err := c.CombinedOutput(); err != nil {
+			l.t.Fatalf("nft in a-gw: %v\n%s", err, out)
+		}
 	case "kill":
 		raw, err := os.ReadFile(filepath.Join(l.dir, g.cfg+".pid"))
 		if err != nil {
@@ -210,26 +247,69 @@ func busiest(rates map[string]uint64) string {
 func TestHAFailover(t *testing.T) {
 	requireRoot(t)
 	for _, mode := range []string{"kill", "blackhole"} {
-		t.Run(mode, func(t *testing.T) {
-			var gaps []float64
-			for run := range 3 {
-				t.Run(strconv.Itoa(run), func(t *testing.T) {
-					gaps = append(gaps, failoverRun(t, mode))
-				})
-			}
-			if len(gaps) != 3 {
-				t.Fatalf("gaps %v", gaps)
-			}
-			slices.Sort(gaps)
-			t.Logf("%s: longest gaps %.0f, %.0f, %.0f ms; median %.0f ms", mode, gaps[0], gaps[1], gaps[2], gaps[1])
-			if gaps[1] > 1000 || gaps[2] > 1500 {
-				t.Errorf("%s: gaps %v ms: want a median under 1000 ms and none over 1500 ms", mode, gaps)
-			}
-		})
+		t.Run(mode, func(t *testing.T) { failoverRuns(t, mode) })
 	}
 }
 
-func failoverRun(t *testing.T, mode string) float64 {
+// TestHAPartialFailure: the failures where the gateway still answers.
+// "oneway": gw-a1's datagrams to the carrier are dropped (nftables on
+// gw-a1), while the carrier's still arrive: gw-a1 must take it down
+// within a second and keep it down, though the carrier keeps probing.
+// The UDP stream's longest gap must stay under a second as for a kill.
+func TestHAPartialFailure(t *testing.T) {
+	requireRoot(t)
+	for _, mode := range []string{"oneway"} {
+		t.Run(mode, func(t *testing.T) { failoverRuns(t, mode) })
+	}
+}
+
+// failoverRuns runs failoverRun three times and checks the median gap
+// (under 1000 ms, none over 1500 ms) and the median time until gw-a1
+// marks the carrier down (under 1000 ms).
+func failoverRuns(t *testing.T, mode string) {
+	var gaps, downs []float64
+	for run := range 3 {
+		t.Run(strconv.Itoa(run), func(t *testing.T) {
+			gap, down := failoverRun(t, mode)
+			gaps, downs = append(gaps, gap), append(downs, down)
+		})
+	}
+	if len(gaps) != 3 {
+		t.Fatalf("gaps %v", gaps)
+	}
+	slices.Sort(gaps)
+	slices.Sort(downs)
+	t.Logf("%s: longest gaps %.0f, %.0f, %.0f ms; median %.0f ms; down at gw-a1 after %.0f, %.0f, %.0f ms; median %.0f ms",
+		mode, gaps[0], gaps[1], gaps[2], gaps[1], downs[0], downs[1], downs[2], downs[1])
+	if gaps[1] > 1000 || gaps[2] > 1500 {
+		t.Errorf("%s: gaps %v ms: want a median under 1000 ms and none over 1500 ms", mode, gaps)
+	}
+	if downs[1] > 1000 {
+		t.Errorf("%s: down at gw-a1 after %v ms: want a median under 1000 ms", mode, downs)
+	}
+}
+
+// waitDown polls gw-a1's status until gw is down and returns how long
+// after since it went down, by the state change's own time stamp (a
+// status call takes a while on a loaded machine). It waits at most 10 s,
+// else the test fails.
+func (l *lab) waitDown(gw string, since time.Time) time.Duration {
+	l.t.Helper()
+	for {
+		if st := l.peersAtA()[gw].Live; st.State == "down" {
+			return st.LastChange.Sub(since)
+		}
+		if time.Since(since) > 10*time.Second {
+			l.t.Fatalf("%s not down at gw-a1 10 s after it failed: %+v", gw, l.peersAtA()[gw])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// failoverRun fails the gateway carrying the stream and returns the
+// stream's longest gap and how long gw-a1 took to mark it down (as seen
+// by polling status), in ms.
+func failoverRun(t *testing.T, mode string) (gapMs, downMs float64) {
 	l := startHALab(t)
 	l.waitPeers("up", "gw-b1", "gw-b2")
 	results := l.sink(7000)
@@ -239,14 +319,14 @@ func failoverRun(t *testing.T, mode string) float64 {
 	carrier := busiest(l.txRates(500 * time.Millisecond))
 
 	// TCP: paced so it is still running across the failure.
-	_, recvDone := l.bg("b-node", filepath.Join(l.bin, "bhprobe"), "tcp-recv", "-listen", "10.245.1.10:5201", "-timeout", "80s")
-	time.Sleep(200 * time.Millisecond)
+	_, recvDone := l.bgListening("b-node", filepath.Join(l.bin, "bhprobe"), "tcp-recv", "-listen", "10.245.1.10:5201", "-timeout", "80s")
 	_, sendDone := l.bg("a-node", filepath.Join(l.bin, "bhprobe"), "tcp-send", "-src", "10.244.1.10",
 		"-bytes", strconv.Itoa(24<<20), "-mbps", "40", "-timeout", "80s", "10.245.1.10:5201")
 	time.Sleep(1500 * time.Millisecond)
 
 	l.fail(carrier, mode)
 	failedAt := time.Now()
+	down := l.waitDown(carrier, failedAt)
 	streamDone()
 	sent, received := sendDone(), recvDone()
 	stats := results()["0"]
@@ -259,12 +339,18 @@ func failoverRun(t *testing.T, mode string) float64 {
 	if stats.Duplicates != 0 {
 		t.Errorf("%d datagrams delivered twice", stats.Duplicates)
 	}
-	if st := l.peersAtA()[carrier].Live; st.State != "down" || st.Downs < 1 {
+	st := l.peersAtA()[carrier].Live
+	if st.State != "down" || st.Downs < 1 {
 		t.Errorf("%s at gw-a1 after it failed: %+v", carrier, st)
 	}
-	t.Logf("%s %s at %s: longest gap %.0f ms, %d received, %d lost; TCP %s",
-		mode, carrier, failedAt.UTC().Format("15:04:05.000"), stats.MaxGapMs, stats.Received, stats.Lost, strings.TrimSpace(sent))
-	return stats.MaxGapMs
+	if mode != "kill" && mode != "blackhole" && st.Downs != 1 {
+		// It still talks to gw-a1: it must stay down, not flap.
+		t.Errorf("%s went down %d times at gw-a1 while it stayed failed, want once", carrier, st.Downs)
+	}
+	t.Logf("%s %s at %s: down at gw-a1 after %s; longest gap %.0f ms, %d received, %d lost; TCP %s",
+		mode, carrier, failedAt.UTC().Format("15:04:05.000"), down.Round(time.Millisecond),
+		stats.MaxGapMs, stats.Received, stats.Lost, strings.TrimSpace(sent))
+	return stats.MaxGapMs, float64(down.Milliseconds())
 }
 
 // TestHAShareAndReturn: with 64 flows both site-B gateways carry a share;
