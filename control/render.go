@@ -9,6 +9,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/health"
 	"github.com/bridgehead/bridgehead/relay"
+	"github.com/bridgehead/bridgehead/router"
 )
 
 // Render writes s as the human table of `bridgehead status`: a header
@@ -64,7 +65,11 @@ func Render(w io.Writer, s *Status, now time.Time) {
 			if p.Live.ProbeRTT > 0 {
 				rtt = p.Live.ProbeRTT.Round(10 * time.Microsecond).String()
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, g.State,
+			state := g.State
+			if p.Live.State == router.LiveDown && p.Live.Reason != router.DownNone {
+				state += " (" + p.Live.Reason.String() + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, state,
 				ago(p.Live.LastChange, now), p.Live.Downs, rtt,
 				ago(p.LastHandshake, now), ago(g.LastReceive, now), humanBytes(p.RxBytes), humanBytes(p.TxBytes), p.TxPackets)
 		}

@@ -30,7 +30,12 @@
 // down too; a gateway unproven for its site's probe interval gets an
 // authenticated probe (probe.go) that the outside loop answers at once;
 // ProbeMisses unproven intervals mark it down, and its flows move to the
-// site's other gateways. Gateways that carry none of our traffic are
+// site's other gateways. A gateway that answers but cannot deliver to
+// its own site (SetCanDeliver: the daemon watches its LAN link and its
+// routes to the node CIDRs) says so in a flag of every probe and probe
+// reply, and sends a probe to every gateway at once when that changes;
+// they take it down (DownCannotDeliver) within a round trip and a probe
+// tick. Gateways that carry none of our traffic are
 // probed IdleProbeFactor times less often. Selection, metrics, status
 // and readiness all read that one state.
 //

@@ -50,6 +50,44 @@ const (
 	LiveDown
 )
 
+// DownReason says why a gateway is down.
+type DownReason uint32
+
+const (
+	// DownNone: it is not down.
+	DownNone DownReason = iota
+	// DownNoAnswer: our probes went unanswered for ProbeMisses probe
+	// intervals (it died, or the path to it or back is cut).
+	DownNoAnswer
+	// DownCannotDeliver: it answers, but reports that it cannot deliver
+	// to its own site (flagCannotDeliver: LAN link down, no route to a
+	// node CIDR).
+	DownCannotDeliver
+)
+
+func (d DownReason) String() string {
+	switch d {
+	case DownNoAnswer:
+		return "no answer"
+	case DownCannotDeliver:
+		return "cannot deliver"
+	}
+	return ""
+}
+
+// MarshalText and UnmarshalText carry the reason by name in JSON.
+func (d DownReason) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+func (d *DownReason) UnmarshalText(b []byte) error {
+	for _, r := range []DownReason{DownNone, DownNoAnswer, DownCannotDeliver} {
+		if r.String() == string(b) {
+			*d = r
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown down reason %q", b)
+}
+
 // MarshalText and UnmarshalText carry the state by name in JSON.
 func (s LiveState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
@@ -114,6 +152,12 @@ type liveness struct {
 	// acked is the mono ns of the newest evidence that our packets
 	// reach the gateway (0: none yet; see above).
 	acked atomic.Int64
+	// cannotDeliver is the gateway's flagCannotDeliver as its newest
+	// control message said; written by the outside loop.
+	cannotDeliver atomic.Bool
+	// reason is why the state is LiveDown (a DownReason); written by
+	// the handshake loop.
+	reason atomic.Uint32
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -192,20 +236,26 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 	}
 	silent := mono - ref
 	cur := LiveState(l.state.Load())
-	next := cur
+	next, reason := cur, DownReason(l.reason.Load())
 	switch {
 	case acked == 0:
 		// Never proved: stays connecting.
 	case silent > ProbeMisses*iv:
 		if cur == LiveUp {
-			next = LiveDown
+			next, reason = LiveDown, DownNoAnswer
+		}
+	case l.cannotDeliver.Load():
+		// It answers but cannot deliver: no flows for it.
+		if cur == LiveUp {
+			next, reason = LiveDown, DownCannotDeliver
 		}
 	case session && acked > l.changedMono.Load():
 		// Proved since the last change (or ever), with a session to
 		// send on.
-		next = LiveUp
+		next, reason = LiveUp, DownNone
 	}
 	if next != cur {
+		l.reason.Store(uint32(reason))
 		l.state.Store(uint32(next))
 		l.changedMono.Store(mono)
 		if next == LiveDown {
@@ -231,6 +281,11 @@ type LivenessStats struct {
 	// answers.
 	ProbesSent   uint64 `json:"probesSent"`
 	ProbeReplies uint64 `json:"probeReplies"`
+	// Reason says why State is LiveDown (empty otherwise).
+	Reason DownReason `json:"reason,omitzero"`
+	// CannotDeliver is set while the gateway reports that it cannot
+	// deliver to its own site (its LAN side is broken).
+	CannotDeliver bool `json:"cannotDeliver,omitempty"`
 	// LastAck is the newest evidence that our packets reach the
 	// gateway: a probe answered, or a handshake (zero: none yet).
 	LastAck time.Time `json:"lastAck,omitzero"`
@@ -244,6 +299,8 @@ type LivenessStats struct {
 func (l *liveness) stats(mono monoEpoch) LivenessStats {
 	return LivenessStats{
 		State:         l.State(),
+		Reason:        DownReason(l.reason.Load()),
+		CannotDeliver: l.cannotDeliver.Load(),
 		ProbeInterval: time.Duration(l.interval.Load()),
 		ProbeRTT:      time.Duration(l.rtt.Load()),
 		ProbesSent:    l.probesSent.Load(),

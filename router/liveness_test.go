@@ -2,9 +2,13 @@ package router
 
 import (
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/tun"
@@ -128,4 +132,127 @@ func TestOneWayLoss(t *testing.T) {
 	}
 	fa.setDrop(nil)
 	waitUp(t, clock, a)
+}
+
+// TestCannotDeliverMovesFlows: B1 answers probes but reports that its LAN
+// side is broken (SetCanDeliver(false)): A takes it down within a probe
+// interval or two of traffic and moves its flows to B2; when B1 can
+// deliver again, it comes back.
+func TestCannotDeliverMovesFlows(t *testing.T) {
+	clock := newFakeClock()
+	_, a, b1, b2 := newFilteredGateways(t, clock)
+	sendFlows(t, a, b1, b2, 16, 0)
+	b1.r.SetCanDeliver(false)
+	var downAfter time.Duration
+	for elapsed := time.Duration(0); elapsed < 5*time.Second; elapsed += ProbeTick {
+		if peerStats(a, "gw-b1").Live.State == LiveDown {
+			downAfter = elapsed
+			break
+		}
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+	}
+	st := peerStats(a, "gw-b1").Live
+	if st.State != LiveDown || st.Reason != DownCannotDeliver || !st.CannotDeliver {
+		t.Fatalf("gw-b1 at A after it lost its LAN side: %+v", st)
+	}
+	if limit := 2*DefaultProbeInterval + ProbeTick; downAfter > limit {
+		t.Errorf("gw-b1 down %s after it lost its LAN side, want within %s", downAfter, limit)
+	}
+	t.Logf("cannot deliver: down after %s (fake clock)", downAfter)
+	for _, m := range []struct {
+		g      *gateway
+		series string
+	}{
+		{a, `bridgehead_peer_cannot_deliver{gateway="gw-b1",site="site-b"} 1`},
+		{a, `bridgehead_peer_down_reason{gateway="gw-b1",reason="cannot_deliver",site="site-b"} 1`},
+		{a, `bridgehead_peer_down_reason{gateway="gw-b2",reason="cannot_deliver",site="site-b"} 0`},
+		{b1, "bridgehead_can_deliver 0"},
+		{b2, "bridgehead_can_deliver 1"},
+	} {
+		if got := scrape(t, m.g.r); !strings.Contains(got, m.series+"\n") {
+			t.Errorf("metrics of %s lack %s", m.g.tun.Name(), m.series)
+		}
+	}
+	for f, gws := range sendFlows(t, a, b1, b2, 16, 1) {
+		if gws["b1"] > 0 {
+			t.Errorf("flow %d still sent to gw-b1", f)
+		}
+	}
+	b1.r.SetCanDeliver(true)
+	waitUp(t, clock, a)
+}
+
+// TestParseControl: the control message format, and compatibility with
+// gateways that predate flags (zero byte 1) and with later ones (unknown
+// flags, reserved bytes and padding ignored).
+func TestParseControl(t *testing.T) {
+	msg := func(b ...byte) []byte { m := make([]byte, probeLen); copy(m, b); return m }
+	tests := []struct {
+		name string
+		in   []byte
+		want control
+		ok   bool
+	}{
+		{"old request", msg(probeRequest, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42), control{typ: probeRequest, echo: 42, size: probeLen}, true},
+		{"reply cannot deliver", msg(probeReply, flagCannotDeliver), control{typ: probeReply, flags: flagCannotDeliver, size: probeLen}, true},
+		{"unknown flags and reserved bytes ignored", msg(probeReply, 0xfe, 9, 9), control{typ: probeReply, size: probeLen}, true},
+		{"padded MTU probe", append(msg(probeRequest), make([]byte, 1400)...), control{typ: probeRequest, size: probeLen + 1400}, true},
+		{"short", msg(probeRequest)[:probeLen-1], control{}, false},
+		{"unknown type", msg(0x1f), control{}, false},
+		{"empty", nil, control{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := parseControl(tt.in)
+			if ok != tt.ok || (ok && got != tt.want) {
+				t.Errorf("parseControl = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+// FuzzParseControl: parseControl never panics, accepts exactly the known
+// types at probeLen or more, and what it accepts survives a seal/open
+// round trip unchanged.
+func FuzzParseControl(f *testing.F) {
+	f.Add([]byte{probeRequest, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{probeReply, 1, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0})
+	f.Add([]byte{0x12})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, ok := parseControl(b)
+		if !ok {
+			return
+		}
+		if len(b) < probeLen || (b[0] != probeRequest && b[0] != probeReply) || c.flags&^knownFlags != 0 || c.size != len(b) {
+			t.Fatalf("accepted %x as %+v", b, c)
+		}
+		// Rebuilt, it parses to the same message.
+		buf := make([]byte, c.size)
+		buf[0], buf[1] = c.typ, c.flags
+		for i := range 8 {
+			buf[8+i] = byte(c.echo >> (56 - 8*i))
+		}
+		if c2, ok := parseControl(buf); !ok || c2 != c {
+			t.Fatalf("rebuilt %+v parses as %+v, %v", c, c2, ok)
+		}
+	})
+}
+
+// scrape is r's metrics in the text format.
+func scrape(t *testing.T, r *Router) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(r))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

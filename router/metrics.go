@@ -1,6 +1,7 @@
 package router
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,9 @@ type Collector struct {
 	downs          *prometheus.Desc
 	stateChanged   *prometheus.Desc
 	unreachable    *prometheus.Desc
+	cannotDeliver  *prometheus.Desc
+	downReason     *prometheus.Desc
+	canDeliver     *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -63,6 +67,9 @@ func NewCollector(r *Router) *Collector {
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
+		cannotDeliver:  prometheus.NewDesc("bridgehead_peer_cannot_deliver", "1 while a remote gateway reports that it cannot deliver to its own site (its LAN side is broken); it gets no flows.", peer, nil),
+		downReason:     prometheus.NewDesc("bridgehead_peer_down_reason", "1 for the reason a remote gateway is down (no_answer, cannot_deliver), 0 for the others.", append(peer, "reason"), nil),
+		canDeliver:     prometheus.NewDesc("bridgehead_can_deliver", "1 while this gateway can deliver to its own site (LAN link up, routes to every node CIDR); 0 tells remote gateways to move its flows.", nil, nil),
 	}
 }
 
@@ -71,7 +78,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.cannotDeliver, c.downReason, c.canDeliver} {
 		ch <- d
 	}
 }
@@ -85,6 +92,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		attached = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.filterAttached, prometheus.GaugeValue, attached)
+	ch <- prometheus.MustNewConstMetric(c.canDeliver, prometheus.GaugeValue, boolGauge(c.r.CanDeliver()))
 	snap := c.r.drops.snapshot()
 	for d := range snap {
 		for reason, n := range snap[d] {
@@ -117,6 +125,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbeReplies), s.Site, s.Name, "answered")
 		ch <- prometheus.MustNewConstMetric(c.downs, prometheus.CounterValue, float64(s.Live.Downs), l...)
 		ch <- prometheus.MustNewConstMetric(c.stateChanged, prometheus.GaugeValue, unixSeconds(s.Live.LastChange), l...)
+		ch <- prometheus.MustNewConstMetric(c.cannotDeliver, prometheus.GaugeValue, boolGauge(s.Live.CannotDeliver), l...)
+		for _, reason := range []DownReason{DownNoAnswer, DownCannotDeliver} {
+			ch <- prometheus.MustNewConstMetric(c.downReason, prometheus.GaugeValue,
+				boolGauge(s.Live.State == LiveDown && s.Live.Reason == reason), s.Site, s.Name, strings.ReplaceAll(reason.String(), " ", "_"))
+		}
 		for _, h := range []struct {
 			result string
 			n      uint64
@@ -135,6 +148,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.reach.unreachable.Load()))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func unixSeconds(t time.Time) float64 {

@@ -374,7 +374,7 @@ func TestProbePathAllocs(t *testing.T) {
 	buf := probeScratch()
 	replies := h.bindB.sent
 	answer := func() {
-		msg, err := sealControl(kp, buf, probeRequest, 42)
+		msg, err := sealControl(kp, buf, control{typ: probeRequest, echo: 42, size: probeLen})
 		if err != nil {
 			t.Fatal(err)
 		}

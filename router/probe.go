@@ -9,57 +9,106 @@ import (
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 )
 
-// Probes are transport messages whose plaintext is a 16-byte control
-// message instead of an IP packet:
+// Probes are transport messages whose plaintext is a control message
+// instead of an IP packet:
 //
 //	byte 0     probeRequest or probeReply (high nibble 1: never an IP version)
-//	bytes 1-7  zero
+//	byte 1     flags about the sender (flagCannotDeliver); unknown ones ignored
+//	bytes 2-7  reserved, zero; ignored
 //	bytes 8-15 echo: opaque to the answerer, copied into the reply
+//	bytes 16-  padding, any length, ignored (path MTU probes, see pathMTU)
 //
 // They are authenticated like data, so only the peer can prove itself
-// alive, and they are answered at once by the outside loop. The sender
-// puts its monotonic send time in echo and reads the round trip off the
-// reply.
+// alive, and requests are answered at once by the outside loop, with a
+// reply of probeLen bytes whatever the request's size. The sender puts
+// its monotonic send time in echo and reads the round trip off the reply.
+// Gateways that predate flags send zero in byte 1 and ignore bytes 1-7
+// and the padding, so both directions stay compatible.
 const (
 	probeRequest = 0x10
 	probeReply   = 0x11
 	probeLen     = bhcrypto.PaddingMultiple // one padding block, no extra padding
+
+	// flagCannotDeliver: the sender's LAN side is broken (see
+	// Router.SetCanDeliver): it must not get flows.
+	flagCannotDeliver = 0x01
+	knownFlags        = flagCannotDeliver
 )
+
+// control is a parsed control message.
+type control struct {
+	typ, flags byte
+	echo       uint64
+	size       int // plaintext bytes, padding included
+}
 
 // isControl reports whether a decrypted plaintext is a control message.
 func isControl(plain []byte) bool { return len(plain) > 0 && plain[0]>>4 == 1 }
+
+// parseControl parses a decrypted control message. Unknown flags and the
+// reserved bytes are ignored; an unknown type or a short message is
+// refused.
+func parseControl(b []byte) (control, bool) {
+	if len(b) < probeLen || (b[0] != probeRequest && b[0] != probeReply) {
+		return control{}, false
+	}
+	return control{typ: b[0], flags: b[1] & knownFlags, echo: binary.BigEndian.Uint64(b[8:16]), size: len(b)}, true
+}
 
 // probeScratch is a buffer for one sealed control message.
 func probeScratch() []byte {
 	return make([]byte, bhcrypto.TransportOverhead+probeLen)
 }
 
-// sealControl seals a control message of type typ carrying echo into buf.
-func sealControl(kp *bhcrypto.Keypair, buf []byte, typ byte, echo uint64) ([]byte, error) {
-	body := buf[bhcrypto.TransportHeaderSize : bhcrypto.TransportHeaderSize+probeLen]
+// sealControl seals c into buf, which must hold
+// TransportOverhead+c.size bytes; c.size is at least probeLen.
+func sealControl(kp *bhcrypto.Keypair, buf []byte, c control) ([]byte, error) {
+	body := buf[bhcrypto.TransportHeaderSize : bhcrypto.TransportHeaderSize+c.size]
 	clear(body)
-	body[0] = typ
-	binary.BigEndian.PutUint64(body[8:16], echo)
-	return kp.Seal(buf, probeLen)
+	body[0], body[1] = c.typ, c.flags
+	binary.BigEndian.PutUint64(body[8:16], c.echo)
+	return kp.Seal(buf, c.size)
 }
+
+// ourFlags are the flags this gateway sends in every control message.
+func (r *Router) ourFlags() byte {
+	if r.cannotDeliver.Load() {
+		return flagCannotDeliver
+	}
+	return 0
+}
+
+// SetCanDeliver says whether this gateway can deliver to its own site
+// (its LAN link is up and it has a route to every node CIDR; the daemon
+// checks). A gateway that cannot tells every remote gateway in its
+// probes and probe replies, and they move its flows to the site's other
+// gateways (LiveDown, DownCannotDeliver). The handshake loop sends a
+// probe to every gateway at its next tick after a change, so they learn
+// within a round trip. Safe from any goroutine.
+func (r *Router) SetCanDeliver(ok bool) { r.cannotDeliver.Store(!ok) }
+
+// CanDeliver reports what SetCanDeliver last set (true until it is
+// called).
+func (r *Router) CanDeliver() bool { return !r.cannotDeliver.Load() }
 
 // handleControl acts on an authenticated control message from p, received
 // on kp from `from`. It runs in the outside loop: a probe's reply is sealed
 // into b's reply batch, which receiveBatch sends when the batch is done.
 // It allocates nothing.
 func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, plain []byte, from netip.AddrPort, now time.Time) {
-	if len(plain) < probeLen {
+	c, ok := parseControl(plain)
+	if !ok {
 		r.drops.Add(Outside, ReasonMalformed, 1)
 		return
 	}
-	echo := binary.BigEndian.Uint64(plain[8:16])
-	switch plain[0] {
+	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
+	switch c.typ {
 	case probeRequest:
 		buf := b.replies.next()
 		if buf == nil {
 			return // more probes than the batch has slots: cannot happen
 		}
-		msg, err := sealControl(kp, buf, probeReply, echo)
+		msg, err := sealControl(kp, buf, control{typ: probeReply, flags: r.ourFlags(), echo: c.echo, size: probeLen})
 		if err != nil {
 			return // session exhausted: the handshake loop rekeys
 		}
@@ -67,13 +116,11 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 	case probeReply:
 		p.live.probeReplies.Add(1)
 		p.live.acked.Store(r.mono.ns(now))
-		if sent := int64(echo); sent > 0 {
+		if sent := int64(c.echo); sent > 0 {
 			if rtt := r.mono.ns(now) - sent; rtt >= 0 {
 				p.live.rtt.Store(rtt)
 			}
 		}
-	default:
-		r.drops.Add(Outside, ReasonMalformed, 1)
 	}
 }
 
@@ -82,10 +129,15 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 // ProbeTick.
 func (r *Router) probeTimers(st *routingState, now time.Time) {
 	mono := r.mono.ns(now)
+	flags := r.ourFlags()
+	// A change of what we can deliver goes to every gateway at once.
+	announce := flags != r.advertised
+	r.advertised = flags
 	for _, p := range st.order {
 		kp := p.current.Load()
 		session := kp != nil && usable(kp, now)
 		a := p.live.evaluate(mono, p.live.acked.Load(), p.txPackets.Load(), session)
+		a.probe = a.probe || (announce && session)
 		if a.changed {
 			// No new handshake here: a peer that lost our session
 			// (it restarted) starts one itself when our probes hit
@@ -102,7 +154,7 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 			r.probes.grow()
 			buf = r.probes.next()
 		}
-		msg, err := sealControl(kp, buf, probeRequest, uint64(mono))
+		msg, err := sealControl(kp, buf, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen})
 		if err != nil {
 			continue
 		}
@@ -194,6 +246,9 @@ func (r *Router) sendControl(c *controlBatch) {
 // of gateways down at once).
 func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
+	case to == LiveDown && p.live.reason.Load() == uint32(DownCannotDeliver):
+		r.log.Warn("gateway down: it reports that it cannot deliver to its site (its LAN side), flows move to the site's other gateways",
+			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	case to == LiveDown:
 		r.reach.down(p, time.Duration(r.mono.ns(now)-p.live.acked.Load()),
 			time.Duration(r.mono.ns(now)-p.lastReceive.Load()), time.Duration(p.live.interval.Load()))

@@ -124,11 +124,16 @@ type Router struct {
 	// set by New.
 	flows flowHasher
 
+	// cannotDeliver is set while this gateway cannot deliver to its own
+	// site (SetCanDeliver, any goroutine); every control message says so.
+	cannotDeliver atomic.Bool
+
 	// Owned by the handshake loop.
 	pending          map[uint32]*Peer
 	keepaliveScratch []byte
 	probes           controlBatch // probes of one probeTimers run
 	reach            reachLog     // unreachable gateways, batched logging
+	advertised       byte         // the flags of our last probeTimers run
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
