@@ -49,6 +49,10 @@ type Config struct {
 	// Relay is the HTTP CONNECT relay for API-server callbacks; nil
 	// (section absent) means off. See relay.go.
 	Relay *Relay `yaml:"relay"`
+	// LAN names the interface toward the gateway's own site, which the
+	// gateway watches so it stops taking traffic it cannot deliver; nil
+	// (section absent) means no watch.
+	LAN *LAN `yaml:"lan"`
 	Sites []Site `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
@@ -83,6 +87,16 @@ type Cluster struct {
 	Name         string         `yaml:"name"`
 	ServiceCIDRs []netip.Prefix `yaml:"serviceCIDRs"`
 	DNSServiceIP netip.Addr     `yaml:"dnsServiceIP"`
+}
+
+// LAN is the gateway's side toward its own site's nodes. While the
+// interface is down, or the kernel would not send some nodeCIDR of the
+// site through it, the gateway cannot deliver: /readyz answers 503 and
+// remote gateways move its flows to the site's other gateways. A
+// reload applies a change.
+type LAN struct {
+	// Interface is the LAN interface's name.
+	Interface string `yaml:"interface"`
 }
 
 // Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.

@@ -336,6 +336,10 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"clampMSS", d.boolPtr(&c.ClampMSS)},
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
 		{"relay", func(n *yaml.Node, path string) { d.relay(n, path, c) }},
+		{"lan", func(n *yaml.Node, path string) {
+			c.LAN = &LAN{}
+			d.mapping(n, path, []field{{"interface", d.str(&c.LAN.Interface)}})
+		}},
 		{"sites", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var s Site

@@ -189,6 +189,8 @@ func TestParseValues(t *testing.T) {
 		{"clampMSS null is default", map[int]string{18: "clampMSS:"}, func(c *Config) any { return c.ClampMSSEnabled() }, true},
 		{"earlyDrop default", map[int]string{}, func(c *Config) any { return c.EarlyDropEnabled() }, true},
 		{"earlyDrop false", map[int]string{18: "earlyDrop: false"}, func(c *Config) any { return c.EarlyDropEnabled() }, false},
+		{"no lan watch by default", map[int]string{}, func(c *Config) any { return c.LAN == nil }, true},
+		{"lan interface", map[int]string{18: "lan: {interface: eth1}"}, func(c *Config) any { return c.LAN.Interface }, "eth1"},
 		{"ipv6 listen", map[int]string{5: "listen: '[::]:51820'"}, func(c *Config) any { return c.ListenAddr }, netip.MustParseAddrPort("[::]:51820")},
 		// Listening on the IPv6 wildcard, the first answer is taken.
 		{"dual-stack listener takes first answer", map[int]string{5: "listen: '[::]:51820'"}, func(c *Config) any { return c.Sites[1].Gateways[0].EndpointAddr }, netip.MustParseAddrPort("[2001:db8::b]:51821")},
@@ -321,6 +323,12 @@ func TestParseErrors(t *testing.T) {
 			[]want{{8, "interface.name", `contains ' '`}}},
 		{"interface name dotdot", map[int]string{8: "  name: .."},
 			[]want{{8, "interface.name", "is not allowed"}}},
+		{"lan interface missing", map[int]string{18: "lan: {}"},
+			[]want{{18, "lan.interface", `"" is empty`}}},
+		{"lan interface is the tunnel", map[int]string{18: "lan: {interface: bh0}"},
+			[]want{{18, "lan.interface", "is the tunnel interface"}}},
+		{"lan interface too long", map[int]string{18: "lan:\n  interface: bridgehead-lan-side"},
+			[]want{{19, "lan.interface", "longer than 15"}}},
 		{"syntax error", map[int]string{8: "  name: [bh0"},
 			[]want{{8, "", "invalid YAML: did not find expected ',' or ']'"}}},
 		// yaml.v3 names the line where the enclosing block starts (38);

@@ -17,6 +17,7 @@ func validateBasic(c *Config, r *reporter, l loader) {
 	checkListen(c, r)
 	checkMetricsListen(c, r)
 	checkInterface(c, r)
+	checkLAN(c, r)
 	checkSiteNames(c, r)
 	checkGatewayNames(c, r)
 	checkPublicKeys(c, r)
@@ -88,6 +89,20 @@ const maxIfNameLen = 15
 func checkInterface(c *Config, r *reporter) {
 	if msg := ifNameProblem(c.Interface.Name); msg != "" {
 		r.errorf("interface.name", "%q %s", c.Interface.Name, msg)
+	}
+}
+
+// checkLAN: lan.interface, when the section is there, is a valid
+// interface name and not the tunnel's.
+func checkLAN(c *Config, r *reporter) {
+	if c.LAN == nil {
+		return
+	}
+	switch {
+	case ifNameProblem(c.LAN.Interface) != "":
+		r.errorf("lan.interface", "%q %s", c.LAN.Interface, ifNameProblem(c.LAN.Interface))
+	case c.LAN.Interface == c.Interface.Name:
+		r.errorf("lan.interface", "%q is the tunnel interface (interface.name); name the interface toward this site's nodes", c.LAN.Interface)
 	}
 }
 

@@ -50,7 +50,10 @@ type Status struct {
 	// AllSites: it reaches every remote site (`status` exits 1 without).
 	AllSites bool                `json:"allSites"`
 	Sites    []health.SiteReport `json:"sites"`
-	Peers    []health.PeerState  `json:"peers"`
+	// LAN says why the gateway cannot deliver to its own site; Ready is
+	// then false and remote gateways move its flows. Empty while it can.
+	LAN   string             `json:"lan,omitempty"`
+	Peers []health.PeerState `json:"peers"`
 	// Drops lists the nonzero drop counters.
 	Drops []Drop `json:"drops"`
 	// Relay is the CONNECT relay's summary; absent when it is off.

@@ -22,9 +22,15 @@ func Render(w io.Writer, s *Status, now time.Time) {
 	fmt.Fprintf(w, "bridgehead %s, site %s, gateway %s\n", orDash(s.Version), orDash(s.Site), orDash(s.Gateway))
 	fmt.Fprintf(w, "config:  %s (hash %s), loaded %s\n", orDash(s.ConfigPath), orDash(s.ConfigHash), ago(s.ConfigLoaded, now))
 	fmt.Fprintf(w, "started: %s\n", ago(s.Started, now))
-	if s.AllSites {
+	if s.LAN != "" {
+		fmt.Fprintf(w, "ready:   NO, cannot deliver to this site (/readyz 503, remote gateways move its flows): %s\n", s.LAN)
+	}
+	switch {
+	case s.AllSites && s.LAN != "":
+		// The line above says it all.
+	case s.AllSites:
 		fmt.Fprintf(w, "ready:   yes, %s\n", plural(len(s.Sites), "remote site"))
-	} else {
+	default:
 		notReady := 0
 		for _, site := range s.Sites {
 			if !site.Ready {
@@ -32,7 +38,10 @@ func Render(w io.Writer, s *Status, now time.Time) {
 			}
 		}
 		lb := "still ready for a load balancer: it reaches another site"
-		if !s.Ready {
+		switch {
+		case s.LAN != "":
+			lb = "not ready for the reason above"
+		case !s.Ready:
 			lb = "not ready (/readyz 503): it reaches no remote site"
 		}
 		fmt.Fprintf(w, "ready:   NO, %d of %s not reachable; %s\n", notReady, plural(len(s.Sites), "remote site"), lb)

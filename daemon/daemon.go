@@ -241,6 +241,13 @@ func Run(ctx context.Context, o Options) error {
 		defer close(ops)
 		g.opsLoop(ctx, notify)
 	}()
+	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
+	g.lan.check() // before the first probe goes out
+	lan := make(chan struct{})
+	go func() {
+		defer close(lan)
+		g.lan.run(ctx)
+	}()
 	notify.Ready()
 	if o.Ready != nil {
 		o.Ready()
@@ -250,6 +257,7 @@ func Run(ctx context.Context, o Options) error {
 	cancel()
 	<-reloads
 	<-ops
+	<-lan
 	log.Info("gateway stopping")
 	return err
 }

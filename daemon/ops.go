@@ -14,14 +14,20 @@ import (
 )
 
 // readiness evaluates every remote site from the router's liveness state:
-// a site is reachable while one of its gateways is up.
+// a site is reachable while one of its gateways is up. A gateway that
+// cannot deliver to its own site (lanWatch) is not ready, whatever it
+// reaches.
 func (g *gateway) readiness(now time.Time) health.Report {
 	cfg := g.cfg.Load()
 	sites := make([]string, 0, len(cfg.Sites))
 	for _, s := range cfg.Sites {
 		sites = append(sites, s.Name)
 	}
-	return health.Evaluate(cfg.Site, sites, health.PeerStates(g.r.Peers()), now)
+	rep := health.Evaluate(cfg.Site, sites, health.PeerStates(g.r.Peers()), now)
+	if p := g.lan.Problem(); p != "" {
+		rep.Ready, rep.LAN = false, p
+	}
+	return rep
 }
 
 // status is the control socket's view of the gateway. Safe from any
@@ -34,7 +40,7 @@ func (g *gateway) status() control.Status {
 		Version: g.version, Site: cfg.Site, Gateway: cfg.Gateway,
 		ConfigPath: cfg.Path, ConfigHash: cfg.Hash(),
 		ConfigLoaded: time.Unix(0, g.loaded.Load()), Started: g.started,
-		Ready: rep.Ready, AllSites: rep.AllSites, Sites: rep.Sites,
+		Ready: rep.Ready, AllSites: rep.AllSites, Sites: rep.Sites, LAN: rep.LAN,
 		Peers: health.PeerStates(g.r.Peers()),
 		Drops: control.Drops(g.r.Drops()),
 	}

@@ -48,6 +48,9 @@ type gateway struct {
 	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
 	// move and stop it; status reads it from any goroutine.
 	relay atomic.Pointer[relay.Relay]
+	// lan watches whether the gateway can deliver to its own site; its
+	// zero value (tests) reports that it can.
+	lan lanWatch
 }
 
 // errNeedsRestart marks a change a reload cannot apply.

@@ -35,6 +35,7 @@ type peerStatus struct {
 	TxPackets uint64 `json:"txPackets"`
 	Live      struct {
 		State      string    `json:"state"`
+		Reason     string    `json:"reason"`
 		Downs      uint64    `json:"downs"`
 		LastChange time.Time `json:"lastChange"`
 	} `json:"live"`
@@ -171,11 +172,14 @@ func (l *lab) sink(port int) func() map[string]flowStats {
 // fail takes gateway gw out the way mode says: "kill" (SIGKILL),
 // "blackhole" (its WAN link down, the process alive) or "oneway"
 // (nftables on gw-a1 drops what gw-a1 sends to it; it still reaches
-// gw-a1).
+// gw-a1) or "lan" (its LAN link down: it runs and its WAN works, but it
+// cannot deliver to site B).
 func (l *lab) fail(gw, mode string) {
 	l.t.Helper()
 	g := haGateways[gw]
 	switch mode {
+	case "lan":
+		l.mustExec(g.ns, "ip", "link", "set", "lan", "down")
 	case "oneway":
 		rules := fmt.Sprintf(`table inet bh_oneway {
 	chain out {
@@ -255,10 +259,12 @@ func TestHAFailover(t *testing.T) {
 // "oneway": gw-a1's datagrams to the carrier are dropped (nftables on
 // gw-a1), while the carrier's still arrive: gw-a1 must take it down
 // within a second and keep it down, though the carrier keeps probing.
+// "lan": the carrier's LAN link goes down; it must turn its /readyz to
+// 503 within a second and tell gw-a1, which moves its flows.
 // The UDP stream's longest gap must stay under a second as for a kill.
 func TestHAPartialFailure(t *testing.T) {
 	requireRoot(t)
-	for _, mode := range []string{"oneway"} {
+	for _, mode := range []string{"oneway", "lan"} {
 		t.Run(mode, func(t *testing.T) { failoverRuns(t, mode) })
 	}
 }
@@ -306,6 +312,30 @@ func (l *lab) waitDown(gw string, since time.Time) time.Duration {
 	}
 }
 
+// waitNotReady polls gw's /readyz from its own namespace until it
+// answers 503 and returns how long after since that was seen: an upper
+// bound, a poll taking a while on a loaded machine. The test fails if
+// it does not within a second, or answers 503 without naming the LAN.
+func (l *lab) waitNotReady(gw string, since time.Time) time.Duration {
+	l.t.Helper()
+	for {
+		out, err := l.exec(haGateways[gw].ns, filepath.Join(l.bin, "bhprobe"), "http-get", "http://127.0.0.1:9641/readyz")
+		if err != nil && strings.Contains(out, "503") {
+			if !strings.Contains(out, `"lan":`) {
+				l.t.Errorf("%s /readyz 503 without the LAN problem: %s", gw, out)
+			}
+			d := time.Since(since)
+			if d > time.Second {
+				l.t.Errorf("%s /readyz 503 only after %s, want within 1 s", gw, d)
+			}
+			return d
+		}
+		if time.Since(since) > 10*time.Second {
+			l.t.Fatalf("%s /readyz still not 503 10 s after its LAN went down: %v %s", gw, err, out)
+		}
+	}
+}
+
 // failoverRun fails the gateway carrying the stream and returns the
 // stream's longest gap and how long gw-a1 took to mark it down (as seen
 // by polling status), in ms.
@@ -326,6 +356,9 @@ func failoverRun(t *testing.T, mode string) (gapMs, downMs float64) {
 
 	l.fail(carrier, mode)
 	failedAt := time.Now()
+	if mode == "lan" {
+		t.Logf("%s /readyz 503 after at most %s", carrier, l.waitNotReady(carrier, failedAt).Round(time.Millisecond))
+	}
 	down := l.waitDown(carrier, failedAt)
 	streamDone()
 	sent, received := sendDone(), recvDone()
@@ -342,6 +375,9 @@ func failoverRun(t *testing.T, mode string) (gapMs, downMs float64) {
 	st := l.peersAtA()[carrier].Live
 	if st.State != "down" || st.Downs < 1 {
 		t.Errorf("%s at gw-a1 after it failed: %+v", carrier, st)
+	}
+	if want := map[string]string{"lan": "cannot deliver"}[mode]; want != "" && st.Reason != want {
+		t.Errorf("%s down at gw-a1 for %q, want %q", carrier, st.Reason, want)
 	}
 	if mode != "kill" && mode != "blackhole" && st.Downs != 1 {
 		// It still talks to gw-a1: it must stay down, not flap.

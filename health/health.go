@@ -90,6 +90,10 @@ type Report struct {
 	// `bridgehead status` exits on.
 	AllSites bool         `json:"allSites"`
 	Sites    []SiteReport `json:"sites"`
+	// LAN says why this gateway cannot deliver to its own site (its LAN
+	// side is broken); Ready is then false. Empty while it can. Set by
+	// the daemon, not by Evaluate.
+	LAN string `json:"lan,omitempty"`
 }
 
 // PeerStates converts a router snapshot (Router.Peers) to PeerStates,

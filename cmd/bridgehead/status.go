@@ -43,7 +43,7 @@ func status(stdout io.Writer, socket string, asJSON bool, timeout time.Duration)
 	} else {
 		control.Render(stdout, st, time.Now())
 	}
-	if !st.AllSites {
+	if !st.AllSites || st.LAN != "" {
 		return errReported
 	}
 	return nil

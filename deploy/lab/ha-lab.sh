@@ -106,6 +106,9 @@ up() {
 			echo "privateKeyFile: $dir/$g.key"
 			echo "controlSocket: $dir/$g.sock"
 			echo "interface: {name: bh0, mtu: 1420}"
+			# Watch the LAN side: a gateway that cannot deliver to its
+			# site is drained (/readyz 503) and its flows move.
+			echo "lan: {interface: lan}"
 			# /readyz on every address: the balancer on node B asks it.
 			echo "metrics: {listen: 0.0.0.0:9641}"
 			cat "$dir/sites.yaml"
