@@ -62,6 +62,9 @@ type PeerState struct {
 	HandshakesAnswered  uint64 `json:"handshakesAnswered"`
 	HandshakesCompleted uint64 `json:"handshakesCompleted"`
 	HandshakesFailed    uint64 `json:"handshakesFailed"`
+	// HandshakeSendErrors counts handshake messages that could not be
+	// sent to the gateway (no route, for one).
+	HandshakeSendErrors uint64 `json:"handshakeSendErrors"`
 }
 
 // SiteReport is the readiness of one remote site.
@@ -115,6 +118,7 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			HandshakesAnswered:  s.HandshakesAnswered,
 			HandshakesCompleted: s.HandshakesCompleted,
 			HandshakesFailed:    s.HandshakesFailed,
+			HandshakeSendErrors: s.HandshakeSendErrors,
 		}
 	}
 	return out
