@@ -52,7 +52,7 @@ type Config struct {
 	// LAN names the interface toward the gateway's own site, which the
 	// gateway watches so it stops taking traffic it cannot deliver; nil
 	// (section absent) means no watch.
-	LAN *LAN `yaml:"lan"`
+	LAN   *LAN   `yaml:"lan"`
 	Sites []Site `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
