@@ -13,18 +13,28 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/bridgehead ./cmd/bridgehead
 	$(GO) build -trimpath -o $(BIN)/bhprobe ./cmd/bhprobe
 
-# deps installs what the lab, the tests and the benchmarks need on a fresh
-# Debian machine: iproute2 for namespaces (usually present), iperf3 for the
-# benchmark harness, curl for the relay end-to-end test, dnsmasq (the binary
-# only, dnsmasq-base: no system service) for the cluster DNS of the verify
-# end-to-end test, nftables for the HA lab's one-way path test, and the Go
-# modules.
+# deps installs, on a fresh Debian machine (root), every tool that make test,
+# make demo and make bench use, so that no test skips for a missing one:
+#   ip (iproute2)             the lab's namespaces, veths and routes
+#   nft (nftables)            the HA lab's one-way path test (TestHAPartialFailure)
+#   curl                      the relay end-to-end test (curl --proxy)
+#   iperf3                    the benchmark harness
+#   dnsmasq (dnsmasq-base)    the cluster DNS of the verify end-to-end test (no service)
+#   lintian, dpkg-deb (dpkg)  TestBuildDeb
+#   packer                    TestPackerValidate (Debian's 1.6 has azure-arm built in)
+#   keepalived                TestKeepalivedConfig
+#   systemd-analyze (systemd) TestUnitVerify
+#   setpriv (util-linux)      the CLI test that drops a capability
+# and then the Go modules. One apt-get run installs whatever is missing.
+DEPS := ip:iproute2 nft:nftables curl:curl iperf3:iperf3 dnsmasq:dnsmasq-base \
+	lintian:lintian dpkg-deb:dpkg packer:packer keepalived:keepalived \
+	systemd-analyze:systemd setpriv:util-linux
 deps:
-	@command -v ip >/dev/null 2>&1 || { apt-get update && apt-get install -y iproute2; }
-	@command -v iperf3 >/dev/null 2>&1 || { apt-get update && apt-get install -y iperf3; }
-	@command -v curl >/dev/null 2>&1 || { apt-get update && apt-get install -y curl; }
-	@command -v dnsmasq >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends dnsmasq-base; }
-	@command -v nft >/dev/null 2>&1 || { apt-get update && apt-get install -y nftables; }
+	@need=; for c in $(DEPS); do command -v "$${c%%:*}" >/dev/null 2>&1 || need="$$need $${c#*:}"; done; \
+	  if [ -n "$$need" ]; then \
+	    echo "make deps: installing$$need"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$need; \
+	  fi
 	$(GO) mod download
 
 # demo: a two-site lab in network namespaces (root).

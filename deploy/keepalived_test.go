@@ -46,9 +46,9 @@ func TestKeepalivedConfig(t *testing.T) {
 	bin, err := exec.LookPath("keepalived")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("keepalived not installed in CI (.ci/run installs it)")
+			t.Fatal("keepalived not installed in CI (make deps installs it)")
 		}
-		t.Skip("keepalived not installed (apt-get install keepalived)")
+		t.Skip("keepalived not installed (make deps installs it)")
 	}
 	if out := keepalivedCheck(t, bin, keepalivedPath); out != "" {
 		t.Errorf("keepalived --config-test %s:\n%s", keepalivedPath, out)

@@ -78,7 +78,7 @@ func TestBuildDeb(t *testing.T) {
 			t.Errorf("lintian: %v\n%s", err, b)
 		}
 	} else if os.Getenv("CI") != "" {
-		t.Error("lintian not installed in CI (.ci/run installs it)")
+		t.Error("lintian not installed in CI (make deps installs it)")
 	}
 	if man := run(t, "sh", "-c", "dpkg-deb --fsys-tarfile "+deb+" | tar -xOf - ./usr/share/man/man8/bridgehead.8.gz | gzip -dc"); !strings.Contains(man, "genkey") || !strings.Contains(man, "routes") {
 		t.Errorf("manual page does not carry the --help text:\n%s", man)

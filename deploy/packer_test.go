@@ -23,9 +23,9 @@ func TestPackerValidate(t *testing.T) {
 	packer, err := exec.LookPath("packer")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("packer not installed in CI (.ci/run installs Debian's packer)")
+			t.Fatal("packer not installed in CI (make deps installs Debian's packer)")
 		}
-		t.Skip("packer not installed (apt-get install packer)")
+		t.Skip("packer not installed (make deps installs it)")
 	}
 	out, err := exec.Command(packer, "version").CombinedOutput()
 	if err != nil {

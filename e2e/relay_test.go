@@ -72,7 +72,7 @@ func TestRelay(t *testing.T) {
 	requireRoot(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		if isCI() {
-			t.Fatal("curl is not installed (.ci/run installs it)")
+			t.Fatal("curl is not installed (make deps installs it)")
 		}
 		t.Skip("curl is not installed")
 	}
