@@ -39,3 +39,18 @@ func TestLabPlanMatches(t *testing.T) {
 		t.Errorf("addresses differ:\nlab.sh: %v\nbench:  %v", want, got)
 	}
 }
+
+func TestSitePrefixes(t *testing.T) {
+	if got := SitePrefixes("a"); !slices.Equal(got, []string{"10.224.0.0/16", "10.244.0.0/16", "fd00:224::/64", "fd00:244::/56"}) {
+		t.Errorf("SitePrefixes(a) = %v", got)
+	}
+	if got := SitePrefixes4("b"); !slices.Equal(got, []string{"192.168.50.0/24", "10.245.0.0/16"}) {
+		t.Errorf("SitePrefixes4(b) = %v", got)
+	}
+	// Callers get copies: changing one leaves the plan alone.
+	SitePrefixes4("a")[0] = "0.0.0.0/0"
+	SitePrefixes("b")[0] = "0.0.0.0/0"
+	if siteAPrefixes4[0] != "10.224.0.0/16" || siteBPrefixes4[0] != "192.168.50.0/24" {
+		t.Error("a caller changed the address plan")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,13 +37,31 @@ var (
 	WANA = "203.0.113.1"
 	WANB = "203.0.113.2"
 
-	// Prefixes of each site: what the other site routes toward it. Read
-	// only.
-	SiteAPrefixes4 = []string{"10.224.0.0/16", "10.244.0.0/16"}
-	SiteBPrefixes4 = []string{"192.168.50.0/24", "10.245.0.0/16"}
-	SiteAPrefixes6 = []string{"fd00:224::/64", "fd00:244::/56"}
-	SiteBPrefixes6 = []string{"fd00:50::/64", "fd00:245::/56"}
+	// Prefixes of each site: what the other site routes toward it. Never
+	// written; other packages get copies from SitePrefixes4 and
+	// SitePrefixes.
+	siteAPrefixes4 = []string{"10.224.0.0/16", "10.244.0.0/16"}
+	siteBPrefixes4 = []string{"192.168.50.0/24", "10.245.0.0/16"}
+	siteAPrefixes6 = []string{"fd00:224::/64", "fd00:244::/56"}
+	siteBPrefixes6 = []string{"fd00:50::/64", "fd00:245::/56"}
 )
+
+// SitePrefixes4 is the IPv4 prefixes of site "a" or "b" (node and pod
+// ranges): what the other site routes toward it.
+func SitePrefixes4(site string) []string {
+	if site == "a" {
+		return slices.Clone(siteAPrefixes4)
+	}
+	return slices.Clone(siteBPrefixes4)
+}
+
+// SitePrefixes is the IPv4 and then the IPv6 prefixes of site "a" or "b".
+func SitePrefixes(site string) []string {
+	if site == "a" {
+		return slices.Concat(siteAPrefixes4, siteAPrefixes6)
+	}
+	return slices.Concat(siteBPrefixes4, siteBPrefixes6)
+}
 
 // Namespace roles of a topology.
 const (
@@ -162,16 +181,16 @@ func (t *Topology) Up(ctx context.Context) error {
 	cmds := labLinks(a, b, ga, gb, wanMTU)
 	// Pods: only static routes toward their own gateway, the routes
 	// `bridgehead routes --format ip` prints for the lab.
-	for _, p := range SiteBPrefixes4 {
+	for _, p := range siteBPrefixes4 {
 		cmds = append(cmds, []string{"-n", a, "route", "replace", p, "via", gwALAN})
 	}
-	for _, p := range SiteBPrefixes6 {
+	for _, p := range siteBPrefixes6 {
 		cmds = append(cmds, []string{"-n", a, "-6", "route", "replace", p, "via", gwALAN6})
 	}
-	for _, p := range SiteAPrefixes4 {
+	for _, p := range siteAPrefixes4 {
 		cmds = append(cmds, []string{"-n", b, "route", "replace", p, "via", gwBLAN})
 	}
-	for _, p := range SiteAPrefixes6 {
+	for _, p := range siteAPrefixes6 {
 		cmds = append(cmds, []string{"-n", b, "-6", "route", "replace", p, "via", gwBLAN6})
 	}
 	if t.Flood {

@@ -68,12 +68,12 @@ func startKernel(ctx context.Context, t *lab.Topology) error {
 	if err := t.ForwardAndPodRoutes(ctx); err != nil {
 		return err
 	}
-	for _, p := range lab.SiteBPrefixes4 {
+	for _, p := range lab.SitePrefixes4("b") {
 		if err := t.IP(ctx, "-n", t.NS(lab.AGW), "route", "replace", p, "via", lab.WANB); err != nil {
 			return err
 		}
 	}
-	for _, p := range lab.SiteAPrefixes4 {
+	for _, p := range lab.SitePrefixes4("a") {
 		if err := t.IP(ctx, "-n", t.NS(lab.BGW), "route", "replace", p, "via", lab.WANA); err != nil {
 			return err
 		}
@@ -213,8 +213,8 @@ func startWireguardGo(ctx context.Context, t *lab.Topology, tools Tools, tunMTU 
 		p                                       **lab.Proc
 	}
 	sides := []side{
-		{lab.AGW, "wg-a", lab.WANB + ":51820", priv[0], pub[1], append(append([]string{}, lab.SiteBPrefixes4...), lab.SiteBPrefixes6...), &gw.A},
-		{lab.BGW, "wg-b", lab.WANA + ":51820", priv[1], pub[0], append(append([]string{}, lab.SiteAPrefixes4...), lab.SiteAPrefixes6...), &gw.B},
+		{lab.AGW, "wg-a", lab.WANB + ":51820", priv[0], pub[1], lab.SitePrefixes("b"), &gw.A},
+		{lab.BGW, "wg-b", lab.WANA + ":51820", priv[1], pub[0], lab.SitePrefixes("a"), &gw.B},
 	}
 	for _, s := range sides {
 		dev := ifname[s.role]
