@@ -7,4 +7,11 @@
 // Apply is idempotent: it adds what is missing, removes what it added that
 // is no longer wanted, and leaves everything else alone. Close removes what
 // it added.
+//
+// WatchRoutes keeps the routes without listing the table: from route
+// notifications it puts back just the routes of ours that were deleted,
+// and from link notifications it restores everything when the TUN goes
+// down (IPv4 routes are flushed then without a notification each). A
+// full Apply is left as a rare backstop: at 100k prefixes it lists every
+// route, where a repair costs what was deleted.
 package netsetup

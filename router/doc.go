@@ -22,7 +22,8 @@
 //     and runs the probes that decide whether each gateway is up.
 //
 // Several gateways per site: the inside path hashes each packet's flow
-// (packet.FlowHash) and ranks the site's gateways by rendezvous hashing
+// (packet.FlowHashFragment; a later fragment, which has no ports, takes
+// its first fragment's hash from a small table, flows.go) and ranks the site's gateways by rendezvous hashing
 // (site.pick), preferring gateways that are up. "Up" is one liveness
 // state per gateway (liveness.go): only evidence that our own packets
 // reach it proves it alive (an answer to our probe, a completed
@@ -65,12 +66,18 @@
 // through except when it has to wait in a peer's bounded queue for a
 // handshake. Routing state (table, sites, peers) is immutable once
 // published and swapped whole with SetConfig through an atomic pointer, so
-// the hot path takes no lock for it. Sessions are found through a
-// copy-on-write index map, also read without locks.
+// the hot path takes no lock for it. Sessions are found by receiver index
+// in an open-addressing table of atomic slots (index.go), read without
+// locks; a handshake's writes touch one slot, whatever the table's size.
 //
 // Every packet that is not forwarded is counted by direction and reason
 // (see Reason); nothing is logged per packet. A summary of new drops is
-// logged at most once per DropLogInterval.
+// logged at most once per DropLogInterval. Nothing is logged per gateway
+// per retry either: state changes of many gateways (unreachable, down,
+// up, first sessions) are logged together, one line per kind per timers
+// run, and a summary of unreachable gateways once a minute (reachlog.go).
+// While a handshake of ours is pending the data path does not ask for
+// another, and packets routed while the setup queue drains wait behind it.
 //
 // Time comes from an injected Clock so tests drive timers without sleeping.
 package router

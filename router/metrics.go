@@ -35,6 +35,7 @@ type Collector struct {
 	downs          *prometheus.Desc
 	stateChanged   *prometheus.Desc
 	unreachable    *prometheus.Desc
+	fragMisses     *prometheus.Desc
 	cannotDeliver  *prometheus.Desc
 	downReason     *prometheus.Desc
 	canDeliver     *prometheus.Desc
@@ -65,6 +66,7 @@ func NewCollector(r *Router) *Collector {
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
 		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
+		fragMisses:     prometheus.NewDesc("bridgehead_fragments_unmatched_total", "Later IP fragments whose first fragment was not seen (reordered, or too many fragmented datagrams at once): hashed by addresses and protocol, they may take another of the site's gateways than their flow.", nil, nil),
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
 		cannotDeliver:  prometheus.NewDesc("bridgehead_peer_cannot_deliver", "1 while a remote gateway reports that it cannot deliver to its own site (its LAN side is broken); it gets no flows.", peer, nil),
@@ -78,7 +80,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.cannotDeliver, c.downReason, c.canDeliver} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver} {
 		ch <- d
 	}
 }
@@ -148,6 +150,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.reach.unreachable.Load()))
+	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
 }
 
 func boolGauge(b bool) float64 {
