@@ -105,16 +105,24 @@ func (l *lab) nft(ns, ruleset string) {
 	}
 }
 
-// kubeProxy is what kube-proxy's nftables mode does on node B for the two
-// Services: DNAT each ClusterIP to its endpoint, and masquerade the
-// hairpin back onto the bridge so the reply returns through the node.
+// kubeProxy is what kube-proxy's nftables mode does on a node for the two
+// Services: DNAT each ClusterIP to its endpoint, for pods (prerouting) and
+// for the node itself (output), and masquerade the hairpin back onto the
+// bridge so the reply returns through the node.
 func kubeProxy(svcBackend, dnsBackend string) string {
 	return fmt.Sprintf(`table ip kube-proxy {
-	chain prerouting {
-		type nat hook prerouting priority dstnat; policy accept;
+	chain services {
 		ip daddr %[1]s tcp dport 80 dnat to %[2]s:8080
 		ip daddr %[3]s udp dport 53 dnat to %[4]s:53
 		ip daddr %[3]s tcp dport 53 dnat to %[4]s:53
+	}
+	chain prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		jump services
+	}
+	chain output {
+		type nat hook output priority -100; policy accept;
+		jump services
 	}
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
@@ -395,6 +403,16 @@ func TestSeedChecksNodeAgent(t *testing.T) {
 	}
 	if !regexp.MustCompile(`path mtu 1420 < mtu 1500 \(too-big from `).MatchString(out) {
 		t.Errorf("want the pod across sites to pass on the path MTU gateway A reports")
+	}
+
+	// The same from node a1 itself: its own address toward the internet.
+	nodeOut, _ := nl.exec("a-n1", filepath.Join(nl.bin, "bridgehead"), "verify", "--on", "node",
+		"--config", filepath.Join(nl.dir, "a.yaml"), "--timeout", "1s",
+		"--pod", b1, "--pod", a2, "--egress", "198.51.100.100:80", "--dns", dnsIP+":53", "--service", svcIP+":80")
+	t.Logf("verify --on node on node a1:\n%s", nodeOut)
+	if !row(nodeOut, "PASS", "pod", "site-b/"+b1+" via gateways") || !row(nodeOut, "PASS", "pod", "site-a/"+a2+" direct") ||
+		!row(nodeOut, "PASS", "egress", "198.51.100.100:80") || !row(nodeOut, "PASS", "service", svcIP) || !row(nodeOut, "PASS", "dns", "10.96.0.1") {
+		t.Errorf("want pods, the Service, DNS and egress to pass from the node")
 	}
 
 	nl.stopAgent("a-n1")
