@@ -39,6 +39,31 @@ func gatewayConfigName(g *v1.Gateway) string {
 	return strings.TrimPrefix(g.Name, g.Spec.Site+".")
 }
 
+// ObjectError is a problem with one field of one object.
+type ObjectError struct {
+	Kind, Name, Field, Msg string
+}
+
+func (e *ObjectError) Error() string {
+	s := e.Msg
+	if e.Field != "" {
+		s = e.Field + ": " + s
+	}
+	if e.Kind != "" {
+		s = e.Kind + " " + e.Name + ": " + s
+	}
+	return s
+}
+
+func objectError(kind, name string, err error) error {
+	if oe, ok := err.(*ObjectError); ok {
+		out := *oe
+		out.Kind, out.Name = kind, name
+		return &out
+	}
+	return &ObjectError{Kind: kind, Name: name, Msg: err.Error()}
+}
+
 // Local names the gateway a config file is for.
 type Local struct{ Site, Gateway string }
 
@@ -194,10 +219,10 @@ func ToConfig(r *Resources, local Local) (*config.Config, error) {
 	for i := range r.Sites {
 		s, err := siteToConfig(&r.Sites[i])
 		if err != nil {
-			return nil, fmt.Errorf("Site %s: %w", r.Sites[i].Name, err)
+			return nil, objectError("Site", r.Sites[i].Name, err)
 		}
 		if _, dup := index[s.Name]; dup {
-			return nil, fmt.Errorf("Site %s: listed twice", s.Name)
+			return nil, &ObjectError{Kind: "Site", Name: s.Name, Field: "metadata.name", Msg: "listed twice"}
 		}
 		index[s.Name] = len(c.Sites)
 		c.Sites = append(c.Sites, s)
@@ -206,11 +231,11 @@ func ToConfig(r *Resources, local Local) (*config.Config, error) {
 		g := &r.Gateways[i]
 		si, ok := index[g.Spec.Site]
 		if !ok {
-			return nil, fmt.Errorf("Gateway %s: spec.site: no Site %q", g.Name, g.Spec.Site)
+			return nil, &ObjectError{Kind: "Gateway", Name: g.Name, Field: "spec.site", Msg: fmt.Sprintf("no Site %q", g.Spec.Site)}
 		}
 		cg, err := gatewayToConfig(g)
 		if err != nil {
-			return nil, fmt.Errorf("Gateway %s: %w", g.Name, err)
+			return nil, objectError("Gateway", g.Name, err)
 		}
 		c.Sites[si].Gateways = append(c.Sites[si].Gateways, cg)
 		if g.Spec.Site == local.Site && cg.Name == local.Gateway {
@@ -227,7 +252,7 @@ func ToConfig(r *Resources, local Local) (*config.Config, error) {
 		}
 		cn, err := NodeToConfig(n)
 		if err != nil {
-			return nil, fmt.Errorf("Node %s: %w", n.Name, err)
+			return nil, objectError("Node", n.Name, err)
 		}
 		c.Sites[si].Nodes = append(c.Sites[si].Nodes, cn)
 	}
@@ -283,7 +308,7 @@ func NodeToConfig(n *corev1.Node) (config.Node, error) {
 		}
 		ip, err := netip.ParseAddr(a.Address)
 		if err != nil {
-			return out, fmt.Errorf("status.addresses: %q is not an IP address", a.Address)
+			return out, &ObjectError{Field: "status.addresses", Msg: fmt.Sprintf("%q is not an IP address", a.Address)}
 		}
 		ip = ip.Unmap()
 		switch {
@@ -300,7 +325,7 @@ func NodeToConfig(n *corev1.Node) (config.Node, error) {
 	for _, s := range pods {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return out, fmt.Errorf("spec.podCIDRs: %q is not a CIDR", s)
+			return out, &ObjectError{Field: "spec.podCIDRs", Msg: fmt.Sprintf("%q is not a CIDR", s)}
 		}
 		switch {
 		case p.Addr().Is4() && !out.PodCIDR.IsValid():
@@ -352,7 +377,7 @@ func prefixes(field string, cs []v1.CIDR) ([]netip.Prefix, error) {
 	for i, c := range cs {
 		p, err := netip.ParsePrefix(string(c))
 		if err != nil {
-			return nil, fmt.Errorf("%s[%d]: %q is not a CIDR", field, i, c)
+			return nil, &ObjectError{Field: fmt.Sprintf("%s[%d]", field, i), Msg: fmt.Sprintf("%q is not a CIDR", c)}
 		}
 		out = append(out, p)
 	}
@@ -372,7 +397,7 @@ func parseAddr(field, s string) (netip.Addr, error) {
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return a, fmt.Errorf("%s: %q is not an IP address", field, s)
+		return a, &ObjectError{Field: field, Msg: fmt.Sprintf("%q is not an IP address", s)}
 	}
 	return a, nil
 }

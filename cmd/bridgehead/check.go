@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	iofs "io/fs"
+	"os"
 	"strings"
 
 	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/kube"
 	"github.com/bridgehead/bridgehead/noderoutes"
 )
 
@@ -18,6 +20,9 @@ func setupCheck(fs *flag.FlagSet) action {
 	cfgPath := fs.String("config", defaultConfig, "read the config from `FILE`")
 	noKey := fs.Bool("skip-private-key", false, "do not check the private key file (checking a config away from its gateway)")
 	return noArgs(func(std *stdio) error {
+		if data, err := os.ReadFile(*cfgPath); err == nil && kube.LooksLikeResources(data) {
+			return checkResources(std, *cfgPath, data)
+		}
 		cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
 		if err != nil {
 			return configError(fs, err)
@@ -51,6 +56,21 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	given := false
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
 	return given
+}
+
+// checkResources checks a file of Site, Gateway and Node resources (what
+// `catalog to-resources` writes) with the same rules.
+func checkResources(std *stdio, path string, data []byte) error {
+	cfg, problems, warnings := kube.CheckResources(path, data, config.CheckOptions{})
+	if reportProblems(std, path, problems, warnings) {
+		return errReported
+	}
+	nodes := 0
+	for _, s := range cfg.Sites {
+		nodes += len(s.Nodes)
+	}
+	fmt.Fprintf(std.out, "%s: ok: resources of %d sites, %d gateways, %d nodes\n", path, len(cfg.Sites), countGateways(cfg), nodes)
+	return nil
 }
 
 func countGateways(c *config.Config) int {

@@ -106,7 +106,7 @@ func TestCLIGolden(t *testing.T) {
 		{name: "help routes", args: []string{"help", "routes"}, code: 0, stdout: true, first: "usage: bridgehead routes --config FILE --site NAME --format FORMAT"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: true, first: "usage: bridgehead COMMAND [flags]"},
 		{name: "help unknown", args: []string{"help", "nosuch"}, code: 2,
-			first: `bridgehead help: unknown command "nosuch" (commands: run, check, routes, node, status, verify, genkey, pubkey, version, help)`},
+			first: `bridgehead help: unknown command "nosuch" (commands: run, check, catalog, routes, node, status, verify, genkey, pubkey, version, help)`},
 		{name: "routes unknown site", args: []string{"routes", "--config", cfg, "--site", "nosuch"}, code: 1,
 			first: "bridgehead routes: " + cfg + `: no site "nosuch"; the sites are site-a, site-b`},
 		{name: "routes unknown format", args: []string{"routes", "--config", cfg, "--format", "iptables"}, code: 1,
