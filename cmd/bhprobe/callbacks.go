@@ -364,20 +364,33 @@ func (c *cbClient) logStream(ctx context.Context, seed uint64, ready <-chan stru
 	tr := c.transport()
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	pooled := make(chan error, 1)
-	warm := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		PutIdleConn: func(err error) { pooled <- err },
-	})
-	if err := get(warm, hc, "https://"+c.target+"/healthz"); err != nil {
-		return 0, err
-	}
-	select {
-	case err := <-pooled:
-		if err != nil {
-			return 0, fmt.Errorf("connection not kept for reuse: %w", err)
+	// The transport keeps a connection only if it saw the request's write
+	// finish within 50 ms of the response's end (net/http's
+	// maxWriteWaitBeforeConnReuse); on a loaded machine it sometimes does
+	// not, closes the connection and calls no PutIdleConn. Then open
+	// another: a stream waits at most 5 s per try.
+	var kept error
+	for range 5 {
+		pooled := make(chan error, 1)
+		warm := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			PutIdleConn: func(err error) { pooled <- err },
+		})
+		if err := get(warm, hc, "https://"+c.target+"/healthz"); err != nil {
+			return 0, err
 		}
-	case <-ctx.Done():
-		return 0, ctx.Err()
+		select {
+		case kept = <-pooled:
+		case <-time.After(5 * time.Second):
+			kept = errors.New("the transport closed it instead")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if kept == nil {
+			break
+		}
+	}
+	if kept != nil {
+		return 0, fmt.Errorf("connection not kept for reuse after 5 tries: %w", kept)
 	}
 	setup(time.Since(t0))
 	opened()
