@@ -8,8 +8,20 @@
 // — and reports PASS, FAIL or SKIP with the figure it measured. Every
 // FAIL says what to look at.
 //
-// Run does the checks one after another on the calling goroutine; the
-// Network it is given does the I/O, so tests can replace it.
+// RunCluster (verify --on node|pod) does the checks seed 003 asks an
+// operator to make from a node or a pod of a site: pods in the other
+// sites through the gateways and in its own site directly (with the path
+// MTU), a Service ClusterIP, the cluster DNS, egress to an outside
+// address, and the callback path through a relay to this node's kubelet.
+//
+// A check that needs one that failed SKIPs and names it, so one cause
+// gives one FAIL: everything on a gateway needs its daemon; the checks
+// through a remote site need a gateway of that site (gateway mode) or a
+// pod there that answered (node and pod mode).
+//
+// Run and RunCluster do the checks one after another on the calling
+// goroutine; the Network they are given does the I/O, so tests can
+// replace it.
 package verify
 
 import (
