@@ -173,7 +173,15 @@ func TestFlowHashSpread(t *testing.T) {
 
 func FuzzFlowHash(f *testing.F) {
 	f.Add([]byte{0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0, 53})
+	f.Add(fragment6(append([]byte{0x60}, make([]byte, 47)...), 0, true, 1)) // IPv6 first fragment
 	f.Fuzz(func(t *testing.T, b []byte) {
+		h, key, frag, ok := FlowHashFragment(b, 9)
+		if (key == 0) != (frag == NotFragment) || !ok && frag != NotFragment {
+			t.Fatalf("key %x with kind %v (ok %v)", key, frag, ok)
+		}
+		if h1, _ := FlowHash(b, 9); h1 != h {
+			t.Fatalf("FlowHash %x, FlowHashFragment %x", h1, h)
+		}
 		h1, ok1 := FlowHash(b, 9)
 		if len(b) < 64 {
 			return // shorter buffers may gain ports with one more byte
