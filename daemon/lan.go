@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/bridgehead/bridgehead/config"
 )
@@ -77,10 +78,9 @@ func (w *lanWatch) run(ctx context.Context) {
 }
 
 // netlinkLANProbe is the lanProbe of a running gateway: the LAN interface
-// must exist and be up with a carrier, and the kernel must route every
-// nodeCIDR of the gateway's site through it. Its link going down takes
-// its connected routes with it, so a network address then routes through
-// another interface (a default route) or nowhere.
+// must exist and be up with a carrier, and the main table must route
+// every nodeCIDR of the gateway's site through it. Its link going down
+// takes its IPv4 connected routes with it.
 func netlinkLANProbe(cfg *config.Config) string {
 	if cfg.LAN == nil {
 		return ""
@@ -109,19 +109,39 @@ func netlinkLANProbe(cfg *config.Config) string {
 	return ""
 }
 
-// routedVia returns "" when the kernel routes pfx's network address
-// through the link with index idx, else what it does instead.
+// routedVia returns "" when the main table has a route for all of pfx
+// (not a default route) through the link with index idx, else what is
+// missing. A route lookup of one address would not do: the network
+// address of an IPv6 prefix is the subnet-router anycast address, which
+// the kernel routes to lo, and any address may be the gateway's own.
 func routedVia(pfx netip.Prefix, idx int, name string) string {
-	routes, err := netlink.RouteGet(pfx.Masked().Addr().AsSlice())
-	if err != nil || len(routes) == 0 {
-		return fmt.Sprintf("no route to nodeCIDR %s", pfx)
+	family := netlink.FAMILY_V4
+	if pfx.Addr().Is6() {
+		family = netlink.FAMILY_V6
 	}
-	if routes[0].LinkIndex == idx {
-		return ""
+	routes, err := netlink.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN, LinkIndex: idx},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	if err != nil {
+		return fmt.Sprintf("listing routes through %s: %v", name, err)
 	}
-	via := fmt.Sprintf("interface %d", routes[0].LinkIndex)
-	if l, err := netlink.LinkByIndex(routes[0].LinkIndex); err == nil {
-		via = l.Attrs().Name
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue // a default route says nothing about the site
+		}
+		dst, ok := netipx(r.Dst)
+		if ok && dst.Bits() > 0 && dst.Bits() <= pfx.Bits() && dst.Contains(pfx.Addr()) {
+			return ""
+		}
 	}
-	return fmt.Sprintf("nodeCIDR %s is routed through %s, not the LAN interface %s", pfx, via, name)
+	return fmt.Sprintf("no route to nodeCIDR %s through the LAN interface %s", pfx, name)
+}
+
+// netipx converts a route destination to a prefix.
+func netipx(n *net.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/health"
@@ -121,12 +122,20 @@ func TestNetlinkLANProbe(t *testing.T) {
 	}
 	lan, _ := netlink.LinkByName("lan")
 	peer, _ := netlink.LinkByName("lanpeer")
-	addr, _ := netlink.ParseAddr("192.168.77.2/24")
-	if err := netlink.AddrAdd(lan, addr); err != nil {
+	for _, a := range []string{"192.168.77.2/24", "fd00:77::2/64"} {
+		addr, _ := netlink.ParseAddr(a)
+		addr.Flags = unix.IFA_F_NODAD
+		if err := netlink.AddrAdd(lan, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Forwarding makes the kernel route the subnet-router anycast
+	// address fd00:77:: to lo, as on a gateway.
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &config.Config{Site: "b", LAN: &config.LAN{Interface: "lan"}, Sites: []config.Site{{
-		Name: "b", NodeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24"), netip.MustParsePrefix("192.168.78.0/24")},
+		Name: "b", NodeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24"), netip.MustParsePrefix("fd00:77::/64"), netip.MustParsePrefix("192.168.78.0/24")},
 	}}}
 	check := func(step, want string) {
 		t.Helper()
@@ -145,7 +154,7 @@ func TestNetlinkLANProbe(t *testing.T) {
 	netlink.LinkSetUp(lan)
 	check("peer down", "LAN interface lan has no carrier")
 	netlink.LinkSetUp(peer)
-	check("no route to the second nodeCIDR", "no route to nodeCIDR 192.168.78.0/24")
+	check("no route to the second nodeCIDR", "no route to nodeCIDR 192.168.78.0/24 through the LAN interface lan")
 	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: lan.Attrs().Index, Dst: mustIPNet("192.168.78.0/24"), Gw: []byte{192, 168, 77, 1}}); err != nil {
 		t.Fatal(err)
 	}

@@ -302,7 +302,7 @@ func failoverRuns(t *testing.T, mode string) {
 func (l *lab) waitDown(gw string, since time.Time) time.Duration {
 	l.t.Helper()
 	for {
-		if st := l.peersAtA()[gw].Live; st.State == "down" {
+		if st := l.peersAtA()[gw].Live; st.State == "down" && st.LastChange.After(since) {
 			return st.LastChange.Sub(since)
 		}
 		if time.Since(since) > 10*time.Second {
