@@ -57,6 +57,17 @@
 // mac1s faster than BadMACRate, and detaches it at the first failed
 // update. Every check is still made in userspace.
 //
+// Path MTU black holes: now and then (MTUProbeInterval, six times less
+// often for an idle gateway) each gateway that is up gets a probe padded
+// to the tunnel's full size with a small one beside it (pathmtu.go).
+// When mtuProbeTries full-size probes in a row go unanswered while their
+// small companions are answered, the gateway is "up, MTU-degraded": it
+// keeps no flows while a whole gateway of its site is up (site.pick ranks
+// it below them; a flow is never split over gateways by packet size, and
+// while every gateway of the site is degraded they keep their flows), a
+// binary search over padded sizes reports its path MTU, and it is checked
+// at full size every MTUProbeInterval until one passes.
+//
 // Path MTU: TCP SYNs crossing the tunnel in either direction get their
 // MSS clamped to the tunnel MTU; packets over the MTU with DF set (or any
 // IPv6 packet) are answered with ICMP "too big" from the gateway's own

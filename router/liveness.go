@@ -158,6 +158,8 @@ type liveness struct {
 	// reason is why the state is LiveDown (a DownReason); written by
 	// the handshake loop.
 	reason atomic.Uint32
+	// pmtu is the path MTU prober (pathmtu.go names its writers).
+	pmtu pathMTU
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -269,6 +271,10 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 	return a
 }
 
+// active reports whether we sent the gateway data within ActiveWindow
+// (as of the last evaluate). Handshake loop only.
+func (l *liveness) active(mono int64) bool { return mono < l.activeUntil }
+
 // LivenessStats is a snapshot of a gateway's liveness.
 // Durations are nanoseconds in JSON.
 type LivenessStats struct {
@@ -286,6 +292,14 @@ type LivenessStats struct {
 	// CannotDeliver is set while the gateway reports that it cannot
 	// deliver to its own site (its LAN side is broken).
 	CannotDeliver bool `json:"cannotDeliver,omitempty"`
+	// PathMTU is the largest inner packet the path to the gateway is
+	// known to carry, from padded probes (0: not checked yet); the
+	// tunnel MTU while the path is whole.
+	PathMTU int `json:"pathMTU"`
+	// MTUDegraded is set while full-size probes go unanswered and small
+	// ones pass: the gateway gets no flows while a whole one of its
+	// site is up.
+	MTUDegraded bool `json:"mtuDegraded,omitempty"`
 	// LastAck is the newest evidence that our packets reach the
 	// gateway: a probe answered, or a handshake (zero: none yet).
 	LastAck time.Time `json:"lastAck,omitzero"`
@@ -301,6 +315,8 @@ func (l *liveness) stats(mono monoEpoch) LivenessStats {
 		State:         l.State(),
 		Reason:        DownReason(l.reason.Load()),
 		CannotDeliver: l.cannotDeliver.Load(),
+		PathMTU:       int(l.pmtu.mtu.Load()),
+		MTUDegraded:   l.pmtu.degraded.Load(),
 		ProbeInterval: time.Duration(l.interval.Load()),
 		ProbeRTT:      time.Duration(l.rtt.Load()),
 		ProbesSent:    l.probesSent.Load(),

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -255,4 +256,110 @@ func scrape(t *testing.T, r *Router) string {
 		}
 	}
 	return b.String()
+}
+
+// TestMTUBlackHole: datagrams from A to B1 larger than 1200 bytes are
+// dropped, small ones pass. B1 stays up, but A finds it MTU-degraded,
+// reports the path MTU (within a padding step below the limit), and
+// moves every flow to B2. When the path heals, B1 is whole again.
+func TestMTUBlackHole(t *testing.T) {
+	clock := newFakeClock()
+	fa, a, b1, b2 := newFilteredGateways(t, clock)
+	sendFlows(t, a, b1, b2, 16, 0)
+	toB1 := b1.bind.LocalAddr()
+	const limit = 1200 // outer UDP payload bytes that pass
+	fa.setDrop(func(msg []byte, ep netip.AddrPort) bool { return ep == toB1 && len(msg) > limit })
+	deadline := MTUProbeInterval + 20*time.Second
+	for elapsed := time.Duration(0); elapsed < deadline; elapsed += ProbeTick {
+		st := peerStats(a, "gw-b1").Live
+		if st.State != LiveUp {
+			t.Fatalf("gw-b1 went %s: small probes pass, it must stay up: %+v", st.State, st)
+		}
+		if st.MTUDegraded && st.PathMTU != 0 && st.PathMTU < 1420 {
+			break
+		}
+		if elapsed%time.Second == 0 {
+			sendFlows(t, a, b1, b2, 16, 1) // keep A active toward B1 (and B2)
+		}
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+	}
+	st := peerStats(a, "gw-b1").Live
+	// A probe of plaintext size s is a datagram of s+32 bytes.
+	if want := limit - 32; !st.MTUDegraded || st.PathMTU > want || st.PathMTU < want-16 {
+		t.Fatalf("gw-b1 behind a %d-byte limit: %+v, want MTU-degraded with path MTU in [%d, %d]", limit, st, want-16, want)
+	}
+	t.Logf("MTU black hole: gw-b1 up, MTU-degraded, path MTU %d", st.PathMTU)
+	for _, series := range []string{
+		`bridgehead_peer_mtu_degraded{gateway="gw-b1",site="site-b"} 1`,
+		`bridgehead_peer_path_mtu_bytes{gateway="gw-b1",site="site-b"} ` + strconv.Itoa(st.PathMTU),
+		`bridgehead_peer_mtu_degraded{gateway="gw-b2",site="site-b"} 0`,
+		`bridgehead_peer_path_mtu_bytes{gateway="gw-b2",site="site-b"} 1420`,
+	} {
+		if got := scrape(t, a.r); !strings.Contains(got, series+"\n") {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+	for f, gws := range sendFlows(t, a, b1, b2, 16, 2) {
+		if gws["b1"] > 0 {
+			t.Errorf("flow %d still sent to MTU-degraded gw-b1", f)
+		}
+	}
+	fa.setDrop(func([]byte, netip.AddrPort) bool { return false })
+	for elapsed := time.Duration(0); elapsed < 2*MTUProbeInterval; elapsed += ProbeTick {
+		if st := peerStats(a, "gw-b1").Live; !st.MTUDegraded && st.PathMTU == 1420 {
+			return
+		}
+		if elapsed%time.Second == 0 {
+			sendFlows(t, a, b1, b2, 4, 3)
+		}
+		clock.Advance(ProbeTick)
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("gw-b1 after the path healed: %+v", peerStats(a, "gw-b1").Live)
+}
+
+// TestMTUSearch: the prober's search converges on the largest padded
+// size that passes, within a padding step, for limits across the range;
+// a path that answers nothing gives no verdict, and one lost full-size
+// probe does not make a gateway degraded.
+func TestMTUSearch(t *testing.T) {
+	const full = 1420
+	// run drives a prober for n steps of 10 ns; lose says which probe
+	// sizes are lost; small says whether small probes are answered.
+	run := func(m *pathMTU, n int, lose func(size, i int) bool, small bool) {
+		mono := int64(1)
+		acked := int64(0)
+		for i := range n {
+			size, _ := m.step(mono, full, acked, 10, 300)
+			if size > 0 {
+				echo := m.sent(size, mono)
+				if !lose(size, i) {
+					m.answered.Store(int64(echo &^ mtuEcho))
+				}
+			}
+			if small {
+				acked = mono + 1 // the small probe's answer, after the big one left
+			}
+			mono += 10
+		}
+	}
+	for _, limit := range []int{16, 100, 576, 1000, 1279, 1404, 1419, 1420} {
+		var m pathMTU
+		run(&m, 60, func(size, _ int) bool { return size > limit }, true)
+		got := int(m.mtu.Load())
+		if got > limit || got < limit-16 || m.degraded.Load() != (limit < full) || m.phase != mtuIdle {
+			t.Errorf("limit %d: path MTU %d, degraded %v, phase %d", limit, got, m.degraded.Load(), m.phase)
+		}
+	}
+	var silent pathMTU
+	run(&silent, 60, func(int, int) bool { return true }, false)
+	if silent.degraded.Load() || silent.mtu.Load() != 0 {
+		t.Errorf("silent path: degraded %v, path MTU %d; want no verdict", silent.degraded.Load(), silent.mtu.Load())
+	}
+	var lossy pathMTU
+	run(&lossy, 60, func(_, i int) bool { return i == 0 }, true)
+	if lossy.degraded.Load() || lossy.mtu.Load() != full {
+		t.Errorf("one lost probe: degraded %v, path MTU %d", lossy.degraded.Load(), lossy.mtu.Load())
+	}
 }

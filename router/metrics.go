@@ -39,6 +39,8 @@ type Collector struct {
 	cannotDeliver  *prometheus.Desc
 	downReason     *prometheus.Desc
 	canDeliver     *prometheus.Desc
+	pathMTU        *prometheus.Desc
+	mtuDegraded    *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -71,6 +73,8 @@ func NewCollector(r *Router) *Collector {
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
 		cannotDeliver:  prometheus.NewDesc("bridgehead_peer_cannot_deliver", "1 while a remote gateway reports that it cannot deliver to its own site (its LAN side is broken); it gets no flows.", peer, nil),
 		downReason:     prometheus.NewDesc("bridgehead_peer_down_reason", "1 for the reason a remote gateway is down (no_answer, cannot_deliver), 0 for the others.", append(peer, "reason"), nil),
+		pathMTU:        prometheus.NewDesc("bridgehead_peer_path_mtu_bytes", "Largest inner packet the path to a remote gateway is known to carry, from padded probes (0: not checked yet); the tunnel MTU while the path is whole.", peer, nil),
+		mtuDegraded:    prometheus.NewDesc("bridgehead_peer_mtu_degraded", "1 while full-size probes to a remote gateway go unanswered and small ones pass: it gets no flows while a whole gateway of its site is up.", peer, nil),
 		canDeliver:     prometheus.NewDesc("bridgehead_can_deliver", "1 while this gateway can deliver to its own site (LAN link up, routes to every node CIDR); 0 tells remote gateways to move its flows.", nil, nil),
 	}
 }
@@ -80,7 +84,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded} {
 		ch <- d
 	}
 }
@@ -128,6 +132,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.downs, prometheus.CounterValue, float64(s.Live.Downs), l...)
 		ch <- prometheus.MustNewConstMetric(c.stateChanged, prometheus.GaugeValue, unixSeconds(s.Live.LastChange), l...)
 		ch <- prometheus.MustNewConstMetric(c.cannotDeliver, prometheus.GaugeValue, boolGauge(s.Live.CannotDeliver), l...)
+		ch <- prometheus.MustNewConstMetric(c.pathMTU, prometheus.GaugeValue, float64(s.Live.PathMTU), l...)
+		ch <- prometheus.MustNewConstMetric(c.mtuDegraded, prometheus.GaugeValue, boolGauge(s.Live.MTUDegraded), l...)
 		for _, reason := range []DownReason{DownNoAnswer, DownCannotDeliver} {
 			ch <- prometheus.MustNewConstMetric(c.downReason, prometheus.GaugeValue,
 				boolGauge(s.Live.State == LiveDown && s.Live.Reason == reason), s.Site, s.Name, strings.ReplaceAll(reason.String(), " ", "_"))

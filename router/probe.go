@@ -114,8 +114,12 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 		}
 		b.replies.add(msg, from, p)
 	case probeReply:
-		p.live.probeReplies.Add(1)
 		p.live.acked.Store(r.mono.ns(now))
+		if c.echo&mtuEcho != 0 {
+			p.live.pmtu.answered.Store(int64(c.echo &^ mtuEcho))
+			return
+		}
+		p.live.probeReplies.Add(1)
 		if sent := int64(c.echo); sent > 0 {
 			if rtt := r.mono.ns(now) - sent; rtt >= 0 {
 				p.live.rtt.Store(rtt)
@@ -146,23 +150,65 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 			// load would feed more false downs.
 			r.logLiveness(p, a.from, now)
 		}
+		if size := r.mtuStep(p, mono); size > 0 {
+			// With a small companion, so a lost big one can be
+			// told from a silent path.
+			r.queueProbe(&r.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: p.live.pmtu.sent(size, mono), size: size})
+			a.probe = session
+		}
 		if !a.probe {
 			continue
 		}
-		buf := r.probes.next()
-		if buf == nil {
-			r.probes.grow()
-			buf = r.probes.next()
+		if r.queueProbe(&r.probes, p, kp, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen}) {
+			p.live.lastProbe.Store(mono)
+			p.live.probesSent.Add(1)
 		}
-		msg, err := sealControl(kp, buf, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen})
-		if err != nil {
-			continue
-		}
-		p.live.lastProbe.Store(mono)
-		p.live.probesSent.Add(1)
-		r.probes.add(msg, p.Endpoint(), p)
 	}
 	r.sendControl(&r.probes)
+	r.sendControl(&r.bigProbes)
+}
+
+// queueProbe seals c for p into a slot of batch, growing it if needed,
+// and reports whether it did.
+func (r *Router) queueProbe(batch *controlBatch, p *Peer, kp *bhcrypto.Keypair, c control) bool {
+	buf := batch.next()
+	if buf == nil {
+		batch.grow()
+		buf = batch.next()
+	}
+	msg, err := sealControl(kp, buf, c)
+	if err != nil {
+		return false
+	}
+	batch.add(msg, p.Endpoint(), p)
+	return true
+}
+
+// mtuStep runs p's path MTU prober (pathmtu.go) and returns the size of
+// an MTU probe to send now, 0 for none. Only a gateway that is up is
+// checked; a change of its verdict is logged.
+func (r *Router) mtuStep(p *Peer, mono int64) int {
+	m := &p.live.pmtu
+	if !p.live.up() {
+		m.pause()
+		return 0
+	}
+	iv := p.live.interval.Load()
+	timeout := max(2*iv, 3*p.live.rtt.Load())
+	// A degraded gateway gets no flows, so it looks idle; it is checked
+	// at the full pace all the same, so its flows come back soon.
+	every := MTUProbeFactor * iv
+	if !p.live.active(mono) && !m.degraded.Load() {
+		every *= MTUIdleFactor
+	}
+	size, changed := m.step(mono, r.mtu, p.live.acked.Load(), timeout, every)
+	if changed && m.degraded.Load() {
+		r.log.Warn("gateway MTU-degraded: full-size probes go unanswered while small ones pass; its flows move to the site's other gateways",
+			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", r.mtu)
+	} else if changed {
+		r.log.Info("gateway carries full-size packets again", "site", p.site, "gateway", p.name, "path_mtu", r.mtu)
+	}
+	return size
 }
 
 // controlBatch collects sealed control messages for many peers, to send
@@ -170,6 +216,7 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 // are allocated once (init) or when the peers outgrow them (grow, in the
 // handshake loop only); one goroutine owns each batch.
 type controlBatch struct {
+	size  int      // bytes per buffer; 0: a small probe's
 	bufs  [][]byte // one sealed-message buffer per slot
 	out   [][]byte // the messages to send, in bufs
 	eps   []netip.AddrPort
@@ -185,7 +232,11 @@ func (c *controlBatch) init(n int) {
 
 // grow adds a slot.
 func (c *controlBatch) grow() {
-	c.bufs = append(c.bufs, probeScratch())
+	if c.size == 0 {
+		c.bufs = append(c.bufs, probeScratch())
+	} else {
+		c.bufs = append(c.bufs, make([]byte, c.size))
+	}
 	c.out = slices.Grow(c.out, 1)
 	c.eps = slices.Grow(c.eps, 1)
 	c.peers = slices.Grow(c.peers, 1)

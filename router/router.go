@@ -134,6 +134,7 @@ type Router struct {
 	probes           controlBatch // probes of one probeTimers run
 	reach            reachLog     // unreachable gateways, batched logging
 	advertised       byte         // the flags of our last probeTimers run
+	bigProbes        controlBatch // path MTU probes of one probeTimers run
 	lastDrops        [numDirections][numReasons]uint64
 	lastDropLg       int64
 	lastGC           int64
@@ -196,6 +197,7 @@ func New(o Options) (*Router, error) {
 	// A buffer holds the header, the largest inner packet the TUN can
 	// hand us padded to a multiple of 16, and the tag.
 	r.bufSize = bufHeadroom + r.mtu + bhcrypto.PaddingMultiple + bhcrypto.TagSize
+	r.bigProbes.size = bhcrypto.TransportOverhead + r.mtu // a path MTU probe is a full-size packet
 	hq := o.HandshakeQueueLen
 	if hq <= 0 {
 		hq = 256

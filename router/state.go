@@ -40,8 +40,9 @@ type site struct {
 }
 
 // pick returns the gateway that carries pkt's flow. Among the site's
-// gateways in the best tier — up with a usable session, else any with a
-// usable session, else any (a handshake starts there) — it takes the one
+// gateways in the best tier — up with a usable session and a whole path,
+// else up but MTU-degraded (see pathMTU), else any with a usable
+// session, else any (a handshake starts there) — it takes the one
 // that ranks first for the flow by rendezvous hashing: a flow stays on one
 // gateway while the tier's members stay the same, and when a gateway
 // leaves or returns only the flows ranked first on it move. It runs per
@@ -62,6 +63,9 @@ func (s *site) pick(pkt []byte, flows *flowHasher, now time.Time) *Peer {
 			tier = 1
 			if p.live.up() {
 				tier = 2
+				if !p.live.pmtu.degraded.Load() {
+					tier = 3
+				}
 			}
 		}
 		if tier < bestTier {
