@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/bridgehead/bridgehead/controller"
+)
+
+// controllerFlags are the flags of `bridgehead controller`.
+type controllerFlags struct {
+	kubeconfig, namespace, metricsListen, identity string
+	leaderElect                                    bool
+	leaseDuration, renewDeadline, retryPeriod      time.Duration
+	releaseGrace                                   time.Duration
+	workers                                        int
+	qps                                            float64
+	burst                                          int
+	logFormat, logLevel                            string
+}
+
+// setupController declares controller, which assigns Nodes to Sites and
+// allocates their pod blocks, leader-elected.
+func setupController(fs *flag.FlagSet) action {
+	f := &controllerFlags{}
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (empty: the in-cluster service account)")
+	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9643", "`ADDR` serving /metrics, /healthz and /readyz (empty: none)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "compete for the Lease; run one replica only with false")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (`DURATION`)")
+	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader gives up leading when it cannot renew for this `DURATION`")
+	fs.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "interval of lease renewals and acquisition tries (`DURATION`)")
+	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
+	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
+	fs.IntVar(&f.workers, "workers", 4, "node reconcile `WORKERS`")
+	fs.Float64Var(&f.qps, "kube-api-qps", 50, "client-side limit of API requests per second (`QPS`)")
+	fs.IntVar(&f.burst, "kube-api-burst", 100, "client-side burst of API requests (`N`)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log `FORMAT`: text or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	return noArgs(func(std *stdio) error {
+		log, err := newLogger(std.err, f.logFormat, f.logLevel)
+		if err != nil {
+			return err
+		}
+		if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
+			return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		return runController(ctx, f, log)
+	})
+}
+
+func runController(ctx context.Context, f *controllerFlags, log *slog.Logger) error {
+	cfg, err := kubeConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(f.qps), f.burst
+	cfg.UserAgent = "bridgehead-controller/" + buildVersion()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if f.identity == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		f.identity = host + "_" + hex.EncodeToString(b[:])
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c, err := controller.New(controller.Options{
+		Client: client, Dynamic: dyn, Logger: log, Registry: reg,
+		Namespace: f.namespace, Identity: f.identity, LeaderElect: f.leaderElect,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+		ReleaseGrace: f.releaseGrace, Workers: f.workers,
+	})
+	if err != nil {
+		return err
+	}
+	if f.metricsListen != "" {
+		ln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		srv := &http.Server{Handler: healthMux(reg, c), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("serving metrics", "addr", ln.Addr().String())
+	}
+	return c.Run(ctx)
+}
+
+// healthMux serves /metrics, /healthz (the process answers) and /readyz
+// (the caches have synced; a standby is ready too).
+func healthMux(reg *prometheus.Registry, c *controller.Controller) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.Ready() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// kubeConfig loads a kubeconfig file, or the in-cluster config when path
+// is empty.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return nil, errors.New("not in a cluster: pass --kubeconfig FILE")
+		}
+		return cfg, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,363 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/bridgehead/bridgehead/controller/ipam"
+	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+)
+
+// Names the controller writes on Nodes. The node side reads the annotation.
+const (
+	// LabelSite holds the name of the node's Site.
+	LabelSite = v1alpha1.GroupName + "/site"
+	// AnnotationPodCIDRs holds the node's bridgehead pod blocks, comma
+	// separated, the site's first family first ("10.1.4.0/24,fd00:1::/80").
+	AnnotationPodCIDRs = v1alpha1.GroupName + "/pod-cidrs"
+	// NodeConditionSite is the Node condition that says why a node has
+	// no site (False); it turns True once the node is assigned.
+	NodeConditionSite corev1.NodeConditionType = "BridgeheadSite"
+	// LeaseName is the coordination.k8s.io Lease the replicas compete for.
+	LeaseName = "bridgehead-controller"
+	// EventNamespace is where Events about Nodes and Sites go: the API
+	// accepts Events about cluster-scoped objects only there.
+	EventNamespace = "default"
+	// component is the Events' reportingController and the field manager.
+	component = "bridgehead-controller"
+)
+
+// Resources of bridgehead.io/v1alpha1 the controller reads.
+var (
+	SitesGVR    = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.SitesResource)
+	GatewaysGVR = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.GatewaysResource)
+)
+
+// Options configure a Controller. Client, Dynamic, Logger and Registry are
+// required.
+type Options struct {
+	Client   kubernetes.Interface
+	Dynamic  dynamic.Interface
+	Logger   *slog.Logger
+	Registry prometheus.Registerer
+
+	// Namespace holds the Lease.
+	Namespace string
+	// Identity names this replica in the Lease (default: a random name).
+	Identity string
+	// LeaderElect: compete for the Lease; false runs the workers at once
+	// (one replica only).
+	LeaderElect                               bool
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// KeepLeaseOnStop leaves the Lease held when Run's context ends (the
+	// standby then waits for it to expire, as after a crash). By default
+	// it is released, so the standby takes over within RetryPeriod.
+	KeepLeaseOnStop bool
+
+	// ReleaseGrace is how long a deleted node's blocks stay out of the pool.
+	ReleaseGrace time.Duration
+	// Workers is the number of node reconcile workers (default 4).
+	Workers int
+	// StatusInterval is the least time between two status writes of one
+	// Site (default 1 s).
+	StatusInterval time.Duration
+	// Now is the clock of the allocator's release grace (default time.Now).
+	Now func() time.Time
+}
+
+// Controller assigns Nodes to Sites and allocates their pod blocks. See
+// the package doc. Create it with New, run it with Run.
+type Controller struct {
+	opts    Options
+	log     *slog.Logger
+	client  kubernetes.Interface
+	dyn     dynamic.Interface
+	metrics *metrics
+	alloc   *ipam.Allocator
+
+	nodeFactory informers.SharedInformerFactory
+	dynFactory  dynamicinformer.DynamicSharedInformerFactory
+	nodes       listersv1.NodeLister
+	nodesSynced cache.InformerSynced
+	sites       cache.GenericLister
+	sitesSynced cache.InformerSynced
+	gws         cache.GenericLister
+	gwsSynced   cache.InformerSynced
+
+	nodeQueue workqueue.TypedRateLimitingInterface[string]
+	siteQueue workqueue.TypedRateLimitingInterface[string]
+
+	broadcaster events.EventBroadcaster
+	recorder    events.EventRecorder
+
+	ready   atomic.Bool // caches synced
+	leading atomic.Bool // workers may run; handlers enqueue
+	// sitesDirty is set by Site events that change a spec; the site
+	// worker then re-reads every Site (overlaps span sites).
+	sitesDirty atomic.Bool
+	matcher    atomic.Pointer[matcher]
+
+	// mu guards the maps below; workers hold it for map updates only,
+	// never across API calls.
+	mu           sync.Mutex
+	siteModels   map[string]site            // last good model of each Site
+	siteProblems map[string]string          // Valid=False message per Site
+	assigned     map[string]string          // node -> site
+	siteCount    map[string]int             // site -> nodes assigned
+	unassigned   map[string]string          // node -> reason (no_site, ambiguous)
+	waiting      map[string]map[string]bool // site -> nodes waiting for a block
+	reported     map[string]string          // object key -> last problem reported as an Event
+}
+
+// New builds a Controller; nothing runs until Run.
+func New(o Options) (*Controller, error) {
+	if o.Client == nil || o.Dynamic == nil || o.Logger == nil || o.Registry == nil {
+		return nil, errors.New("controller: Client, Dynamic, Logger and Registry are required")
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.StatusInterval <= 0 {
+		o.StatusInterval = time.Second
+	}
+	if o.Identity == "" {
+		o.Identity = fmt.Sprintf("%s-%d", component, time.Now().UnixNano())
+	}
+	if o.LeaderElect && (o.LeaseDuration <= 0 || o.RenewDeadline <= 0 || o.RetryPeriod <= 0) {
+		return nil, errors.New("controller: leader election needs LeaseDuration, RenewDeadline and RetryPeriod")
+	}
+	c := &Controller{
+		opts:         o,
+		log:          o.Logger,
+		client:       o.Client,
+		dyn:          o.Dynamic,
+		metrics:      newMetrics(o.Registry),
+		alloc:        ipam.New(ipam.Options{Now: o.Now, Grace: o.ReleaseGrace}),
+		siteModels:   map[string]site{},
+		siteProblems: map[string]string{},
+		assigned:     map[string]string{},
+		siteCount:    map[string]int{},
+		unassigned:   map[string]string{},
+		waiting:      map[string]map[string]bool{},
+		reported:     map[string]string{},
+	}
+	c.matcher.Store(newMatcher(nil, nil))
+	c.nodeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_nodes"})
+	c.siteQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_sites"})
+	o.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bridgehead_controller_queue_depth", Help: "Keys waiting in the node queue.",
+			ConstLabels: prometheus.Labels{"queue": "nodes"}}, func() float64 { return float64(c.nodeQueue.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bridgehead_controller_queue_depth", Help: "Keys waiting in the node queue.",
+			ConstLabels: prometheus.Labels{"queue": "sites"}}, func() float64 { return float64(c.siteQueue.Len()) }),
+	)
+
+	c.nodeFactory = informers.NewSharedInformerFactory(o.Client, 0)
+	ni := c.nodeFactory.Core().V1().Nodes()
+	c.nodes, c.nodesSynced = ni.Lister(), ni.Informer().HasSynced
+	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.enqueueNode(obj) },
+		UpdateFunc: func(old, cur any) { c.nodeUpdated(old, cur) },
+		DeleteFunc: func(obj any) { c.enqueueNode(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	c.dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, 0)
+	si := c.dynFactory.ForResource(SitesGVR)
+	c.sites, c.sitesSynced = si.Lister(), si.Informer().HasSynced
+	if _, err := si.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.siteChanged(obj) },
+		UpdateFunc: func(old, cur any) { c.siteUpdated(old, cur) },
+		DeleteFunc: func(obj any) { c.siteChanged(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	gi := c.dynFactory.ForResource(GatewaysGVR)
+	c.gws, c.gwsSynced = gi.Lister(), gi.Informer().HasSynced
+	if _, err := gi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.gatewayChanged(obj) },
+		UpdateFunc: func(_, cur any) { c.gatewayChanged(cur) },
+		DeleteFunc: func(obj any) { c.gatewayChanged(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	c.broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: o.Client.EventsV1()})
+	c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, component)
+	return c, nil
+}
+
+// Ready reports whether the caches have synced (the /readyz answer; a
+// standby is ready too).
+func (c *Controller) Ready() bool { return c.ready.Load() }
+
+// Leading reports whether this replica runs the workers.
+func (c *Controller) Leading() bool { return c.leading.Load() }
+
+// Run starts the informers, waits for their caches, then competes for the
+// Lease (or leads at once without leader election) and runs the workers
+// while it leads. It returns nil when ctx ends, and an error when the
+// lease is lost: a Controller leads at most once.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := c.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer c.broadcaster.Shutdown()
+	c.nodeFactory.Start(ctx.Done())
+	c.dynFactory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		c.nodeFactory.Shutdown()
+		c.dynFactory.Shutdown()
+	}()
+	start := time.Now()
+	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.sitesSynced, c.gwsSynced) {
+		return ctx.Err()
+	}
+	c.ready.Store(true)
+	c.log.Info("caches synced", "took", time.Since(start).Round(time.Millisecond))
+	if !c.opts.LeaderElect {
+		return c.lead(ctx)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metavOf(LeaseName, c.opts.Namespace),
+		Client:     c.client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
+	}
+	var leadErr error
+	led := make(chan struct{})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            LeaseName,
+		LeaseDuration:   c.opts.LeaseDuration,
+		RenewDeadline:   c.opts.RenewDeadline,
+		RetryPeriod:     c.opts.RetryPeriod,
+		ReleaseOnCancel: !c.opts.KeepLeaseOnStop,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				defer close(led)
+				leadErr = c.lead(lctx)
+			},
+			OnStoppedLeading: func() { c.log.Info("leadership ended", "identity", c.opts.Identity) },
+			OnNewLeader: func(id string) {
+				if id != c.opts.Identity {
+					c.log.Info("following", "leader", id)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	c.log.Info("competing for the lease", "lease", c.opts.Namespace+"/"+LeaseName, "identity", c.opts.Identity)
+	le.Run(ctx)
+	select {
+	case <-led:
+	default:
+		if le.IsLeader() {
+			<-led
+		}
+	}
+	if leadErr != nil {
+		return leadErr
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("lost the lease")
+}
+
+// lead rebuilds the allocation state, runs the workers until ctx ends, and
+// stops them.
+func (c *Controller) lead(ctx context.Context) error {
+	c.log.Info("leading", "identity", c.opts.Identity)
+	c.metrics.leader.Set(1)
+	defer c.metrics.leader.Set(0)
+	c.syncSites()
+	names, err := c.rebuild(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuild: %w", err)
+	}
+	c.leading.Store(true)
+	defer c.leading.Store(false)
+	for _, n := range names {
+		c.nodeQueue.Add(n)
+	}
+	if cached, err := c.nodes.List(everything()); err == nil {
+		for _, n := range cached {
+			c.nodeQueue.Add(n.Name)
+		}
+	}
+	for _, s := range c.siteNames() {
+		c.siteQueue.Add(s)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < c.opts.Workers; i++ {
+		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", c.reconcileNode) })
+	}
+	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
+	<-ctx.Done()
+	c.nodeQueue.ShutDown()
+	c.siteQueue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// work runs reconciles from q until it shuts down.
+func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], kind string, reconcile func(context.Context, string) error) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		start := time.Now()
+		err := reconcile(ctx, key)
+		c.metrics.reconcileDur.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+		if err != nil {
+			c.metrics.reconciles.WithLabelValues(kind, "error").Inc()
+			if ctx.Err() == nil {
+				c.log.Warn("reconcile failed, will retry", "kind", kind, "name", key, "retries", q.NumRequeues(key), "err", err)
+				q.AddRateLimited(key)
+			}
+		} else {
+			c.metrics.reconciles.WithLabelValues(kind, "ok").Inc()
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
+
+func (c *Controller) siteNames() []string {
+	objs, err := c.sites.List(everything())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, o := range objs {
+		if n, err := metaName(o); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package controller
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Informer handlers run on the informers' goroutines: they only add keys.
+// Before this replica leads they add nothing; lead enqueues everything.
+
+func (c *Controller) enqueueNode(obj any) {
+	if !c.leading.Load() {
+		return
+	}
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		c.nodeQueue.Add(key)
+	}
+}
+
+// nodeUpdated enqueues a node when a field the reconcile reads changed
+// (kubelet's periodic status writes change none of them).
+func (c *Controller) nodeUpdated(old, cur any) {
+	o, ok1 := old.(*corev1.Node)
+	n, ok2 := cur.(*corev1.Node)
+	if ok1 && ok2 && o.ResourceVersion != n.ResourceVersion &&
+		slices.Equal(o.Status.Addresses, n.Status.Addresses) &&
+		o.Labels[LabelSite] == n.Labels[LabelSite] &&
+		o.Annotations[AnnotationPodCIDRs] == n.Annotations[AnnotationPodCIDRs] &&
+		slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) &&
+		siteCondition(o) == siteCondition(n) {
+		return
+	}
+	c.enqueueNode(cur)
+}
+
+func siteCondition(n *corev1.Node) corev1.NodeCondition {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == NodeConditionSite {
+			cond.LastHeartbeatTime, cond.LastTransitionTime = metav1.Time{}, metav1.Time{}
+			return cond
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+// siteChanged marks the sites dirty and enqueues every site: an added or
+// removed Site can change the others' overlaps.
+func (c *Controller) siteChanged(any) {
+	c.sitesDirty.Store(true)
+	if !c.leading.Load() {
+		return
+	}
+	for _, s := range c.siteNames() {
+		c.siteQueue.Add(s)
+	}
+}
+
+// siteUpdated ignores the controller's own status writes (the generation
+// moves only with the spec).
+func (c *Controller) siteUpdated(old, cur any) {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := cur.(*unstructured.Unstructured)
+	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && maps.Equal(o.GetLabels(), n.GetLabels()) {
+		return
+	}
+	c.siteChanged(cur)
+}
+
+// gatewayChanged refreshes the status of the gateway's site (the gateway
+// counts), coalesced like node changes.
+func (c *Controller) gatewayChanged(obj any) {
+	if !c.leading.Load() {
+		return
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	if s, _, _ := unstructured.NestedString(u.Object, "spec", "site"); s != "" {
+		c.siteQueue.AddAfter(s, c.opts.StatusInterval)
+	}
+}
+
+func everything() labels.Selector { return labels.Everything() }
+
+func metavOf(name, ns string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: ns}
+}
+
+func metaName(obj any) (string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	return m.GetName(), nil
+}

@@ -1,0 +1,63 @@
+package controller
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the controller's Prometheus metrics (bridgehead_controller_*).
+// Workers write them concurrently; the client library synchronises.
+type metrics struct {
+	leader       prometheus.Gauge
+	unassigned   *prometheus.GaugeVec   // reason: no_site, ambiguous
+	siteNodes    *prometheus.GaugeVec   // site
+	siteBlocks   *prometheus.GaugeVec   // site, family, state (held, pending, free)
+	allocations  *prometheus.CounterVec // result: allocated, adopted, exhausted
+	problems     *prometheus.CounterVec // reason (ipam.Reason)
+	reconciles   *prometheus.CounterVec // kind (node, site), result (ok, error)
+	reconcileDur *prometheus.HistogramVec
+	writes       *prometheus.CounterVec // object (node, node_status, site_status), result
+	rebuildNodes prometheus.Gauge
+	rebuildSecs  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_leader",
+			Help: "1 while this replica holds the lease and runs the workers."}),
+		unassigned: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_nodes_unassigned",
+			Help: "Nodes with no site: their InternalIPs match no Site (no_site) or several (ambiguous)."}, []string{"reason"}),
+		siteNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_site_nodes",
+			Help: "Nodes assigned to the site."}, []string{"site"}),
+		siteBlocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_site_blocks",
+			Help: "Pod blocks of the site's pool by state: held by nodes, pending (release grace), free."}, []string{"site", "family", "state"}),
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_allocations_total",
+			Help: "Block allocations by result: allocated (new), adopted (a node's existing range), exhausted (no free block)."}, []string{"result"}),
+		problems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_pod_cidr_problems_total",
+			Help: "Existing node pod CIDRs not adopted, by reason (OutOfPool, NotBlock, Conflict, ...)."}, []string{"reason"}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_reconciles_total",
+			Help: "Reconciles by kind (node, site) and result (ok, error)."}, []string{"kind", "result"}),
+		reconcileDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bridgehead_controller_reconcile_seconds",
+			Help:    "Reconcile duration by kind, API writes included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}, []string{"kind"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_api_writes_total",
+			Help: "API writes by object (node, node_status, site_status) and result (ok, error)."}, []string{"object", "result"}),
+		rebuildNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_nodes",
+			Help: "Nodes listed at the last rebuild of the allocation state."}),
+		rebuildSecs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_seconds",
+			Help: "Duration of the last rebuild (List of all Nodes included)."}),
+	}
+	reg.MustRegister(m.leader, m.unassigned, m.siteNodes, m.siteBlocks, m.allocations, m.problems,
+		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs)
+	for _, r := range []string{"no_site", "ambiguous"} {
+		m.unassigned.WithLabelValues(r)
+	}
+	for _, r := range []string{"allocated", "adopted", "exhausted"} {
+		m.allocations.WithLabelValues(r)
+	}
+	for _, k := range []string{"node", "site"} {
+		for _, r := range []string{"ok", "error"} {
+			m.reconciles.WithLabelValues(k, r)
+		}
+	}
+	return m
+}

@@ -1,0 +1,381 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/bridgehead/bridgehead/controller/ipam"
+)
+
+// rebuild lists every Node from the API server (paged, a consistent
+// read) and rebuilds the allocator from the blocks they record, oldest
+// Node first. It returns the node names listed.
+func (c *Controller) rebuild(ctx context.Context) ([]string, error) {
+	start := time.Now()
+	var nodes []*corev1.Node
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.client.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize = 500
+	if err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	sort.Slice(nodes, func(i, j int) bool {
+		ti, tj := nodes[i].CreationTimestamp, nodes[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return nodes[i].Name < nodes[j].Name
+	})
+	m := c.matcher.Load()
+	var entries []ipam.Entry
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+		cidrs, _ := recorded(n)
+		if len(cidrs) == 0 {
+			continue
+		}
+		// The site that recorded the blocks: the label, else the match.
+		s := n.Labels[LabelSite]
+		if s == "" {
+			if ms := m.match(internalIPs(n)); len(ms) == 1 {
+				s = ms[0]
+			}
+		}
+		if s == "" {
+			continue
+		}
+		entries = append(entries, ipam.Entry{Node: n.Name, Site: s, CIDRs: cidrs})
+	}
+	probs := c.alloc.Rebuild(entries)
+	held := len(c.alloc.Holdings())
+	took := time.Since(start)
+	c.metrics.rebuildNodes.Set(float64(len(nodes)))
+	c.metrics.rebuildSecs.Set(took.Seconds())
+	c.log.Info("allocation state rebuilt from Nodes", "nodes", len(nodes), "holding", held, "not_adopted", len(probs), "took", took.Round(time.Millisecond))
+	return names, nil
+}
+
+// recorded returns the blocks a Node records: the annotation, else
+// spec.podCIDRs (else spec.podCIDR).
+func recorded(n *corev1.Node) ([]netip.Prefix, error) {
+	var raw []string
+	switch {
+	case n.Annotations[AnnotationPodCIDRs] != "":
+		raw = strings.Split(n.Annotations[AnnotationPodCIDRs], ",")
+	case len(n.Spec.PodCIDRs) > 0:
+		raw = n.Spec.PodCIDRs
+	case n.Spec.PodCIDR != "":
+		raw = []string{n.Spec.PodCIDR}
+	}
+	var out []netip.Prefix
+	var errs []error
+	for _, r := range raw {
+		p, err := netip.ParsePrefix(strings.TrimSpace(r))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q is not a CIDR", r))
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, errors.Join(errs...)
+}
+
+func internalIPs(n *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// reconcileNode makes one Node match: see the package doc.
+func (c *Controller) reconcileNode(ctx context.Context, name string) error {
+	n, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		c.forgetNode(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ips := internalIPs(n)
+	matches := c.matcher.Load().match(ips)
+	_, heldSite, holds := c.alloc.Lookup(name)
+	switch {
+	case holds && (len(matches) != 1 || matches[0] != heldSite):
+		// The node holds blocks of one site and its address now points
+		// elsewhere: its spec.podCIDRs cannot change, so it stays where it
+		// is, and the operator hears about it.
+		c.report(n, "SiteChanged", fmt.Sprintf("InternalIPs %v now match sites %v; the node keeps its blocks in site %s", ips, matches, heldSite))
+		matches = []string{heldSite}
+	case len(matches) == 0:
+		return c.unassign(ctx, n, "no_site", "NoSite", fmt.Sprintf("InternalIPs %v are in no valid Site's nodeCIDRs", ips))
+	case len(matches) > 1:
+		return c.unassign(ctx, n, "ambiguous", "AmbiguousSite", fmt.Sprintf("InternalIPs %v are in the nodeCIDRs of sites %s", ips, strings.Join(matches, ", ")))
+	}
+	siteName := matches[0]
+
+	blocks, holds := c.heldBlocks(name)
+	if !holds {
+		rec, perr := recorded(n)
+		if perr != nil {
+			c.report(n, "PodCIDRUnreadable", perr.Error())
+		}
+		if len(rec) > 0 {
+			b, probs, err := c.alloc.Adopt(siteName, name, rec)
+			if err != nil {
+				return err
+			}
+			for _, p := range probs {
+				c.metrics.problems.WithLabelValues(string(p.Reason)).Inc()
+				c.report(n, "PodCIDR"+string(p.Reason), p.String())
+			}
+			if len(b.List()) > 0 {
+				c.metrics.allocations.WithLabelValues("adopted").Inc()
+			}
+		}
+	}
+	before := blocks
+	blocks, err = c.alloc.Allocate(siteName, name)
+	switch {
+	case errors.Is(err, ipam.ErrExhausted):
+		c.metrics.allocations.WithLabelValues("exhausted").Inc()
+		c.report(n, "PoolExhausted", err.Error())
+		c.setAssigned(name, siteName, true)
+		c.siteQueue.Add(siteName)
+		return c.patchNode(ctx, n, siteName, ipam.Blocks{})
+	case err != nil:
+		return err
+	}
+	if len(blocks.List()) > len(before.List()) {
+		c.metrics.allocations.WithLabelValues("allocated").Inc()
+	}
+	c.setAssigned(name, siteName, false)
+	if err := c.patchNode(ctx, n, siteName, blocks); err != nil {
+		return err
+	}
+	return c.setNodeCondition(ctx, n, corev1.ConditionTrue, "Assigned", "site "+siteName)
+}
+
+func (c *Controller) heldBlocks(name string) (ipam.Blocks, bool) {
+	b, _, ok := c.alloc.Lookup(name)
+	return b, ok
+}
+
+// patchNode writes the site label, the annotation and, when empty,
+// spec.podCIDR(s), in one merge patch, when any differs.
+func (c *Controller) patchNode(ctx context.Context, n *corev1.Node, siteName string, b ipam.Blocks) error {
+	meta := map[string]any{}
+	spec := map[string]any{}
+	if n.Labels[LabelSite] != siteName {
+		meta["labels"] = map[string]string{LabelSite: siteName}
+	}
+	list := b.List()
+	strs := make([]string, len(list))
+	for i, p := range list {
+		strs[i] = p.String()
+	}
+	if ann := strings.Join(strs, ","); len(list) > 0 && n.Annotations[AnnotationPodCIDRs] != ann {
+		meta["annotations"] = map[string]string{AnnotationPodCIDRs: ann}
+	}
+	if len(list) > 0 && len(n.Spec.PodCIDRs) == 0 && n.Spec.PodCIDR == "" {
+		spec["podCIDR"] = strs[0]
+		spec["podCIDRs"] = strs
+	}
+	if len(meta) == 0 && len(spec) == 0 {
+		return nil
+	}
+	patch := map[string]any{}
+	if len(meta) > 0 {
+		patch["metadata"] = meta
+	}
+	if len(spec) > 0 {
+		patch["spec"] = spec
+	}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: component})
+	c.countWrite("node", err)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patch node %s: %w", n.Name, err)
+	}
+	if len(spec) > 0 || meta["labels"] != nil {
+		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
+	}
+	return nil
+}
+
+// unassign records a node with no site: Event, condition, metric.
+func (c *Controller) unassign(ctx context.Context, n *corev1.Node, metricReason, reason, msg string) error {
+	c.report(n, reason, msg)
+	c.mu.Lock()
+	if s, ok := c.assigned[n.Name]; ok {
+		c.siteCount[s]--
+		delete(c.assigned, n.Name)
+		c.siteQueue.AddAfter(s, c.opts.StatusInterval)
+	}
+	c.removeWaitingLocked(n.Name)
+	c.unassigned[n.Name] = metricReason
+	c.updateUnassignedLocked()
+	c.mu.Unlock()
+	return c.setNodeCondition(ctx, n, corev1.ConditionFalse, reason, msg)
+}
+
+// setAssigned records a node's site; waiting means it has no block yet.
+func (c *Controller) setAssigned(node, siteName string, waiting bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.assigned[node]; !ok || old != siteName {
+		if ok {
+			c.siteCount[old]--
+			c.siteQueue.AddAfter(old, c.opts.StatusInterval)
+		}
+		c.assigned[node] = siteName
+		c.siteCount[siteName]++
+		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
+	}
+	if _, ok := c.unassigned[node]; ok {
+		delete(c.unassigned, node)
+		c.updateUnassignedLocked()
+	}
+	wasWaiting := c.waiting[siteName][node]
+	c.removeWaitingLocked(node)
+	if waiting {
+		if c.waiting[siteName] == nil {
+			c.waiting[siteName] = map[string]bool{}
+		}
+		c.waiting[siteName][node] = true
+	}
+	if wasWaiting != waiting {
+		c.siteQueue.Add(siteName)
+	}
+	if !waiting {
+		delete(c.reported, "node/"+node)
+	}
+}
+
+// forgetNode handles a deleted Node: its blocks start their grace.
+func (c *Controller) forgetNode(name string) {
+	_, siteName, holds := c.alloc.Lookup(name)
+	c.alloc.Release(name)
+	c.mu.Lock()
+	if s, ok := c.assigned[name]; ok {
+		c.siteCount[s]--
+		delete(c.assigned, name)
+		if siteName == "" {
+			siteName = s
+		}
+	}
+	c.removeWaitingLocked(name)
+	if _, ok := c.unassigned[name]; ok {
+		delete(c.unassigned, name)
+		c.updateUnassignedLocked()
+	}
+	delete(c.reported, "node/"+name)
+	c.mu.Unlock()
+	if siteName != "" {
+		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
+	}
+	if holds {
+		c.log.Info("node deleted, blocks in their release grace", "node", name, "site", siteName, "grace", c.opts.ReleaseGrace)
+		// Free counts move when the grace ends.
+		c.siteQueue.AddAfter(siteName, c.opts.ReleaseGrace+10*time.Millisecond)
+	}
+}
+
+func (c *Controller) removeWaitingLocked(node string) {
+	for s, ns := range c.waiting {
+		if ns[node] {
+			delete(ns, node)
+			if len(ns) == 0 {
+				delete(c.waiting, s)
+			}
+		}
+	}
+}
+
+func (c *Controller) updateUnassignedLocked() {
+	counts := map[string]int{"no_site": 0, "ambiguous": 0}
+	for _, r := range c.unassigned {
+		counts[r]++
+	}
+	for r, n := range counts {
+		c.metrics.unassigned.WithLabelValues(r).Set(float64(n))
+	}
+}
+
+// report emits a Warning Event about a node once per distinct problem.
+func (c *Controller) report(n *corev1.Node, reason, msg string) {
+	key := "node/" + n.Name
+	c.mu.Lock()
+	seen := c.reported[key] == reason+": "+msg
+	c.reported[key] = reason + ": " + msg
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	c.log.Warn("node problem", "node", n.Name, "reason", reason, "msg", msg)
+	c.recorder.Eventf(n, nil, corev1.EventTypeWarning, reason, "Assign", "%s", msg)
+}
+
+// setNodeCondition writes the BridgeheadSite condition when it differs.
+// A node that never had a problem gets no condition (one write fewer per
+// join); True is written only to clear a False.
+func (c *Controller) setNodeCondition(ctx context.Context, n *corev1.Node, status corev1.ConditionStatus, reason, msg string) error {
+	cur := siteCondition(n)
+	if status == corev1.ConditionTrue && cur.Type == "" {
+		return nil
+	}
+	if cur.Status == status && cur.Reason == reason && cur.Message == msg {
+		return nil
+	}
+	now := metav1.Now()
+	cond := corev1.NodeCondition{Type: NodeConditionSite, Status: status, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	if cur.Status == status {
+		for _, old := range n.Status.Conditions {
+			if old.Type == NodeConditionSite {
+				cond.LastTransitionTime = old.LastTransitionTime
+			}
+		}
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Nodes().PatchStatus(ctx, n.Name, data)
+	c.countWrite("node_status", err)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
