@@ -245,7 +245,14 @@ func (c *Controller) Run(ctx context.Context) error {
 		Client:     c.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
 	}
-	var leadErr error
+	// The elector starts OnStartedLeading on a goroutine of its own and
+	// does not wait for it; started/closed (under startMu) let Run wait
+	// for a lead that began, and stop one that would begin too late.
+	var (
+		leadErr         error
+		startMu         sync.Mutex
+		started, closed bool
+	)
 	led := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -256,6 +263,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		ReleaseOnCancel: !c.opts.KeepLeaseOnStop,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
+				startMu.Lock()
+				if closed {
+					startMu.Unlock()
+					return
+				}
+				started = true
+				startMu.Unlock()
 				defer close(led)
 				leadErr = c.lead(lctx)
 			},
@@ -271,13 +285,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("competing for the lease", "lease", c.opts.Namespace+"/"+LeaseName, "identity", c.opts.Identity)
-	le.Run(ctx)
-	select {
-	case <-led:
-	default:
-		if le.IsLeader() {
-			<-led
-		}
+	le.Run(ctx) // its own context for the lead ends when it returns
+	startMu.Lock()
+	closed = true
+	wait := started
+	startMu.Unlock()
+	if wait {
+		<-led
 	}
 	if leadErr != nil {
 		return leadErr

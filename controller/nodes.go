@@ -167,7 +167,6 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 		c.metrics.allocations.WithLabelValues("exhausted").Inc()
 		c.report(n, "PoolExhausted", err.Error())
 		c.setAssigned(name, siteName, true)
-		c.siteQueue.Add(siteName)
 		return c.patchNode(ctx, n, siteName, ipam.Blocks{})
 	case err != nil:
 		return err
@@ -277,10 +276,7 @@ func (c *Controller) setAssigned(node, siteName string, waiting bool) {
 		c.waiting[siteName][node] = true
 	}
 	if wasWaiting != waiting {
-		c.siteQueue.Add(siteName)
-	}
-	if !waiting {
-		delete(c.reported, "node/"+node)
+		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
 	}
 }
 
