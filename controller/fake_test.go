@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+)
+
+// TestFakeReconcile drives the controller against client-go's fake
+// clientsets (a unit test of the reconcile logic; the Kube tests run it
+// against a real API server).
+func TestFakeReconcile(t *testing.T) {
+	site := testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16", "fd65::/56"})
+	site.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Site"}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, ip string, podCIDRs ...string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		n.Spec.PodCIDRs = podCIDRs
+		if len(podCIDRs) > 0 {
+			n.Spec.PodCIDR = podCIDRs[0]
+		}
+		return n
+	}
+	cs := fake.NewClientset(
+		node("fresh", "10.1.0.1"),
+		node("adopted", "10.1.0.2", "10.101.7.0/24"),
+		node("outside", "10.1.0.3", "192.168.0.0/24"),
+		node("lost", "172.16.0.1"),
+	)
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"},
+		&unstructured.Unstructured{Object: u})
+	c, err := New(Options{Client: cs, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(name string) *corev1.Node {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		f, a, o := get("fresh"), get("adopted"), get("outside")
+		if f.Annotations[AnnotationPodCIDRs] != "" && a.Annotations[AnnotationPodCIDRs] != "" && o.Annotations[AnnotationPodCIDRs] != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not allocated: %v %v %v", f.Annotations, a.Annotations, o.Annotations)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f, a, o, l := get("fresh"), get("adopted"), get("outside"), get("lost")
+	if f.Labels[LabelSite] != "a" || len(f.Spec.PodCIDRs) != 2 || f.Annotations[AnnotationPodCIDRs] != strings.Join(f.Spec.PodCIDRs, ",") {
+		t.Errorf("fresh: %v %v %v", f.Labels, f.Spec.PodCIDRs, f.Annotations)
+	}
+	if !strings.HasPrefix(a.Annotations[AnnotationPodCIDRs], "10.101.7.0/24,fd65:") || len(a.Spec.PodCIDRs) != 1 {
+		t.Errorf("adopted: annotation %q spec %v", a.Annotations[AnnotationPodCIDRs], a.Spec.PodCIDRs)
+	}
+	if o.Spec.PodCIDRs[0] != "192.168.0.0/24" || strings.Contains(o.Annotations[AnnotationPodCIDRs], "192.168") {
+		t.Errorf("outside: spec %v annotation %q", o.Spec.PodCIDRs, o.Annotations[AnnotationPodCIDRs])
+	}
+	if l.Labels[LabelSite] != "" || len(l.Spec.PodCIDRs) != 0 {
+		t.Errorf("lost node assigned: %v %v", l.Labels, l.Spec.PodCIDRs)
+	}
+}
