@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,7 +18,16 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+
 	"github.com/bridgehead/bridgehead/nodeagent"
+	"github.com/bridgehead/bridgehead/nodeagent/kubenode"
 )
 
 var errNodePrivileges = errors.New("needs root or CAP_NET_ADMIN (routes, nftables); run it as root or in a pod with hostNetwork and NET_ADMIN")
@@ -33,6 +43,8 @@ func setupNode(fs *flag.FlagSet) action {
 	mtu := fs.Int("mtu", 0, "MTU of the bridge and pod interfaces (0: the plugin's default)")
 	metricsListen := fs.String("metrics-listen", "", "serve /metrics on `ADDR` (host:port; empty: off)")
 	repair := fs.Duration("repair-interval", nodeagent.DefaultRepairInterval, "check everything against the catalog every `DURATION`")
+	kube := fs.Bool("kubernetes", false, "take the nodes (site label, InternalIPs, pod ranges) from the API server's Node objects; the catalog still gives the sites and gateways")
+	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: kubeconfig `FILE` (default: the pod's service account)")
 	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table and CNI config, then exit")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
@@ -80,8 +92,15 @@ func setupNode(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath)
-		return agent.Run(ctx, nodeagent.NewFileSource(ctx, *cfgPath, name, log))
+		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath, "kubernetes", *kube)
+		if !*kube {
+			return agent.Run(ctx, nodeagent.NewFileSource(ctx, *cfgPath, name, log))
+		}
+		src, err := kubeSource(ctx, *kubeconfig, *cfgPath, name, log)
+		if err != nil {
+			return err
+		}
+		return agent.Run(ctx, src)
 	})
 }
 
@@ -115,4 +134,29 @@ func serveNodeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	return srv, nil
+}
+
+// kubeSource connects to the API server (in-cluster, or kubeconfig) and
+// builds the Kubernetes source, with Events recorded on this node's Node.
+func kubeSource(ctx context.Context, kubeconfig, catalog, node string, log *slog.Logger) (*kubenode.Source, error) {
+	var rc *rest.Config
+	var err error
+	if kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	rc.UserAgent = "bridgehead-node/" + buildVersion()
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() { <-ctx.Done(); b.Shutdown() }()
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bridgehead-node", Host: node})
+	return kubenode.New(ctx, client, rec, catalog, node, log)
 }
