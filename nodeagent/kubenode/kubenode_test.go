@@ -126,13 +126,22 @@ func TestNotConfigured(t *testing.T) {
 			t.Fatal(err)
 		}
 		mut(n)
-		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		// A signal left from the Node's Add must not pass for this one.
+		select {
+		case <-s.Changed():
+		default:
+		}
+		up, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case <-s.Changed():
 		case <-time.After(10 * time.Second): // a failure bound
 			t.Fatal("no Changed signal for a Node update")
+		}
+		if got, err := s.nodes.Get("a1"); err != nil || got.ResourceVersion != up.ResourceVersion {
+			t.Fatalf("signalled before the informer's cache holds the update: %v", err)
 		}
 	}
 	expect("has no label bridgehead.io/site", "Warning BridgeheadNodeNotConfigured NoSite")
