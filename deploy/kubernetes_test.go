@@ -1,171 +1,318 @@
 package deploy
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"gopkg.in/yaml.v3"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/kube"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 )
 
-// workload is the part of a DaemonSet or Job that these tests read.
-type workload struct {
-	Kind string `yaml:"kind"`
-	Spec struct {
-		Template struct {
-			Spec struct {
-				HostNetwork bool `yaml:"hostNetwork"`
-				Tolerations []struct {
-					Operator string `yaml:"operator"`
-				} `yaml:"tolerations"`
-				NodeSelector map[string]string `yaml:"nodeSelector"`
-				Containers   []struct {
-					Image           string   `yaml:"image"`
-					Args            []string `yaml:"args"`
-					SecurityContext struct {
-						RunAsUser    *int64 `yaml:"runAsUser"`
-						Capabilities struct {
-							Drop []string `yaml:"drop"`
-							Add  []string `yaml:"add"`
-						} `yaml:"capabilities"`
-					} `yaml:"securityContext"`
-					VolumeMounts []struct {
-						Name      string `yaml:"name"`
-						MountPath string `yaml:"mountPath"`
-					} `yaml:"volumeMounts"`
-				} `yaml:"containers"`
-				Volumes []struct {
-					Name     string `yaml:"name"`
-					HostPath *struct {
-						Path string `yaml:"path"`
-					} `yaml:"hostPath"`
-				} `yaml:"volumes"`
-			} `yaml:"spec"`
-		} `yaml:"template"`
-	} `yaml:"spec"`
+// kubectl runs kubectl against env with stdin; it fails t on error.
+func kubectl(t *testing.T, env *kubetest.Env, stdin []byte, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("kubectl: %v", err)
+		}
+		t.Skipf("kubectl: %v", err)
+	}
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
-func readWorkload(t *testing.T, path string) workload {
+// applyDeploy runs `kubectl apply -k kubernetes` and waits for the CRDs.
+func applyDeploy(t *testing.T, env *kubetest.Env) string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	start := time.Now()
+	out := kubectl(t, env, nil, "apply", "-k", "kubernetes")
+	t.Logf("kubectl apply -k deploy/kubernetes: %v", time.Since(start).Round(time.Millisecond))
+	env.InstallCRDs(t, "kubernetes/crds") // waits until Established
+	return out
+}
+
+// TestDeployKustomization applies deploy/kubernetes to a real API server
+// with kubectl and checks what it made: the CRDs, the namespaces, the
+// controller's ServiceAccount, RBAC, Deployment of 2 and PDB, and the
+// gateways' read access. A second apply changes nothing.
+func TestDeployKustomization(t *testing.T) {
+	env := kubetest.Start(t)
+	applyDeploy(t, env)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+
+	for _, ns := range []string{"bridgehead-system", kube.GatewayNamespace} {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+			t.Errorf("namespace %s: %v", ns, err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("bridgehead-system").Get(ctx, "bridgehead-controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("controller ServiceAccount: %v", err)
+	}
+	d, err := cs.AppsV1().Deployments("bridgehead-system").Get(ctx, "bridgehead-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("controller Deployment: %v", err)
+	}
+	checkDeployment(t, d)
+	pdb, err := cs.PolicyV1().PodDisruptionBudgets("bridgehead-system").Get(ctx, "bridgehead-controller", metav1.GetOptions{})
+	if err != nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget: %v %v", pdb, err)
+	}
+	for _, name := range []string{"bridgehead-controller", "bridgehead-gateway-read"} {
+		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("ClusterRole %s: %v", name, err)
+		}
+		if _, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Errorf("ClusterRoleBinding %s: %v", name, err)
+		}
+	}
+	for _, ns := range []string{"bridgehead-system", "default"} {
+		if _, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=bridgehead"}); err != nil {
+			t.Errorf("RoleBindings in %s: %v", ns, err)
+		}
+	}
+	if out := kubectl(t, env, nil, "get", "sites,gateways"); !strings.Contains(out, "No resources found") {
+		t.Errorf("kubectl get sites,gateways: %s", out)
+	}
+	if out := kubectl(t, env, nil, "apply", "-k", "kubernetes"); strings.Contains(out, "configured") || strings.Contains(out, "created") {
+		t.Errorf("a second apply changed something:\n%s", out)
+	}
+}
+
+func checkDeployment(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %v, want 2", d.Spec.Replicas)
+	}
+	if d.Spec.Template.Spec.ServiceAccountName != "bridgehead-controller" {
+		t.Errorf("serviceAccountName %q", d.Spec.Template.Spec.ServiceAccountName)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	want := "bridgehead controller --namespace=bridgehead-system --metrics-listen=:9643 --leader-elect=true"
+	if got := strings.Join(c.Command, " "); got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+	if c.Image != "ghcr.io/bridgehead/bridgehead:dev" {
+		t.Errorf("image %q", c.Image)
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("resource requests %v", c.Resources.Requests)
+	}
+}
+
+// TestGatewayCredentials: with the credential of gateway east.gw1 (its
+// ServiceAccount, by impersonation), updating its own Gateway's status
+// succeeds; updating another Gateway's status, its own spec, a Site, or
+// creating a Gateway (claiming a name) or reading Secrets is refused
+// with 403. The controller's credential gets what it needs and no more.
+func TestGatewayCredentials(t *testing.T) {
+	env := kubetest.Start(t)
+	applyDeploy(t, env)
+	ctx := context.Background()
+	var rbac bytes.Buffer
+	if err := kube.WriteObjects(&rbac, append(kube.GatewayRBAC("east.gw1"), kube.GatewayRBAC("west.gw1")...)); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, env, rbac.Bytes(), "apply", "-f", "-")
+
+	admin := dyn(t, env.Config)
+	create := func(res string, obj runtime.Object, kind string) {
+		t.Helper()
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion(v1.SchemeGroupVersion.String())
+		u.SetKind(kind)
+		if _, err := admin.Resource(v1.SchemeGroupVersion.WithResource(res)).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", kind, err)
+		}
+	}
+	for _, s := range []string{"east", "west"} {
+		create(v1.SitesResource, &v1.Site{ObjectMeta: metav1.ObjectMeta{Name: s}, Spec: v1.SiteSpec{NodeCIDRs: []v1.CIDR{"10.1.0.0/16"}}}, "Site")
+	}
+	for _, g := range []struct{ name, site string }{{"east.gw1", "east"}, {"east.gw2", "east"}, {"west.gw1", "west"}} {
+		create(v1.GatewaysResource, &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: g.name}, Spec: v1.GatewaySpec{Site: g.site, Address: "10.1.0.5"}}, "Gateway")
+	}
+
+	user, groups := kubetest.ServiceAccount(kube.GatewayNamespace, "east.gw1")
+	gwCfg := env.Impersonate(user, groups...)
+	gw := dyn(t, gwCfg)
+	sites := gw.Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource))
+	gws := gw.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource))
+	statusPatch := []byte(`{"status":{"publicKey":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=","endpoint":"203.0.113.5:51820","remoteGateways":1,"remoteGatewaysUp":1}}`)
+
+	// Allowed: read the catalog, write its own status.
+	if _, err := sites.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("gateway lists Sites: %v", err)
+	}
+	if _, err := gws.Patch(ctx, "east.gw1", types.MergePatchType, statusPatch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("gateway patches its own status: %v", err)
+	}
+	own, err := gws.Get(ctx, "east.gw1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var w workload
-	if err := yaml.Unmarshal(b, &w); err != nil {
-		t.Fatalf("%s: %v", path, err)
+	if ep, _, _ := unstructured.NestedString(own.Object, "status", "endpoint"); ep != "203.0.113.5:51820" {
+		t.Errorf("own status endpoint %q", ep)
 	}
-	if len(w.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("%s: %d containers, want 1", path, len(w.Spec.Template.Spec.Containers))
+	if _, err := gws.UpdateStatus(ctx, own, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("gateway updates its own status: %v", err)
 	}
-	return w
-}
 
-// commandFlags is the set of flags `bridgehead help CMD` lists.
-func commandFlags(t *testing.T, bin, cmd string) map[string]bool {
-	t.Helper()
-	out, err := exec.Command(bin, "help", cmd).CombinedOutput()
-	if err != nil {
-		t.Fatalf("bridgehead help %s: %v\n%s", cmd, err, out)
-	}
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
-		flags[m[1]] = true
-	}
-	return flags
-}
-
-// TestKubernetesWorkloads checks the node DaemonSet and the verify Job
-// against the code: every flag they pass exists on the command they run,
-// the image is the one `make container` writes (a bare name that
-// kustomize pins by digest), the node agent gets NET_ADMIN and nothing
-// else, writes the host's CNI directories where the runtime reads them
-// and installs the plugins from where the image has them, and verify
-// gets NET_RAW only and runs in the site its args name.
-func TestKubernetesWorkloads(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped with -short")
-	}
-	bin := filepath.Join(t.TempDir(), "bridgehead")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/bridgehead").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	for _, tc := range []struct {
-		file, kind, command, capability string
+	// Refused, each with 403.
+	specPatch := []byte(`{"spec":{"endpoint":"198.51.100.66:51820"}}`)
+	refusals := []struct {
+		name string
+		do   func() error
 	}{
-		{"kubernetes/node-daemonset.yaml", "DaemonSet", "node", "NET_ADMIN"},
-		{"kubernetes/verify-job.yaml", "Job", "verify", "NET_RAW"},
-	} {
-		t.Run(tc.file, func(t *testing.T) {
-			w := readWorkload(t, tc.file)
-			pod := w.Spec.Template.Spec
-			c := pod.Containers[0]
-			if w.Kind != tc.kind {
-				t.Errorf("kind %s, want %s", w.Kind, tc.kind)
+		{"another gateway's status (same site)", func() error {
+			_, err := gws.Patch(ctx, "east.gw2", types.MergePatchType, statusPatch, metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"another site's gateway's status", func() error {
+			_, err := gws.Patch(ctx, "west.gw1", types.MergePatchType, statusPatch, metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"its own spec", func() error {
+			_, err := gws.Patch(ctx, "east.gw1", types.MergePatchType, specPatch, metav1.PatchOptions{})
+			return err
+		}},
+		{"its own spec by update", func() error {
+			cur, err := gws.Get(ctx, "east.gw1", metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-			if c.Image != "bridgehead" {
-				t.Errorf("image %q: want the bare name bridgehead, which kustomize edit set image pins to the .ref of make container", c.Image)
+			_ = unstructured.SetNestedField(cur.Object, "west", "spec", "site")
+			_, err = gws.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		}},
+		{"a site's spec", func() error {
+			_, err := sites.Patch(ctx, "east", types.MergePatchType, []byte(`{"spec":{"podCIDRs":["10.200.0.0/16"]}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"a site's status", func() error {
+			_, err := sites.Patch(ctx, "east", types.MergePatchType, []byte(`{"status":{"gatewaysReady":9}}`), metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"creating a gateway (claiming a site)", func() error {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Gateway",
+				"metadata": map[string]any{"name": "west.gw9"}, "spec": map[string]any{"site": "west", "address": "10.1.0.9"},
+			}}
+			_, err := gws.Create(ctx, u, metav1.CreateOptions{})
+			return err
+		}},
+		{"deleting its own gateway", func() error {
+			return gws.Delete(ctx, "east.gw1", metav1.DeleteOptions{})
+		}},
+		{"reading secrets (other gateways' tokens)", func() error {
+			cs, err := kubernetes.NewForConfig(gwCfg)
+			if err != nil {
+				return err
 			}
-			if len(c.Args) == 0 || c.Args[0] != tc.command {
-				t.Fatalf("args %q: want the %s command first", c.Args, tc.command)
+			_, err = cs.CoreV1().Secrets(kube.GatewayNamespace).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"a token for another gateway's ServiceAccount", func() error {
+			cs, err := kubernetes.NewForConfig(gwCfg)
+			if err != nil {
+				return err
 			}
-			known := commandFlags(t, bin, tc.command)
-			args := map[string]string{}
-			for _, a := range c.Args[1:] {
-				name, val, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-				if !strings.HasPrefix(a, "--") || !known[name] {
-					t.Errorf("arg %q: not a flag of bridgehead %s", a, tc.command)
-				}
-				args[name] = val
-			}
-			sc := c.SecurityContext
-			if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []string{tc.capability}) {
-				t.Errorf("capabilities drop %v add %v: want drop ALL, add %s only", sc.Capabilities.Drop, sc.Capabilities.Add, tc.capability)
-			}
-			if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
-				t.Errorf("runAsUser %v: the image's default user is 65532; this workload needs root", sc.RunAsUser)
-			}
-			mounts := map[string]string{}
-			for _, m := range c.VolumeMounts {
-				mounts[m.MountPath] = m.Name
-			}
-			hostPaths := map[string]string{}
-			for _, v := range pod.Volumes {
-				if v.HostPath != nil {
-					hostPaths[v.Name] = v.HostPath.Path
-				}
-			}
-			if _, ok := mounts["/etc/bridgehead"]; !ok || !strings.HasPrefix(args["config"], "/etc/bridgehead/") {
-				t.Errorf("--config %q: want the catalog ConfigMap mounted at /etc/bridgehead", args["config"])
-			}
-			switch tc.command {
-			case "node":
-				if !pod.HostNetwork || len(pod.Tolerations) == 0 || pod.Tolerations[0].Operator != "Exists" {
-					t.Errorf("hostNetwork %v, tolerations %v: the agent runs on the host network of every node, NotReady ones too", pod.HostNetwork, pod.Tolerations)
-				}
-				if args["cni-plugins-from"] != "/usr/lib/bridgehead/cni" {
-					t.Errorf("--cni-plugins-from %q: the image has the plugins in /usr/lib/bridgehead/cni (deploy/container/build.sh)", args["cni-plugins-from"])
-				}
-				for flag, host := range map[string]string{"cni-conf-dir": "/etc/cni/net.d", "cni-bin-dir": "/opt/cni/bin"} {
-					if got := hostPaths[mounts[args[flag]]]; got != host {
-						t.Errorf("--%s %q is the host's %q, want %s", flag, args[flag], got, host)
-					}
-				}
-				if _, ok := args["ipam-data-dir"]; ok {
-					t.Errorf("--ipam-data-dir goes into the CNI config as a host path; the container's path would be wrong there")
-				}
-			case "verify":
-				if args["on"] != "pod" || pod.HostNetwork {
-					t.Errorf("--on %q, hostNetwork %v: verify runs as a pod on the pod network", args["on"], pod.HostNetwork)
-				}
-				if site := args["site"]; site == "" || pod.NodeSelector["bridgehead.io/site"] != site {
-					t.Errorf("--site %q, nodeSelector %v: want the Job on a node of the site it checks", site, pod.NodeSelector)
-				}
-			}
-		})
+			_, err = cs.CoreV1().ServiceAccounts(kube.GatewayNamespace).CreateToken(ctx, "west.gw1", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			return err
+		}},
 	}
+	for _, r := range refusals {
+		if err := r.do(); !apierrors.IsForbidden(err) {
+			t.Errorf("gateway east.gw1, %s: %v, want 403 Forbidden", r.name, err)
+		}
+	}
+	after, err := dyn(t, env.Config).Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)).Get(ctx, "east.gw2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedString(after.Object, "status", "endpoint"); found {
+		t.Errorf("east.gw2's status was written: %v", after.Object["status"])
+	}
+
+	checkControllerCredential(t, env)
+}
+
+// checkControllerCredential: the controller's ServiceAccount may patch
+// Nodes and hold its Lease, and may not delete Nodes, read Secrets or
+// write Leases elsewhere.
+func checkControllerCredential(t *testing.T, env *kubetest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	admin := env.Clientset(t)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bhk-node1"}}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user, groups := kubetest.ServiceAccount("bridgehead-system", "bridgehead-controller")
+	cs, err := kubernetes.NewForConfig(env.Impersonate(user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "bhk-node1", types.MergePatchType, []byte(`{"metadata":{"labels":{"bridgehead.io/site":"east"}},"spec":{"podCIDRs":["10.101.1.0/24"],"podCIDR":"10.101.1.0/24"}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("controller patches a Node: %v", err)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-controller"}}
+	if _, err := cs.CoordinationV1().Leases("bridgehead-system").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Errorf("controller creates its Lease: %v", err)
+	}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-ev", Namespace: "default"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "bhk-node1"}, Reason: "Test", Message: "m"}
+	if _, err := cs.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		t.Errorf("controller records an Event in default: %v", err)
+	}
+	refused := map[string]error{}
+	refused["delete a Node"] = cs.CoreV1().Nodes().Delete(ctx, "bhk-node1", metav1.DeleteOptions{})
+	_, refused["list Secrets"] = cs.CoreV1().Secrets("bridgehead-system").List(ctx, metav1.ListOptions{})
+	_, refused["a Lease in default"] = cs.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{})
+	_, refused["create a Site"] = dyn(t, env.Impersonate(user, groups...)).Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource)).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Site", "metadata": map[string]any{"name": "rogue"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
+	for what, err := range refused {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("controller: %s: %v, want 403 Forbidden", what, err)
+		}
+	}
+}
+
+func dyn(t *testing.T, c *rest.Config) *dynamic.DynamicClient {
+	t.Helper()
+	d, err := dynamic.NewForConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
