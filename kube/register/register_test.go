@@ -1,0 +1,208 @@
+package register
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/kube"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+)
+
+const (
+	key1 = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	key2 = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8="
+)
+
+// source is a Status the test changes between ticks.
+type source struct {
+	mu sync.Mutex
+	s  Status
+}
+
+func (s *source) get() Status         { s.mu.Lock(); defer s.mu.Unlock(); return s.s }
+func (s *source) set(f func(*Status)) { s.mu.Lock(); defer s.mu.Unlock(); f(&s.s) }
+
+// TestPublisherRealAPIServer: with the gateway's own credential, a
+// Publisher writes key, endpoint, readiness and counts into its Gateway's
+// status, leaves the controller's condition alone, coalesces changes
+// between ticks into one write, writes nothing when nothing changed, and
+// catches up after the API server was away.
+func TestPublisherRealAPIServer(t *testing.T) {
+	env := kubetest.Start(t)
+	env.InstallCRDs(t, "../../deploy/kubernetes/crds")
+	ctx := context.Background()
+	cs := env.Clientset(t)
+	admin, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gwRes := admin.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource))
+	gw := &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "east.gw1"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.5"}}
+	m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(gw)
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(v1.SchemeGroupVersion.String())
+	u.SetKind("Gateway")
+	if u, err = gwRes.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller's condition, under its own field manager.
+	_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{
+		"type": v1.ConditionValid, "status": "True", "reason": "Checked", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+	}}, "status", "conditions")
+	if _, err := gwRes.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "bridgehead-controller"}); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway's credential: its ServiceAccount and own-status role.
+	for _, o := range kube.GatewayRBAC("east.gw1") {
+		createTyped(t, cs, o)
+	}
+	user, groups := kubetest.ServiceAccount(kube.GatewayNamespace, "east.gw1")
+	gwClient, err := dynamic.NewForConfig(env.Impersonate(user, groups...))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	src := &source{s: Status{PublicKey: key1, Endpoint: "203.0.113.5:51820", Ready: true, RemoteGateways: 3, RemoteUp: 2}}
+	tick := make(chan time.Time)
+	p, err := New(Options{
+		Client: gwClient, Gateway: "east.gw1", Source: src.get, Interval: time.Second,
+		Ticker:   func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} },
+		Registry: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	ok := func() int { return int(testutil.ToFloat64(p.writes.WithLabelValues("ok"))) }
+	failed := func() int { return int(testutil.ToFloat64(p.writes.WithLabelValues("error"))) }
+	// Run takes a tick only after the publish before it finished, so of
+	// two sends the second returns once the first one's publish is done.
+	sync := func() { tick <- time.Now() }
+
+	sync()
+	st := status(t, gwRes)
+	if st.PublicKey != key1 || st.Endpoint != "203.0.113.5:51820" || st.RemoteGatewaysUp != 2 || st.RemoteGateways != 3 {
+		t.Errorf("published status %+v", st)
+	}
+	if c := cond(st, v1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready condition %+v", c)
+	}
+	if c := cond(st, v1.ConditionValid); c == nil || c.Reason != "Checked" {
+		t.Errorf("the controller's Valid condition is gone: %+v", st.Conditions)
+	}
+	if ok() != 1 {
+		t.Errorf("%d writes after the first publish, want 1", ok())
+	}
+
+	// Nothing changed: no write.
+	sync()
+	sync()
+	if ok() != 1 {
+		t.Errorf("%d writes with nothing changed, want 1", ok())
+	}
+	// A flapping readiness and a new key between two ticks: one write,
+	// of the last state.
+	// (One set: the publish the last tick started may still be reading.)
+	src.set(func(s *Status) {
+		for i := range 5 {
+			s.Ready, s.RemoteUp = i%2 == 0, int32(i)
+		}
+		s.PublicKey, s.Ready, s.Reason = key2, false, "NoSession"
+	})
+	sync()
+	sync()
+	if ok() != 2 {
+		t.Errorf("%d writes after a burst of changes, want 2", ok())
+	}
+	st = status(t, gwRes)
+	if c := cond(st, v1.ConditionReady); st.PublicKey != key2 || c == nil || c.Status != metav1.ConditionFalse || c.Reason != "NoSession" {
+		t.Errorf("after the burst: %+v", st)
+	}
+
+	// API server away: the write fails and is retried on later ticks.
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	src.set(func(s *Status) { s.Ready = true; s.Reason = "" })
+	sync()
+	sync()
+	if failed() == 0 {
+		t.Errorf("no failed write while the API server was away")
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	sync()
+	sync()
+	st = status(t, gwRes)
+	if c := cond(st, v1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("after the API server came back: %+v", st)
+	}
+	t.Logf("writes: %d ok, %d failed", ok(), failed())
+}
+
+func status(t *testing.T, r dynamic.ResourceInterface) v1.GatewayStatus {
+	t.Helper()
+	u, err := r.Get(context.Background(), "east.gw1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g v1.Gateway
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Status
+}
+
+func cond(s v1.GatewayStatus, typ string) *metav1.Condition {
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == typ {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func createTyped(t *testing.T, cs kubernetes.Interface, o runtime.Object) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	switch o := o.(type) {
+	case *corev1.ServiceAccount:
+		if _, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatal(err)
+		}
+		_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRole:
+		_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+	case *rbacv1.ClusterRoleBinding:
+		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+	default:
+		t.Fatalf("unexpected %T", o)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
