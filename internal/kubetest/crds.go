@@ -28,12 +28,21 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // *.yaml files of dir and waits until each is Established.
 func (e *Env) InstallCRDs(t testing.TB, dir string) {
 	t.Helper()
-	if err := e.installCRDs(context.Background(), dir); err != nil {
+	if err := e.installCRDs(context.Background(), dir, true); err != nil {
 		t.Fatalf("kubetest: install CRDs from %s: %v", dir, err)
 	}
 }
 
-func (e *Env) installCRDs(ctx context.Context, dir string) error {
+// WaitCRDs waits until every CustomResourceDefinition in the *.yaml
+// files of dir, created by someone else (kubectl apply), is Established.
+func (e *Env) WaitCRDs(t testing.TB, dir string) {
+	t.Helper()
+	if err := e.installCRDs(context.Background(), dir, false); err != nil {
+		t.Fatalf("kubetest: wait for the CRDs of %s: %v", dir, err)
+	}
+}
+
+func (e *Env) installCRDs(ctx context.Context, dir string, create bool) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return err
@@ -58,6 +67,9 @@ func (e *Env) installCRDs(ctx context.Context, dir string) error {
 				continue
 			}
 			names = append(names, o.GetName())
+			if !create {
+				continue
+			}
 			_, err := crds.Create(ctx, o, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
 				var cur *unstructured.Unstructured
