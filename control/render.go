@@ -75,8 +75,11 @@ func Render(w io.Writer, s *Status, now time.Time) {
 				rtt = p.Live.ProbeRTT.Round(10 * time.Microsecond).String()
 			}
 			state := g.State
-			if p.Live.State == router.LiveDown && p.Live.Reason != router.DownNone {
+			switch {
+			case p.Live.State == router.LiveDown && p.Live.Reason != router.DownNone:
 				state += " (" + p.Live.Reason.String() + ")"
+			case p.Live.MTUDegraded:
+				state += fmt.Sprintf(" (MTU-degraded, path MTU %d)", p.Live.PathMTU)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, state,
 				ago(p.Live.LastChange, now), p.Live.Downs, rtt,

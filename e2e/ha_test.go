@@ -37,6 +37,8 @@ type peerStatus struct {
 		State      string    `json:"state"`
 		Reason     string    `json:"reason"`
 		Downs      uint64    `json:"downs"`
+		PathMTU    int       `json:"pathMTU"`
+		Degraded   bool      `json:"mtuDegraded"`
 		LastChange time.Time `json:"lastChange"`
 	} `json:"live"`
 }
@@ -449,4 +451,60 @@ func TestHAShareAndReturn(t *testing.T) {
 
 func regexpFind(re, s string) []string {
 	return regexp.MustCompile(re).FindStringSubmatch(s)
+}
+
+// TestHAMTUBlackHole: nftables on gw-a1 drops datagrams to the gateway
+// carrying a stream of full-size packets when they are over 1200 bytes of
+// UDP payload, while small ones (probes among them) pass. gw-a1 must keep
+// the carrier up, find it MTU-degraded with a path MTU just under the
+// limit, and move the stream to the other gateway: the stream's longest
+// gap is bounded by one full-size check interval (MTUProbeInterval, 10 s)
+// plus the three probe timeouts and the search.
+func TestHAMTUBlackHole(t *testing.T) {
+	l := startHALab(t)
+	l.waitPeers("up", "gw-b1", "gw-b2")
+	results := l.sink(7002)
+	// 1300-byte payloads: 1328-byte inner packets, 1360 bytes of outer
+	// UDP payload, over the limit.
+	_, streamDone := l.bg("a-node", filepath.Join(l.bin, "bhprobe"), "udp-stream", "-src", "10.244.1.10",
+		"-rate", "200", "-size", "1300", "-duration", "25s", "10.245.1.10:7002")
+	time.Sleep(time.Second)
+	carrier := busiest(l.txRates(500 * time.Millisecond))
+	rules := fmt.Sprintf(`table inet bh_mtu {
+	chain out {
+		type filter hook output priority 0;
+		ip daddr %s udp dport 51820 meta length > 1228 drop
+	}
+}`, haGateways[carrier].wan)
+	c := exec.Command("ip", "netns", "exec", l.ns("a-gw"), "nft", "-f", "-")
+	c.Stdin = strings.NewReader(rules)
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("nft in a-gw: %v\n%s", err, out)
+	}
+	failedAt := time.Now()
+	var st peerStatus
+	for {
+		st = l.peersAtA()[carrier]
+		if st.Live.Degraded && st.Live.PathMTU > 0 && st.Live.PathMTU < 1420 { // degraded, search done
+			break
+		}
+		if time.Since(failedAt) > 20*time.Second {
+			t.Fatalf("%s not MTU-degraded at gw-a1 20 s after the limit: %+v", carrier, st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	found := time.Since(failedAt)
+	streamDone()
+	stats := results()["0"]
+	if st.Live.State != "up" || st.Live.Downs != 0 {
+		t.Errorf("%s at gw-a1 behind an MTU black hole: %+v, want up (small probes pass)", carrier, st.Live)
+	}
+	if st.Live.PathMTU > 1168 || st.Live.PathMTU < 1152 {
+		t.Errorf("%s path MTU %d, want 1152..1168 (1200 bytes of UDP payload less 32 of overhead)", carrier, st.Live.PathMTU)
+	}
+	if stats.MaxGapMs > 14000 {
+		t.Errorf("full-size stream: longest gap %.0f ms, want under 14 s", stats.MaxGapMs)
+	}
+	t.Logf("MTU black hole at %s: %s MTU-degraded at gw-a1 after at most %s (path MTU %d); full-size stream's longest gap %.0f ms, %d received, %d lost",
+		failedAt.UTC().Format("15:04:05.000"), carrier, found.Round(time.Millisecond), st.Live.PathMTU, stats.MaxGapMs, stats.Received, stats.Lost)
 }
