@@ -206,6 +206,14 @@ func New(o Options) (*Controller, error) {
 	return c, nil
 }
 
+// now is the allocator's clock.
+func (c *Controller) now() time.Time {
+	if c.opts.Now != nil {
+		return c.opts.Now()
+	}
+	return time.Now()
+}
+
 // Ready reports whether the caches have synced (the /readyz answer; a
 // standby is ready too).
 func (c *Controller) Ready() bool { return c.ready.Load() }

@@ -261,10 +261,18 @@ func (h *kubeHarness) createNode(ctx context.Context, name string, ips ...string
 
 func waitLeader(t *testing.T, h *kubeHarness, in *inst, timeout time.Duration) {
 	t.Helper()
+	waitTrue(t, timeout, in.c.opts.Identity+" leading", in.c.Leading)
+}
+
+// waitTrue waits for a condition on the controller's in-process state
+// (a flag, a counter), which no watch event announces: it looks every
+// 20 ms.
+func waitTrue(t *testing.T, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !in.c.Leading() {
+	for !f() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not lead within %s", in.c.opts.Identity, timeout)
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -355,6 +363,10 @@ func TestKubeJoin(t *testing.T) {
 	if nb := h.obs.node("bhc-join-new").Spec.PodCIDRs; nb[0] == gone.Spec.PodCIDRs[0] {
 		t.Fatalf("deleted node's block %s handed out within the grace", nb[0])
 	}
+	h.obs.waitFor(t, 10*time.Second, "site status with the deleted node's block in its grace", func() bool {
+		s := h.obs.site("site-a")
+		return s != nil && s.Status.Nodes == 20 && s.Status.FreeBlocks == 256-21
+	})
 	h.obs.waitFor(t, 10*time.Second, "the deleted node's block back in the pool", func() bool {
 		s := h.obs.site("site-a")
 		return s != nil && s.Status.Nodes == 20 && s.Status.FreeBlocks == 256-20
@@ -417,7 +429,7 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	a := h.start(t, "bhc-a", lease)
 	waitLeader(t, h, a, 30*time.Second)
 	b := h.start(t, "bhc-b", lease)
-	h.obs.waitFor(t, 30*time.Second, "standby caches", b.c.Ready)
+	waitTrue(t, 30*time.Second, "standby caches", b.c.Ready)
 
 	// 1,000 Nodes at once.
 	ctx := context.Background()
@@ -478,7 +490,7 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	if max := b.c.opts.LeaseDuration + 3*b.c.opts.RetryPeriod; takeover > max {
 		t.Errorf("takeover %s, want within the lease duration plus its retries (%s)", takeover, max)
 	}
-	h.obs.waitFor(t, 60*time.Second, "the new leader reconciled every node", func() bool { return b.nodeReconciles() >= sites*perSite })
+	waitTrue(t, 60*time.Second, "the new leader reconciled every node", func() bool { return b.nodeReconciles() >= sites*perSite })
 	if w := b.nodeWrites(); w != 0 {
 		t.Errorf("new leader wrote %v node patches; want none", w)
 	}
@@ -494,7 +506,7 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	b.stop(t)
 	c := h.start(t, "bhc-c", nil)
 	waitLeader(t, h, c, 30*time.Second)
-	h.obs.waitFor(t, 60*time.Second, "the restarted leader reconciled every node", func() bool { return c.nodeReconciles() >= sites*perSite })
+	waitTrue(t, 60*time.Second, "the restarted leader reconciled every node", func() bool { return c.nodeReconciles() >= sites*perSite })
 	if got := c.c.alloc.Holdings(); fmt.Sprint(got) != fmt.Sprint(holdings) {
 		t.Errorf("restart rebuilt a different allocation state")
 	}

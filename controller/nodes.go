@@ -303,9 +303,9 @@ func (c *Controller) forgetNode(name string) {
 		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
 	}
 	if holds {
+		// The site's reconcile sees the pending blocks and comes back when
+		// their grace ends.
 		c.log.Info("node deleted, blocks in their release grace", "node", name, "site", siteName, "grace", c.opts.ReleaseGrace)
-		// Free counts move when the grace ends.
-		c.siteQueue.AddAfter(siteName, c.opts.ReleaseGrace+10*time.Millisecond)
 	}
 }
 

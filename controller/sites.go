@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -164,7 +165,11 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 		exhausted.Message = fmt.Sprintf("%d nodes wait for a pod block (first: %s); free blocks: IPv4 %d of %d, IPv6 %d of %d",
 			len(waiting), waiting[0], st.V4.Free, st.V4.Blocks, st.V6.Free, st.V6.Blocks)
 	}
-	wasValid := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionValid)
+	var wasValid *metav1.Condition // a copy: SetStatusCondition changes the slice in place
+	if c := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionValid); c != nil {
+		cp := *c
+		wasValid = &cp
+	}
 	wasExhausted := meta.IsStatusConditionTrue(status.Conditions, v1alpha1.ConditionPoolExhausted)
 	meta.SetStatusCondition(&status.Conditions, valid)
 	meta.SetStatusCondition(&status.Conditions, exhausted)
@@ -178,6 +183,14 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 	}
 	c.setSiteMetrics(name, nodes, st)
 
+	// Blocks in their grace: come back when the next grace ends (a
+	// separate AddAfter, such as a node's one-second refresh, would
+	// coalesce this one away, so every reconcile schedules it again).
+	if st.V4.Pending+st.V6.Pending > 0 {
+		if at, ok := c.alloc.NextRelease(); ok {
+			c.siteQueue.AddAfter(name, max(at.Sub(c.now()), 0)+10*time.Millisecond)
+		}
+	}
 	// Blocks came back (a release grace ended): the waiting nodes try again.
 	if len(waiting) > 0 && (st.V4.Free > 0 || st.V6.Free > 0) {
 		for _, n := range waiting {
