@@ -1,0 +1,171 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// workload is the part of a DaemonSet or Job that these tests read.
+type workload struct {
+	Kind string `yaml:"kind"`
+	Spec struct {
+		Template struct {
+			Spec struct {
+				HostNetwork bool `yaml:"hostNetwork"`
+				Tolerations []struct {
+					Operator string `yaml:"operator"`
+				} `yaml:"tolerations"`
+				NodeSelector map[string]string `yaml:"nodeSelector"`
+				Containers   []struct {
+					Image           string   `yaml:"image"`
+					Args            []string `yaml:"args"`
+					SecurityContext struct {
+						RunAsUser    *int64 `yaml:"runAsUser"`
+						Capabilities struct {
+							Drop []string `yaml:"drop"`
+							Add  []string `yaml:"add"`
+						} `yaml:"capabilities"`
+					} `yaml:"securityContext"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Name     string `yaml:"name"`
+					HostPath *struct {
+						Path string `yaml:"path"`
+					} `yaml:"hostPath"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readWorkload(t *testing.T, path string) workload {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w workload
+	if err := yaml.Unmarshal(b, &w); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if len(w.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%s: %d containers, want 1", path, len(w.Spec.Template.Spec.Containers))
+	}
+	return w
+}
+
+// commandFlags is the set of flags `bridgehead help CMD` lists.
+func commandFlags(t *testing.T, bin, cmd string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command(bin, "help", cmd).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bridgehead help %s: %v\n%s", cmd, err, out)
+	}
+	flags := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1) {
+		flags[m[1]] = true
+	}
+	return flags
+}
+
+// TestKubernetesWorkloads checks the node DaemonSet and the verify Job
+// against the code: every flag they pass exists on the command they run,
+// the image is the one `make container` writes (a bare name that
+// kustomize pins by digest), the node agent gets NET_ADMIN and nothing
+// else, writes the host's CNI directories where the runtime reads them
+// and installs the plugins from where the image has them, and verify
+// gets NET_RAW only and runs in the site its args name.
+func TestKubernetesWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "bridgehead")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/bridgehead").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		file, kind, command, capability string
+	}{
+		{"kubernetes/node-daemonset.yaml", "DaemonSet", "node", "NET_ADMIN"},
+		{"kubernetes/verify-job.yaml", "Job", "verify", "NET_RAW"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			w := readWorkload(t, tc.file)
+			pod := w.Spec.Template.Spec
+			c := pod.Containers[0]
+			if w.Kind != tc.kind {
+				t.Errorf("kind %s, want %s", w.Kind, tc.kind)
+			}
+			if c.Image != "bridgehead" {
+				t.Errorf("image %q: want the bare name bridgehead, which kustomize edit set image pins to the .ref of make container", c.Image)
+			}
+			if len(c.Args) == 0 || c.Args[0] != tc.command {
+				t.Fatalf("args %q: want the %s command first", c.Args, tc.command)
+			}
+			known := commandFlags(t, bin, tc.command)
+			args := map[string]string{}
+			for _, a := range c.Args[1:] {
+				name, val, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+				if !strings.HasPrefix(a, "--") || !known[name] {
+					t.Errorf("arg %q: not a flag of bridgehead %s", a, tc.command)
+				}
+				args[name] = val
+			}
+			sc := c.SecurityContext
+			if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []string{tc.capability}) {
+				t.Errorf("capabilities drop %v add %v: want drop ALL, add %s only", sc.Capabilities.Drop, sc.Capabilities.Add, tc.capability)
+			}
+			if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+				t.Errorf("runAsUser %v: the image's default user is 65532; this workload needs root", sc.RunAsUser)
+			}
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.MountPath] = m.Name
+			}
+			hostPaths := map[string]string{}
+			for _, v := range pod.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath.Path
+				}
+			}
+			if _, ok := mounts["/etc/bridgehead"]; !ok || !strings.HasPrefix(args["config"], "/etc/bridgehead/") {
+				t.Errorf("--config %q: want the catalog ConfigMap mounted at /etc/bridgehead", args["config"])
+			}
+			switch tc.command {
+			case "node":
+				if !pod.HostNetwork || len(pod.Tolerations) == 0 || pod.Tolerations[0].Operator != "Exists" {
+					t.Errorf("hostNetwork %v, tolerations %v: the agent runs on the host network of every node, NotReady ones too", pod.HostNetwork, pod.Tolerations)
+				}
+				if args["cni-plugins-from"] != "/usr/lib/bridgehead/cni" {
+					t.Errorf("--cni-plugins-from %q: the image has the plugins in /usr/lib/bridgehead/cni (deploy/container/build.sh)", args["cni-plugins-from"])
+				}
+				for flag, host := range map[string]string{"cni-conf-dir": "/etc/cni/net.d", "cni-bin-dir": "/opt/cni/bin"} {
+					if got := hostPaths[mounts[args[flag]]]; got != host {
+						t.Errorf("--%s %q is the host's %q, want %s", flag, args[flag], got, host)
+					}
+				}
+				if _, ok := args["ipam-data-dir"]; ok {
+					t.Errorf("--ipam-data-dir goes into the CNI config as a host path; the container's path would be wrong there")
+				}
+			case "verify":
+				if args["on"] != "pod" || pod.HostNetwork {
+					t.Errorf("--on %q, hostNetwork %v: verify runs as a pod on the pod network", args["on"], pod.HostNetwork)
+				}
+				if site := args["site"]; site == "" || pod.NodeSelector["bridgehead.io/site"] != site {
+					t.Errorf("--site %q, nodeSelector %v: want the Job on a node of the site it checks", site, pod.NodeSelector)
+				}
+			}
+		})
+	}
+}
