@@ -83,7 +83,7 @@ func TestDeployKustomization(t *testing.T) {
 	if err != nil || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
 		t.Errorf("PodDisruptionBudget: %v %v", pdb, err)
 	}
-	for _, name := range []string{"bridgehead-controller", "bridgehead-gateway-read"} {
+	for _, name := range []string{"bridgehead-controller", "bridgehead-gateway-read", "bridgehead-node"} {
 		if _, err := cs.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("ClusterRole %s: %v", name, err)
 		}
@@ -91,6 +91,7 @@ func TestDeployKustomization(t *testing.T) {
 			t.Errorf("ClusterRoleBinding %s: %v", name, err)
 		}
 	}
+	checkNodeDaemonSet(t, cs)
 	for _, ns := range []string{"bridgehead-system", "default"} {
 		if _, err := cs.RbacV1().RoleBindings(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=bridgehead"}); err != nil {
 			t.Errorf("RoleBindings in %s: %v", ns, err)
@@ -107,8 +108,33 @@ func TestDeployKustomization(t *testing.T) {
 	}
 	before := versions()
 	kubectl(t, env, nil, "apply", "-k", "kubernetes")
-	if after := versions(); after != before || strings.Count(before, "\n") != 16 {
-		t.Errorf("a second apply changed objects, or not 16 of them:\nbefore:\n%s\nafter:\n%s", before, after)
+	if after := versions(); after != before || strings.Count(before, "\n") != 19 {
+		t.Errorf("a second apply changed objects, or not 19 of them:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// checkNodeDaemonSet: the node agent runs in Kubernetes mode with its
+// own ServiceAccount, whose token is mounted.
+func checkNodeDaemonSet(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts("kube-system").Get(ctx, "bridgehead-node", metav1.GetOptions{}); err != nil {
+		t.Errorf("node agent ServiceAccount: %v", err)
+	}
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "bridgehead-node", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("node agent DaemonSet: %v", err)
+	}
+	spec := ds.Spec.Template.Spec
+	if spec.ServiceAccountName != "bridgehead-node" || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Errorf("node agent serviceAccountName %q, automountServiceAccountToken %v", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	if !spec.HostNetwork {
+		t.Error("node agent is not on the host network")
+	}
+	args := strings.Join(spec.Containers[0].Args, " ")
+	if !strings.HasPrefix(args, "node --kubernetes ") || !strings.Contains(args, "--node=$(NODE_NAME)") {
+		t.Errorf("node agent args %q, want node --kubernetes ... --node=$(NODE_NAME)", args)
 	}
 }
 
@@ -274,6 +300,63 @@ func TestGatewayCredentials(t *testing.T) {
 	}
 
 	checkControllerCredential(t, env)
+}
+
+// TestNodeAgentCredential: the node agent's ServiceAccount
+// (kube-system/bridgehead-node) may get, list and watch Nodes and record
+// Events, and may not patch, update or delete a Node, read Sites or
+// Gateways, or read Secrets.
+func TestNodeAgentCredential(t *testing.T) {
+	env := kubetest.Start(t)
+	applyDeploy(t, env)
+	ctx := context.Background()
+	admin := env.Clientset(t)
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bhk-n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user, groups := kubetest.ServiceAccount("kube-system", "bridgehead-node")
+	cfg := env.Impersonate(user, groups...)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("node agent lists Nodes: %v", err)
+	}
+	self, err := cs.CoreV1().Nodes().Get(ctx, "bhk-n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("node agent gets its Node: %v", err)
+	}
+	w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("node agent watches Nodes: %v", err)
+	} else {
+		w.Stop()
+	}
+	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-n1.ev", Namespace: "default"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "bhk-n1"}, Reason: "BridgeheadNodeNotConfigured", Message: "m"}
+	if _, err := cs.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		t.Errorf("node agent records an Event: %v", err)
+	}
+	if _, err := cs.CoreV1().Events("default").Patch(ctx, "bhk-n1.ev", types.MergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("node agent patches its Event: %v", err)
+	}
+
+	d := dyn(t, cfg)
+	refused := map[string]error{}
+	_, refused["patch a Node's labels"] = cs.CoreV1().Nodes().Patch(ctx, "bhk-n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"bridgehead.io/site":"east"}}}`), metav1.PatchOptions{})
+	_, refused["patch a Node's pod range"] = cs.CoreV1().Nodes().Patch(ctx, "bhk-n1", types.MergePatchType, []byte(`{"spec":{"podCIDRs":["10.101.1.0/24"],"podCIDR":"10.101.1.0/24"}}`), metav1.PatchOptions{})
+	_, refused["update a Node"] = cs.CoreV1().Nodes().Update(ctx, self, metav1.UpdateOptions{})
+	refused["delete a Node"] = cs.CoreV1().Nodes().Delete(ctx, "bhk-n1", metav1.DeleteOptions{})
+	_, refused["list Sites"] = d.Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource)).List(ctx, metav1.ListOptions{})
+	_, refused["create a Site"] = d.Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource)).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Site", "metadata": map[string]any{"name": "rogue"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
+	_, refused["list Gateways"] = d.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)).List(ctx, metav1.ListOptions{})
+	_, refused["list Secrets"] = cs.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	for what, err := range refused {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("node agent: %s: %v, want 403 Forbidden", what, err)
+		}
+	}
 }
 
 // checkControllerCredential: the controller's ServiceAccount may patch
