@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/bridgehead/bridgehead/config"
+	"gopkg.in/yaml.v3"
 )
 
 // resourcesOf converts the config testdata file into resource YAML.
@@ -177,5 +178,43 @@ func TestGatewayRBACObjects(t *testing.T) {
 	}
 	if strings.Count(out, "resources:") != 1 {
 		t.Errorf("the gateway's own ClusterRole grants more than its status:\n%s", out)
+	}
+}
+
+// TestDecodeList: what `kubectl get sites,gateways -o yaml` prints, one
+// v1 List with the objects under items, decodes to the same resources
+// as the documents one by one; a List without items is refused.
+func TestDecodeList(t *testing.T) {
+	docs, _ := resourcesOf(t)
+	want, _, err := Decode("docs.yaml", docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []any
+	dec := yaml.NewDecoder(bytes.NewReader(docs))
+	for {
+		var obj any
+		if err := dec.Decode(&obj); err != nil {
+			break
+		}
+		if obj != nil {
+			items = append(items, obj)
+		}
+	}
+	list, err := yaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := Decode("list.yaml", list)
+	if err != nil {
+		t.Fatalf("decode the List: %v\n%s", err, list)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the List decodes differently:\n got %+v\nwant %+v", got, want)
+	}
+	for _, bad := range []string{"apiVersion: v1\nkind: List\n", "apiVersion: v1\nkind: List\nitems: [3]\n"} {
+		if _, _, err := Decode("x.yaml", []byte(bad)); err == nil {
+			t.Errorf("Decode(%q) accepted", bad)
+		}
 	}
 }

@@ -62,6 +62,43 @@ func Decode(file string, data []byte) (*Resources, *Source, error) {
 	errorf := func(line int, field, format string, args ...any) {
 		errs = append(errs, &config.Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
+	add := func(root *yaml.Node) {
+		apiVersion, kind, name := scalarField(root, "apiVersion"), scalarField(root, "kind"), ""
+		if md := field(root, "metadata"); md != nil {
+			name = scalarField(md, "name")
+		}
+		var obj any
+		switch {
+		case kind == "Site" && apiVersion == v1.SchemeGroupVersion.String():
+			r.Sites = append(r.Sites, v1.Site{})
+			obj = &r.Sites[len(r.Sites)-1]
+		case kind == "Gateway" && apiVersion == v1.SchemeGroupVersion.String():
+			r.Gateways = append(r.Gateways, v1.Gateway{})
+			obj = &r.Gateways[len(r.Gateways)-1]
+		case kind == "Node" && apiVersion == "v1":
+			r.Nodes = append(r.Nodes, corev1.Node{})
+			obj = &r.Nodes[len(r.Nodes)-1]
+		default:
+			errorf(root.Line, "kind", "%s %q is not a resource of the catalog (Site and Gateway of %s, or v1 Node)", apiVersion, kind, v1.SchemeGroupVersion)
+			return
+		}
+		key := kind + "/" + name
+		if name == "" {
+			errorf(root.Line, "metadata.name", "%s without a name", kind)
+			return
+		}
+		if first, dup := src.lines[key]; dup {
+			errorf(root.Line, "metadata.name", "%s %s is listed twice (also line %d)", kind, name, first)
+			return
+		}
+		src.lines[key] = root.Line
+		recordLines(src.lines, key+":", "", root)
+		if err := decodeStrict(root, obj); err != nil {
+			field := fieldOf(err)
+			errorf(src.Line(kind, name, field), kind+" "+name+": "+field, "%s", cleanJSONError(err))
+		}
+	}
+	objects := 0
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for i := 0; ; i++ {
 		var doc yaml.Node
@@ -85,40 +122,28 @@ func Decode(file string, data []byte) (*Resources, *Source, error) {
 			errorf(root.Line, "", "document %d is not an object", i+1)
 			continue
 		}
-		apiVersion, kind, name := scalarField(root, "apiVersion"), scalarField(root, "kind"), ""
-		if md := field(root, "metadata"); md != nil {
-			name = scalarField(md, "name")
-		}
-		var obj any
-		switch {
-		case kind == "Site" && apiVersion == v1.SchemeGroupVersion.String():
-			r.Sites = append(r.Sites, v1.Site{})
-			obj = &r.Sites[len(r.Sites)-1]
-		case kind == "Gateway" && apiVersion == v1.SchemeGroupVersion.String():
-			r.Gateways = append(r.Gateways, v1.Gateway{})
-			obj = &r.Gateways[len(r.Gateways)-1]
-		case kind == "Node" && apiVersion == "v1":
-			r.Nodes = append(r.Nodes, corev1.Node{})
-			obj = &r.Nodes[len(r.Nodes)-1]
-		default:
-			errorf(root.Line, "kind", "%s %q is not a resource of the catalog (Site and Gateway of %s, or v1 Node)", apiVersion, kind, v1.SchemeGroupVersion)
+		// A List (what kubectl get -o yaml prints, v1 List or SiteList,
+		// GatewayList, NodeList) holds its objects under items.
+		if kind := scalarField(root, "kind"); strings.HasSuffix(kind, "List") {
+			items := field(root, "items")
+			if items == nil || items.Kind != yaml.SequenceNode {
+				errorf(root.Line, "items", "%s without a list of items", kind)
+				continue
+			}
+			if objects += len(items.Content); objects > maxDocuments {
+				errorf(root.Line, "items", "more than %d objects", maxDocuments)
+				break
+			}
+			for j, item := range items.Content {
+				if item.Kind != yaml.MappingNode {
+					errorf(item.Line, fmt.Sprintf("items[%d]", j), "not an object")
+					continue
+				}
+				add(item)
+			}
 			continue
 		}
-		key := kind + "/" + name
-		if name == "" {
-			errorf(root.Line, "metadata.name", "%s without a name", kind)
-			continue
-		}
-		if first, dup := src.lines[key]; dup {
-			errorf(root.Line, "metadata.name", "%s %s is listed twice (also line %d)", kind, name, first)
-			continue
-		}
-		src.lines[key] = root.Line
-		recordLines(src.lines, key+":", "", root)
-		if err := decodeStrict(root, obj); err != nil {
-			field := fieldOf(err)
-			errorf(src.Line(kind, name, field), kind+" "+name+": "+field, "%s", cleanJSONError(err))
-		}
+		add(root)
 	}
 	if len(errs) > 0 {
 		return nil, nil, errs
