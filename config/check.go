@@ -91,6 +91,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkNextHopFamilies(c, r)
 	checkProbes(c, r)
 	checkRelayPlan(c, r, opts)
+	checkKubernetesFiles(c, r, opts)
 	if len(r.errs) > 0 {
 		problems = r.errs.sorted()
 	}

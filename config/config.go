@@ -52,8 +52,11 @@ type Config struct {
 	// LAN names the interface toward the gateway's own site, which the
 	// gateway watches so it stops taking traffic it cannot deliver; nil
 	// (section absent) means no watch.
-	LAN   *LAN   `yaml:"lan"`
-	Sites []Site `yaml:"sites"`
+	LAN *LAN `yaml:"lan"`
+	// Kubernetes publishes this gateway's key and readiness into its
+	// Gateway object; nil (section absent) means off. See kubernetes.go.
+	Kubernetes *Kubernetes `yaml:"kubernetes"`
+	Sites      []Site      `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`

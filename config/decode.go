@@ -340,6 +340,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			c.LAN = &LAN{}
 			d.mapping(n, path, []field{{"interface", d.str(&c.LAN.Interface)}})
 		}},
+		{"kubernetes", func(n *yaml.Node, path string) { d.kubernetes(n, path, c) }},
 		{"sites", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var s Site

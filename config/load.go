@@ -234,6 +234,7 @@ func applyDefaults(c *Config) {
 		c.Cluster.Name = DefaultClusterName
 	}
 	relayDefaults(c.Relay)
+	kubernetesDefaults(c)
 }
 
 // HashData is what Hash returns for a Config parsed from data: the first

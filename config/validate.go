@@ -23,6 +23,7 @@ func validateBasic(c *Config, r *reporter, l loader) {
 	checkPublicKeys(c, r)
 	resolveEndpoints(c, r, l)
 	checkRelay(c, r)
+	checkKubernetes(c, r)
 }
 
 // checkLocalRefs: site and gateway are set and name an existing site and

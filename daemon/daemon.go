@@ -66,6 +66,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
+	kc, err := kubeClient(cfg)
+	if err != nil {
+		return err
+	}
 	mtu := cfg.Interface.MTU.Value
 	if cfg.Interface.MTU.Auto {
 		mtu, err = autoMTU(cfg)
@@ -137,6 +141,12 @@ func Run(ctx context.Context, o Options) error {
 	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
 	g.m.lastReload.SetToCurrentTime()
+	pub, err := newPublisher(cfg, kc, g, log)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
 	if cfg.Metrics.Listen != "" {
 		srv, err := serveMetrics(cfg.Metrics.Listen, g, log)
 		if err != nil {
@@ -248,6 +258,7 @@ func Run(ctx context.Context, o Options) error {
 		defer close(lan)
 		g.lan.run(ctx)
 	}()
+	stopRegister := runPublisher(ctx, pub)
 	notify.Ready()
 	if o.Ready != nil {
 		o.Ready()
@@ -258,6 +269,7 @@ func Run(ctx context.Context, o Options) error {
 	<-reloads
 	<-ops
 	<-lan
+	stopRegister()
 	log.Info("gateway stopping")
 	return err
 }

@@ -212,6 +212,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)
+	same("kubernetes", kubeString(old), kubeString(next))
 	if raw, err := os.ReadFile(next.PrivateKeyPath()); err == nil {
 		if k, err := bhcrypto.ParsePrivateKey(string(raw)); err == nil && k.PublicKey() != g.id.Public {
 			errs = append(errs, fmt.Errorf("%s: the key in privateKeyFile %s changed: %w", next.Path, next.PrivateKeyPath(), errNeedsRestart))
@@ -251,3 +252,12 @@ const ReloadDebounce = filewatch.DefaultDebounce
 // triggerWatch is the reload trigger of the watcher. A watcher reload of
 // an unchanged file does nothing at all (a SIGHUP one repairs routes).
 const triggerWatch = "file changed"
+
+// kubeString is the kubernetes section for restartOnly: it is read at
+// start (startRegister).
+func kubeString(c *config.Config) string {
+	if c.Kubernetes == nil {
+		return "off"
+	}
+	return fmt.Sprintf("kubeconfig %s, gateway %s", c.KubeconfigPath(), c.Kubernetes.Gateway)
+}

@@ -277,6 +277,7 @@ func TestReloadRefusals(t *testing.T) {
 		{"listen change", strings.Replace(mustRead(t, pathA), "127.0.0.1:51820", "127.0.0.1:51821", 1), "needs a restart"},
 		{"tun change", strings.Replace(mustRead(t, pathA), "name: bh-a", "name: bh-x", 1), "needs a restart"},
 		{"cipher change", "cipher: chachapoly\n" + mustRead(t, pathA), "needs a restart"},
+		{"kubernetes added", "kubernetes: {kubeconfig: a.key}\n" + mustRead(t, pathA), "kubernetes changed from \"off\""},
 		{"other site's gateway", strings.Replace(mustRead(t, pathA), "site: site-a", "site: site-b", 1), `is not a gateway of site "site-b"`},
 	}
 	good := mustRead(t, pathA)
