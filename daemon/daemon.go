@@ -246,13 +246,13 @@ func Run(ctx context.Context, o Options) error {
 		"listen", bind.LocalAddr(), "cipher", id.Cipher, "public_key", id.Public,
 		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
 		"config", cfg.Path, "config_hash", cfg.Hash())
+	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
+	g.lan.check() // before the first probe goes out, and before the ops loop reads it
 	ops := make(chan struct{})
 	go func() {
 		defer close(ops)
 		g.opsLoop(ctx, notify)
 	}()
-	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
-	g.lan.check() // before the first probe goes out
 	lan := make(chan struct{})
 	go func() {
 		defer close(lan)

@@ -19,6 +19,9 @@ type metrics struct {
 	configInfo *prometheus.GaugeVec
 	readyGauge prometheus.Gauge
 	siteReady  *prometheus.GaugeVec
+	// sitesShown are the sites that have a bridgehead_site_up series;
+	// written by updateReadiness only (the ops loop).
+	sitesShown map[string]bool
 }
 
 // newMetrics builds the registry of a gateway around r.

@@ -55,14 +55,23 @@ func (g *gateway) status() control.Status {
 func (g *gateway) updateReadiness(now time.Time, n *sdnotify.Notifier) {
 	rep := g.readiness(now)
 	up := 0
-	g.m.siteReady.Reset()
+	shown := make(map[string]bool, len(rep.Sites))
 	for _, s := range rep.Sites {
 		v := 0.0
 		if s.Ready {
 			v, up = 1, up+1
 		}
 		g.m.siteReady.WithLabelValues(s.Site).Set(v)
+		shown[s.Site] = true
 	}
+	// Only the sites that left the catalog lose their series: a Reset
+	// here left a window in which a scrape saw no bridgehead_site_up.
+	for site := range g.m.sitesShown {
+		if !shown[site] {
+			g.m.siteReady.DeleteLabelValues(site)
+		}
+	}
+	g.m.sitesShown = shown
 	if rep.Ready {
 		g.m.readyGauge.Set(1)
 	} else {
@@ -81,6 +90,7 @@ func (g *gateway) opsLoop(ctx context.Context, n *sdnotify.Notifier) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	g.updateReadiness(time.Now(), n) // the series exist from the start, not after the first tick
 	for {
 		select {
 		case <-ctx.Done():
