@@ -138,6 +138,8 @@ func Run(ctx context.Context, o Options) error {
 	g := &gateway{log: log, r: r, kern: ns, m: newMetrics(r, o.Version), id: id, mtu: mtu,
 		version: o.Version, started: time.Now()}
 	g.cfg.Store(cfg)
+	// The LAN watch exists before /readyz is served, which reads it.
+	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
 	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
 	g.m.lastReload.SetToCurrentTime()
@@ -246,7 +248,6 @@ func Run(ctx context.Context, o Options) error {
 		"listen", bind.LocalAddr(), "cipher", id.Cipher, "public_key", id.Public,
 		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
 		"config", cfg.Path, "config_hash", cfg.Hash())
-	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
 	g.lan.check() // before the first probe goes out, and before the ops loop reads it
 	ops := make(chan struct{})
 	go func() {
