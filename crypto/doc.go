@@ -90,6 +90,11 @@
 // with the first Split key and receives with the second; the responder
 // does the reverse.
 //
+// Relay (type 5, RelayOverhead = 40 bytes plus the relayed datagram)
+// carries another session's datagram through a hub, authenticated but not
+// encrypted again, with the keys and counters of the session between the
+// sender and the hub: see relay.go.
+//
 // Counters start at 0 and increase by one per message. A sender stops at
 // RejectAfterMessages (2^64 - 2^13 - 1); a receiver drops counters at or
 // beyond it. Receivers keep a sliding replay window of ReplayWindowSize

@@ -9,13 +9,15 @@
 // no compiler needed) that applies the first, cheap checks of the router's
 // outside path in the kernel:
 //
-//   - shorter than 4 bytes, or a transport message shorter than 32: runt;
-//   - a type other than 1..4, or a transport message with non-zero
-//     reserved bytes: unknown type;
+//   - shorter than 4 bytes, a transport message shorter than 32 or a
+//     relay message shorter than 40: runt;
+//   - a type other than 1..5, or a transport or relay message with
+//     non-zero reserved bytes: unknown type;
 //   - a handshake message (types 1, 2, 3) of the wrong size: bad size;
-//   - a transport message whose receiver index is not one of ours, unless
-//     it comes from a configured peer endpoint (the router uses those to
-//     notice a peer that still has a session we forgot): unknown index;
+//   - a transport or relay message whose receiver index is not one of
+//     ours, unless it comes from a configured peer endpoint (the router
+//     uses those to notice a peer that still has a session we forgot):
+//     unknown index;
 //   - an initiation or response from a source address the router blocked
 //     with Block (it sent handshake messages with a bad MAC faster than an
 //     honest gateway ever does), unless it comes from a configured peer

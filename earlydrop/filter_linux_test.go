@@ -42,6 +42,13 @@ func transport(idx uint32, size int) []byte {
 	return b
 }
 
+// relayMsg is a relay message (type 5, package crypto) for index idx.
+func relayMsg(idx uint32, size int) []byte {
+	b := transport(idx, size)
+	b[0] = bhcrypto.MsgRelay
+	return b
+}
+
 // pair is a receiving socket with the filter and a sender on loopback.
 type pair struct {
 	t    *testing.T
@@ -156,6 +163,8 @@ func TestFilter(t *testing.T) {
 				{"transport runt", transport(idx, bhcrypto.TransportOverhead-1), false, ReasonRunt},
 				{"transport reserved", reserved, false, ReasonUnknownType},
 				{"transport unknown index", transport(idx, 100), false, ReasonUnknownIndex},
+				{"relay runt", relayMsg(idx, bhcrypto.RelayOverhead-1), false, ReasonRunt},
+				{"relay unknown index", relayMsg(idx, 100), false, ReasonUnknownIndex},
 			}
 			for _, c := range cases {
 				before := p.counts()
@@ -186,6 +195,9 @@ func TestFilter(t *testing.T) {
 			}
 			if p.passes(transport(idx+1, 100)) {
 				t.Error("transport with another index passed")
+			}
+			if !p.passes(relayMsg(idx, bhcrypto.RelayOverhead)) {
+				t.Error("relay message with a known index dropped")
 			}
 			if err := p.f.RemoveIndex(idx); err != nil {
 				t.Fatal(err)

@@ -168,6 +168,7 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgInitiation), "initiation"),
 		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgResponse), "response"),
 		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgCookieReply), "cookie"),
+		asm.JEq.Imm(asm.R0, int32(bhcrypto.MsgRelay), "relay"),
 		drop("unknown_type", ReasonUnknownType),
 
 		asm.JEq.Imm(asm.R7, bhcrypto.InitiationSize, "handshake").WithSymbol("initiation"),
@@ -177,8 +178,12 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 		asm.JEq.Imm(asm.R7, bhcrypto.CookieReplySize, "pass").WithSymbol("cookie"),
 		drop("bad_size", ReasonBadSize),
 
+		// A relay message starts with a transport header (package
+		// crypto): the same checks, with its own minimum size.
+		asm.JLT.Imm(asm.R7, bhcrypto.RelayOverhead, "runt").WithSymbol("relay"),
+		asm.Ja.Label("reserved"),
 		asm.JLT.Imm(asm.R7, bhcrypto.TransportOverhead, "runt").WithSymbol("transport"),
-		asm.LoadMem(asm.R1, asm.RFP, stHeader+1, asm.Byte),
+		asm.LoadMem(asm.R1, asm.RFP, stHeader+1, asm.Byte).WithSymbol("reserved"),
 		asm.LoadMem(asm.R2, asm.RFP, stHeader+2, asm.Byte),
 		asm.Or.Reg(asm.R1, asm.R2),
 		asm.LoadMem(asm.R2, asm.RFP, stHeader+3, asm.Byte),

@@ -38,8 +38,12 @@ func reference(payload []byte, indexKnown, fromPeer, blocked bool) (pass bool, r
 		return true, 0
 	case bhcrypto.MsgCookieReply:
 		return len(payload) == bhcrypto.CookieReplySize, ReasonBadSize
-	case bhcrypto.MsgTransport:
-		if len(payload) < bhcrypto.TransportOverhead {
+	case bhcrypto.MsgTransport, bhcrypto.MsgRelay:
+		min := bhcrypto.TransportOverhead
+		if payload[0] == bhcrypto.MsgRelay {
+			min = bhcrypto.RelayOverhead
+		}
+		if len(payload) < min {
 			return false, ReasonRunt
 		}
 		if payload[1]|payload[2]|payload[3] != 0 {
@@ -211,6 +215,9 @@ func FuzzProgram(f *testing.F) {
 		seed(4, bhcrypto.TransportOverhead-1, nil),
 		seed(4, 100, func(b []byte) { b[3] = 1 }),
 		seed(4, 1400, func(b []byte) { b[4] = 0x11 }),
+		seed(5, bhcrypto.RelayOverhead, nil),
+		seed(5, bhcrypto.RelayOverhead-1, nil),
+		seed(5, 100, func(b []byte) { b[1] = 1 }),
 		seed(9, 100, nil),
 	} {
 		f.Add(p, uint8(0))
