@@ -240,7 +240,7 @@ func ToConfig(r *Resources, local Local) (*config.Config, error) {
 		c.Sites[si].Gateways = append(c.Sites[si].Gateways, cg)
 		if g.Spec.Site == local.Site && cg.Name == local.Gateway {
 			if rl := r.Sites[si].Spec.Relay; rl != nil {
-				c.Relay = relayToConfig(rl, cg)
+				c.Relay = RelayToConfig(rl, cg)
 			}
 		}
 	}
@@ -346,7 +346,9 @@ func relayAddr(gw config.Gateway) netip.Addr {
 	return gw.Address6
 }
 
-func relayToConfig(rl *v1.RelaySpec, gw config.Gateway) *config.Relay {
+// RelayToConfig is a Site's relay spec as gateway gw's relay section: it
+// listens on gw's address at the spec's port.
+func RelayToConfig(rl *v1.RelaySpec, gw config.Gateway) *config.Relay {
 	out := &config.Relay{
 		Listen:                       netip.AddrPortFrom(relayAddr(gw), uint16(rl.Port)).String(),
 		AllowPodCIDRs:                rl.AllowPodCIDRs,

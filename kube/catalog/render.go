@@ -1,0 +1,193 @@
+package catalog
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	sigyaml "sigs.k8s.io/yaml"
+
+	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/kube"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+)
+
+// Option adjusts Render.
+type Option func(*options)
+
+type options struct {
+	namespace string
+	relays    map[string]*v1.RelaySpec
+}
+
+// Namespace sets the namespace of the rendered objects.
+func Namespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+
+// Relays adds the sites' relay specs (by site name) to the base; a relay
+// of a site not rendered is left out.
+func Relays(r map[string]*v1.RelaySpec) Option { return func(o *options) { o.relays = r } }
+
+// Render renders sites into the base ConfigMap (first) and the node
+// slices of each site, in site order then slice order. The sites go into
+// the base in the order given, each site's nodes into its slices sorted
+// by name: the same sites give byte-identical objects. An invalid object
+// name or label, a site listed twice or an object whose data exceeds
+// MaxObjectBytes is an error naming the site.
+func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	bare := make([]config.Site, len(sites))
+	refs := map[string][]SliceRef{}
+	var out []*corev1.ConfigMap
+	for i, s := range sites {
+		if err := checkSiteName(s.Name); err != nil {
+			return nil, fmt.Errorf("catalog: sites[%d]: %w", i, err)
+		}
+		if _, dup := refs[s.Name]; dup {
+			return nil, fmt.Errorf("catalog: sites[%d]: site %q listed twice", i, s.Name)
+		}
+		bare[i] = s
+		bare[i].Nodes = nil
+		nodes := slices.Clone(s.Nodes)
+		slices.SortStableFunc(nodes, func(a, b config.Node) int { return cmp.Compare(a.Name, b.Name) })
+		refs[s.Name] = []SliceRef{}
+		for k := 0; k*MaxNodesPerSlice < len(nodes); k++ {
+			part := nodes[k*MaxNodesPerSlice : min((k+1)*MaxNodesPerSlice, len(nodes))]
+			data, err := encodeNodes(part)
+			if err != nil {
+				return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
+			}
+			name := SliceName(s.Name, k)
+			cm := configMap(o.namespace, name, map[string]string{CatalogLabel: KindNodes, SiteLabel: s.Name},
+				map[string]string{NodesKey: string(data)})
+			if err := checkSize(cm); err != nil {
+				return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
+			}
+			refs[s.Name] = append(refs[s.Name], SliceRef{Name: name, Hash: Hash(data)})
+			out = append(out, cm)
+		}
+	}
+	var sitesData bytes.Buffer
+	if err := kube.WriteCatalog(&sitesData, &config.Config{Sites: bare}); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	slicesData, err := yaml.Marshal(refs) // map keys sorted
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	data := map[string]string{SitesKey: sitesData.String(), SlicesKey: string(slicesData)}
+	relays := map[string]*v1.RelaySpec{}
+	for name, r := range o.relays {
+		if _, ok := refs[name]; ok && r != nil {
+			relays[name] = r
+		}
+	}
+	if len(relays) > 0 {
+		b, err := sigyaml.Marshal(relays) // map keys sorted
+		if err != nil {
+			return nil, fmt.Errorf("catalog: relays: %w", err)
+		}
+		data[RelaysKey] = string(b)
+	}
+	base := configMap(o.namespace, BaseName, map[string]string{CatalogLabel: KindSites}, data)
+	if err := checkSize(base); err != nil {
+		return nil, fmt.Errorf("catalog: %w (%d sites)", err, len(sites))
+	}
+	return append([]*corev1.ConfigMap{base}, out...), nil
+}
+
+// Hash is the hex SHA-256 of a slice's NodesKey data, as the base lists it.
+func Hash(data []byte) string {
+	h := sha256.Sum256(data)
+	return hex.EncodeToString(h[:])
+}
+
+// Size is the bytes of a ConfigMap's data (keys and values), the part of
+// the object that grows with the catalog.
+func Size(cm *corev1.ConfigMap) int {
+	n := 0
+	for k, v := range cm.Data {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func checkSize(cm *corev1.ConfigMap) error {
+	if n := Size(cm); n > MaxObjectBytes {
+		return fmt.Errorf("ConfigMap %s would hold %d bytes, over the %d-byte bound (etcd refuses objects over 1.5 MiB)", cm.Name, n, MaxObjectBytes)
+	}
+	return nil
+}
+
+// checkSiteName refuses a site name that cannot name a slice or label it.
+func checkSiteName(name string) error {
+	if errs := validation.IsValidLabelValue(name); name == "" || len(errs) > 0 {
+		return fmt.Errorf("site name %q is not a valid label value: %s", name, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(SliceName(name, 0)); len(errs) > 0 {
+		return fmt.Errorf("site name %q makes an invalid ConfigMap name: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func configMap(ns, name string, labels, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Data:       data,
+	}
+}
+
+// encodeNodes writes nodes as `nodes:` followed by one flow mapping per
+// node, the style of a config file's nodes.
+func encodeNodes(nodes []config.Node) ([]byte, error) {
+	seq := &yaml.Node{Kind: yaml.SequenceNode}
+	for _, n := range nodes {
+		m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		add(m, "name", n.Name)
+		addAddr(m, "address", n.Address)
+		addPrefix(m, "podCIDR", n.PodCIDR)
+		addAddr(m, "address6", n.Address6)
+		addPrefix(m, "podCIDR6", n.PodCIDR6)
+		seq.Content = append(seq.Content, m)
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	root.Content = append(root.Content, str("nodes"), seq)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(root); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+func add(m *yaml.Node, key, v string) { m.Content = append(m.Content, str(key), str(v)) }
+
+func addAddr(m *yaml.Node, key string, a netip.Addr) {
+	if a.IsValid() {
+		add(m, key, a.String())
+	}
+}
+
+func addPrefix(m *yaml.Node, key string, p netip.Prefix) {
+	if p.IsValid() {
+		add(m, key, p.String())
+	}
+}
