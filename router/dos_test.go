@@ -11,10 +11,10 @@ import (
 // loadUp fills a router's handshake queue past the "under load" mark, as
 // a flood would.
 func loadUp(r *Router) {
-	for len(r.hsQueue) < cap(r.hsQueue)/8 {
-		m := <-r.hsFree
+	for len(r.hs.queue) < cap(r.hs.queue)/8 {
+		m := <-r.hs.free
 		m.n = 0
-		r.hsQueue <- m
+		r.hs.queue <- m
 	}
 }
 
@@ -25,12 +25,12 @@ func TestCookieUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
-	h.a.initiate(peerB, h.now, false)
+	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 
 	loadUp(h.b)
 	dh := h.b.Handshakes().DH
-	h.b.handleHandshake(init1, h.bindA.local, h.now, scratch)
+	h.b.hs.handle(init1, h.bindA.local, h.now, scratch)
 	if got := h.b.Handshakes(); got.DH != dh || got.CookieReplies != 1 {
 		t.Fatalf("under load without cookie: DH %d -> %d, cookie replies %d; want no DH and one reply", dh, got.DH, got.CookieReplies)
 	}
@@ -42,21 +42,21 @@ func TestCookieUnderLoad(t *testing.T) {
 		t.Fatal("cookie_required not counted")
 	}
 
-	h.a.handleCookieReply(reply)
+	h.a.hs.handleCookieReply(reply)
 	if h.a.drops.Get(Outside, ReasonBadCookie) != 0 {
 		t.Fatal("A refused the cookie")
 	}
-	h.a.initiate(peerB, h.now, true)
+	h.a.hs.initiate(peerB, h.now, true)
 	init2 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 	answered := h.b.Handshakes().Answered
-	h.b.handleHandshake(init2, h.bindA.local, h.now, scratch)
+	h.b.hs.handle(init2, h.bindA.local, h.now, scratch)
 	if got := h.b.Handshakes(); got.DH != dh+1 || got.Answered != answered+1 {
 		t.Fatalf("initiation with a valid cookie not answered: %+v", got)
 	}
 	// The same cookie from another address is no good.
-	h.a.initiate(peerB, h.now, true)
+	h.a.hs.initiate(peerB, h.now, true)
 	init3 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	h.b.handleHandshake(init3, netip.MustParseAddrPort("192.0.2.99:51820"), h.now, scratch)
+	h.b.hs.handle(init3, netip.MustParseAddrPort("192.0.2.99:51820"), h.now, scratch)
 	if got := h.b.Handshakes(); got.DH != dh+1 || got.CookieReplies != 2 {
 		t.Fatalf("cookie accepted from another address: %+v", got)
 	}
@@ -72,8 +72,8 @@ func TestHandshakeRateLimitUnderLoad(t *testing.T) {
 	from := netip.MustParseAddrPort("198.51.100.7:40000")
 	cookiedInitiation(t, h, from, h.now)
 	for range 3 * HandshakeBurst {
-		h.a.initiate(peerB, h.now, true)
-		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, h.now, scratch)
+		h.a.hs.initiate(peerB, h.now, true)
+		h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, h.now, scratch)
 	}
 	if got := h.b.drops.Get(Outside, ReasonRateLimited); got != 2*HandshakeBurst {
 		t.Fatalf("rate_limited drops %d, want %d (burst %d of %d)", got, 2*HandshakeBurst, HandshakeBurst, 3*HandshakeBurst)
@@ -194,15 +194,15 @@ func TestSetConfigAllOrNothing(t *testing.T) {
 func cookiedInitiation(t *testing.T, h *hotPair, from netip.AddrPort, now time.Time) []byte {
 	t.Helper()
 	peerB := h.a.state.Load().peers[h.b.id.Public]
-	h.a.initiate(peerB, now, true)
+	h.a.hs.initiate(peerB, now, true)
 	loadUp(h.b)
 	replies := h.b.Handshakes().CookieReplies
-	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, now, make([]byte, h.b.bufSize))
 	if h.b.Handshakes().CookieReplies != replies+1 {
 		t.Fatal("no cookie reply under load")
 	}
-	h.a.handleCookieReply(append([]byte(nil), h.bindB.last[:h.bindB.n]...))
-	h.a.initiate(peerB, now, true)
+	h.a.hs.handleCookieReply(append([]byte(nil), h.bindB.last[:h.bindB.n]...))
+	h.a.hs.initiate(peerB, now, true)
 	return append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 }
 
@@ -225,7 +225,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 	}
 	answered := h.b.Handshakes().Answered
 	init := cookiedInitiation(t, h, h.bindA.local, h.now)
-	h.b.handleHandshake(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
 	if got := h.b.Handshakes().Answered; got != answered+1 {
 		t.Fatalf("configured peer refused under load: answered %d -> %d, drops %+v", answered, got, h.b.drops.snapshot())
 	}
@@ -234,7 +234,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 	roamed := netip.MustParseAddrPort("198.51.100.7:40000")
 	now := h.now.Add(time.Second)
 	init = cookiedInitiation(t, h, roamed, now)
-	h.b.handleHandshake(init, roamed, now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, roamed, now, make([]byte, h.b.bufSize))
 	if got := h.b.Handshakes().Answered; got != answered+2 {
 		t.Fatalf("new source refused by a full limiter table: drops %+v", h.b.drops.snapshot())
 	}
@@ -247,22 +247,22 @@ func TestUnderLoadHoldover(t *testing.T) {
 	scratch := make([]byte, h.b.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	loadUp(h.b)
-	h.a.initiate(peerB, h.now, false)
-	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
-	for len(h.b.hsQueue) > 0 { // the flood ends
-		h.b.hsFree <- <-h.b.hsQueue
+	h.a.hs.initiate(peerB, h.now, false)
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
+	for len(h.b.hs.queue) > 0 { // the flood ends
+		h.b.hs.free <- <-h.b.hs.queue
 	}
 	replies := h.b.Handshakes().CookieReplies
 	at := h.now.Add(UnderLoadHoldover - time.Millisecond)
-	h.a.initiate(peerB, at, true)
-	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+	h.a.hs.initiate(peerB, at, true)
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
 	if got := h.b.Handshakes().CookieReplies; got != replies+1 {
 		t.Fatalf("no cookie required %s after the load ended", UnderLoadHoldover-time.Millisecond)
 	}
 	answered := h.b.Handshakes().Answered
 	at = h.now.Add(UnderLoadHoldover + time.Millisecond)
-	h.a.initiate(peerB, at, true)
-	h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+	h.a.hs.initiate(peerB, at, true)
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
 	if got := h.b.Handshakes().Answered; got != answered+1 {
 		t.Fatalf("initiation not answered after the hold-over: drops %+v", h.b.drops.snapshot())
 	}
@@ -275,8 +275,8 @@ func TestInitiationInterval(t *testing.T) {
 	scratch := make([]byte, h.b.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	send := func(at time.Time) {
-		h.a.initiate(peerB, at, true)
-		h.b.handleHandshake(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
+		h.a.hs.initiate(peerB, at, true)
+		h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
 	}
 	answered := h.b.Handshakes().Answered
 	send(h.now)
@@ -296,11 +296,11 @@ func TestInitiationInterval(t *testing.T) {
 func TestLimiterCleanupEverySecond(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	clock := h.b.clock.(*fakeClock)
-	h.b.timers(clock.Now())
+	h.b.hs.timers(clock.Now())
 	fillLimiter(h.b)
 	for range 2 {
 		clock.Advance(time.Second)
-		h.b.timers(clock.Now())
+		h.b.hs.timers(clock.Now())
 	}
 	if n := h.b.limiter.Len(); n != 0 {
 		t.Fatalf("%d idle sources still tracked 2 s later", n)
@@ -316,9 +316,9 @@ func TestResponseToPendingUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.a.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
-	h.a.initiate(peerB, h.now, false)
+	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	h.b.handleHandshake(init1, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init1, h.bindA.local, h.now, make([]byte, h.b.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
 	if resp[0] != bhcrypto.MsgResponse {
 		t.Fatalf("B answered with type %d", resp[0])
@@ -326,15 +326,15 @@ func TestResponseToPendingUnderLoad(t *testing.T) {
 
 	loadUp(h.a)
 	completed, replies := h.a.Handshakes().Completed, h.a.Handshakes().CookieReplies
-	h.a.handleHandshake(resp, h.bindB.local, h.now, scratch)
+	h.a.hs.handle(resp, h.bindB.local, h.now, scratch)
 	if got := h.a.Handshakes(); got.Completed != completed+1 || got.CookieReplies != replies {
 		t.Fatalf("response to our pending initiation under load: %+v (completed before %d)", got, completed)
 	}
 	dh := h.a.Handshakes().DH
-	h.a.handleHandshake(resp, h.bindB.local, h.now, scratch) // replay
+	h.a.hs.handle(resp, h.bindB.local, h.now, scratch) // replay
 	forged := append([]byte(nil), resp...)
 	forged[8] ^= 0xff // another receiver index
-	h.a.handleHandshake(forged, h.bindB.local, h.now, scratch)
+	h.a.hs.handle(forged, h.bindB.local, h.now, scratch)
 	if got := h.a.Handshakes(); got.DH != dh || got.Completed != completed+1 {
 		t.Fatalf("a replayed or foreign response cost DH or completed: %+v", got)
 	}

@@ -15,9 +15,10 @@ func TestLogDropsQuietForLinkLocal(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Unix(1000, 0)
 	r := &Router{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), mono: newMonoEpoch(now.Add(-DropLogInterval))}
+	r.hs = &handshaker{r: r}
 
 	r.drops.Add(Inside, ReasonNotUnicast, 2)
-	r.logDrops(now)
+	r.hs.logDrops(now)
 	out := buf.String()
 	if strings.Contains(out, "level=WARN") {
 		t.Fatalf("not_unicast drops warned:\n%s", out)
@@ -33,7 +34,7 @@ func TestLogDropsQuietForLinkLocal(t *testing.T) {
 	now = now.Add(DropLogInterval)
 	r.drops.Add(Inside, ReasonNotUnicast, 1)
 	r.drops.Add(Inside, ReasonNoRoute, 3)
-	r.logDrops(now)
+	r.hs.logDrops(now)
 	out = buf.String()
 	var warn string
 	for _, l := range strings.Split(out, "\n") {

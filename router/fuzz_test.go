@@ -34,8 +34,8 @@ func FuzzReceive(f *testing.F) {
 		if h.tunB.written > before+1 {
 			t.Fatalf("one datagram produced %d TUN writes", h.tunB.written-before)
 		}
-		for len(h.b.hsQueue) > 0 {
-			h.b.hsFree <- <-h.b.hsQueue
+		for len(h.b.hs.queue) > 0 {
+			h.b.hs.free <- <-h.b.hs.queue
 		}
 	})
 }

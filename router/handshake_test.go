@@ -160,14 +160,14 @@ func TestAbandonedInitiationsForgotten(t *testing.T) {
 		}
 		return resp
 	}
-	h.a.initiate(p, h.now, false)
+	h.a.hs.initiate(p, h.now, false)
 	first, resp1 := p.hs.pending, answer()
-	h.a.initiate(p, h.now.Add(RekeyTimeout), true)
+	h.a.hs.initiate(p, h.now.Add(RekeyTimeout), true)
 	if _, err := first.ConsumeResponse(resp1, h.now); err == nil {
 		t.Fatal("an initiation replaced by a retransmission still completes")
 	}
 	second, resp2 := p.hs.pending, answer()
-	h.a.timers(h.now.Add(RekeyAttemptTime + RekeyTimeout + RekeyJitter))
+	h.a.hs.timers(h.now.Add(RekeyAttemptTime + RekeyTimeout + RekeyJitter))
 	if p.hs.pending != nil {
 		t.Fatal("handshake did not give up")
 	}

@@ -252,21 +252,21 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			// current meanwhile (confirm, as responder) may have
 			// checked the queue before this packet was in it.
 			if ready || !p.handshaking.Load() {
-				r.wantHandshake(p)
+				r.hs.want(p)
 			} else if kp := p.current.Load(); kp != nil && usable(kp, now) {
-				r.wantHandshake(p)
+				r.hs.want(p)
 			}
 			continue
 		}
 		if !p.handshaking.Load() && r.needsRekey(kp, now) {
-			r.wantHandshake(p)
+			r.hs.want(p)
 		}
 		padded := bhcrypto.PaddedLen(size, r.mtu)
 		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
 		msg, err := kp.Seal(b.bufs[i], padded)
 		if err != nil {
 			r.drops.Add(Inside, ReasonExpired, 1)
-			r.wantHandshake(p)
+			r.hs.want(p)
 			continue
 		}
 		if p != run.peer {
@@ -314,19 +314,6 @@ func (r *Router) needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
 		return age >= r.rekeyAfter
 	}
 	return age >= min(r.rekeyAfter+responderRekeyAfter-RekeyAfterTime, responderRekeyAfter)
-}
-
-// wantHandshake asks the handshake loop to set up a session with p. It
-// never blocks; repeated calls before the loop runs collapse into one.
-func (r *Router) wantHandshake(p *Peer) {
-	if !p.wantHandshake.CompareAndSwap(false, true) {
-		return
-	}
-	select {
-	case r.trigger <- p:
-	default:
-		p.wantHandshake.Store(false)
-	}
 }
 
 // clampMSS lowers the MSS option of a TCP SYN or SYN-ACK to what fits the

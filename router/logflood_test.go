@@ -136,7 +136,7 @@ func TestUnreachableGatewaysLogQuietly(t *testing.T) {
 	if len(more) > 3 {
 		t.Errorf("%d more lines in the next 65 s, want the summaries only", len(more))
 	}
-	if n := r.reach.unreachable.Load(); n != sites*perSite {
+	if n := r.hs.reach.unreachable.Load(); n != sites*perSite {
 		t.Errorf("unreachable gauge %d, want %d", n, sites*perSite)
 	}
 	var sendErrs uint64
@@ -170,12 +170,12 @@ func TestLivenessChangesLoggedTogether(t *testing.T) {
 		p.live.state.Store(uint32(LiveDown))
 		r.logLiveness(p, LiveUp, now)
 	}
-	r.reach.flush(log, peers, now)
+	r.hs.reach.flush(log, peers, now)
 	for _, p := range peers {
 		p.live.state.Store(uint32(LiveUp))
 		r.logLiveness(p, LiveDown, now)
 	}
-	r.reach.flush(log, peers, now)
+	r.hs.reach.flush(log, peers, now)
 	lines := h.all()
 	for _, l := range lines {
 		t.Log(l)

@@ -152,10 +152,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"timed_out", h.TimedOut}} {
 		ch <- prometheus.MustNewConstMetric(c.handshakes, prometheus.CounterValue, float64(v.n), v.result)
 	}
-	ch <- prometheus.MustNewConstMetric(c.handshakeQueue, prometheus.GaugeValue, float64(len(c.r.hsQueue)))
+	ch <- prometheus.MustNewConstMetric(c.handshakeQueue, prometheus.GaugeValue, float64(len(c.r.hs.queue)))
 	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
-	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.reach.unreachable.Load()))
+	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.hs.reach.unreachable.Load()))
 	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
 }
 

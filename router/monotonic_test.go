@@ -44,7 +44,7 @@ func TestWallClockStep(t *testing.T) {
 	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
 	out.eps[0] = h.bindA.local
 	h.b.receiveBatch(out, 1, t0)
-	h.a.timers(t0)
+	h.a.hs.timers(t0)
 
 	// One second later by the monotonic clock, the wall clock has
 	// jumped an hour ahead.
@@ -56,7 +56,7 @@ func TestWallClockStep(t *testing.T) {
 	if got := later.Sub(h.b.Peers()[0].LastReceive); got > 2*time.Second || got < 0 {
 		t.Errorf("B heard A %s ago by the readiness clock, want 1s", got)
 	}
-	h.a.timers(later)
+	h.a.hs.timers(later)
 	if h.a.Peers()[0].Down {
 		t.Error("peer reported down after a wall-clock step")
 	}

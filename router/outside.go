@@ -91,7 +91,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
 			}
 		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse, bhcrypto.MsgCookieReply:
-			r.queueHandshake(msg, b.eps[i])
+			r.hs.receive(msg, b.eps[i])
 		default:
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
@@ -129,7 +129,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		// no usable session with that peer.
 		if p := st.byEndpoint[from]; p != nil {
 			if kp := p.current.Load(); kp == nil || !usable(kp, now) {
-				r.wantHandshake(p)
+				r.hs.want(p)
 			}
 		}
 		return nil, false
@@ -200,11 +200,11 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	r.retire(gone)
 	p.lastHandshake.Store(r.mono.ns(now))
 	p.live.acked.Store(r.mono.ns(now)) // our response reached it
-	r.handshakes.completed.Add(1)
+	r.hs.count.completed.Add(1)
 	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.
 	if p.queue.len() > 0 {
-		r.wantHandshake(p)
+		r.hs.want(p)
 	}
 }
 

@@ -301,11 +301,11 @@ func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
 		r.log.Warn("gateway down: it reports that it cannot deliver to its site (its LAN side), flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	case to == LiveDown:
-		r.reach.down(p, time.Duration(r.mono.ns(now)-p.live.acked.Load()),
+		r.hs.reach.down(p, time.Duration(r.mono.ns(now)-p.live.acked.Load()),
 			time.Duration(r.mono.ns(now)-p.lastReceive.Load()), time.Duration(p.live.interval.Load()))
 	case from == LiveDown:
-		r.reach.upAgain = append(r.reach.upAgain, p)
+		r.hs.reach.upAgain = append(r.hs.reach.upAgain, p)
 	default:
-		r.reach.up = append(r.reach.up, p)
+		r.hs.reach.up = append(r.hs.reach.up, p)
 	}
 }

@@ -68,7 +68,7 @@ func TestRekeyInFlightTriggersOnce(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- h.a.handshakeLoop(ctx) }()
+			go func() { done <- h.a.hs.loop(ctx) }()
 			defer func() {
 				cancel()
 				if err := <-done; err != nil {
@@ -92,7 +92,7 @@ func TestRekeyInFlightTriggersOnce(t *testing.T) {
 				time.Sleep(time.Millisecond) // the loop may still be sending
 			}
 			inits, sent := bind.counts()
-			triggers := h.a.handshakes.triggers.Load()
+			triggers := h.a.hs.count.triggers.Load()
 			t.Logf("%d packets, initiation dropped: %d triggers, %d initiations, %d datagrams sent", packets, triggers, inits, sent)
 			if !tc.noSession && sent < packets {
 				t.Errorf("only %d of %d packets sent on the old session", sent, packets)

@@ -69,11 +69,11 @@ func TestRotationConcurrent(t *testing.T) {
 			defer wg.Done()
 			<-start
 			if round%2 == 0 {
-				r.expireSessions(p, now)
-				r.establish(p, kpI)
+				r.hs.expireSessions(p, now)
+				r.hs.establish(p, kpI)
 			} else {
-				r.establish(p, kpI)
-				r.expireSessions(p, now)
+				r.hs.establish(p, kpI)
+				r.hs.expireSessions(p, now)
 			}
 		}()
 		go func() { // the outside loop
@@ -119,7 +119,7 @@ func TestRemovedPeerGetsNoSession(t *testing.T) {
 	p := r.state.Load().peers[idB.Public]
 
 	// The handshake loop sends an initiation; B answers it.
-	r.initiate(p, now, false)
+	r.hs.initiate(p, now, false)
 	ri, err := idB.ConsumeInitiation(append([]byte(nil), bindA.last[:bindA.n]...))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestRemovedPeerGetsNoSession(t *testing.T) {
 	if err := r.SetConfig(revoked); err != nil {
 		t.Fatal(err)
 	}
-	r.handleHandshake(resp, epB, now, make([]byte, r.bufSize))
+	r.hs.handle(resp, epB, now, make([]byte, r.bufSize))
 
 	if kp := p.current.Load(); kp != nil {
 		t.Errorf("removed peer has a current session")

@@ -56,7 +56,6 @@ type Router struct {
 	id    *bhcrypto.Identity
 	log   *slog.Logger
 	clock Clock
-	rand  io.Reader
 	mtu   int
 	mono  monoEpoch // for the stamps of liveness and loop health
 
@@ -71,11 +70,8 @@ type Router struct {
 
 	drops Drops
 
-	hsQueue chan *hsMessage
-	hsFree  chan *hsMessage
-	trigger chan *Peer
-
-	handshakes handshakeCounters
+	// hs is the handshake loop and its state (handshake.go).
+	hs *handshaker
 
 	// Loop liveness for the watchdog: when each data loop started the
 	// batch it is working on (0 while it waits for input), and when the
@@ -129,29 +125,9 @@ type Router struct {
 	cannotDeliver atomic.Bool
 
 	// Owned by the handshake loop.
-	pending          map[uint32]*Peer
-	keepaliveScratch []byte
-	probes           controlBatch // probes of one probeTimers run
-	reach            reachLog     // unreachable gateways, batched logging
-	advertised       byte         // the flags of our last probeTimers run
-	bigProbes        controlBatch // path MTU probes of one probeTimers run
-	lastDrops        [numDirections][numReasons]uint64
-	lastDropLg       int64
-	lastGC           int64
-	lastLoaded       time.Time // last time the handshake queue was past the load mark
-}
-
-// handshakeCounters count handshakes this gateway took part in.
-type handshakeCounters struct {
-	initiated, completed, answered, timedOut atomic.Uint64
-	// dh counts handshake messages that reached Diffie-Hellman work:
-	// only ones with a valid mac1 (and, under load, a cookie) do.
-	dh atomic.Uint64
-	// cookieReplies counts cookie replies sent.
-	cookieReplies atomic.Uint64
-	// triggers counts the data path's requests the handshake loop took
-	// (wantHandshake): at most a few per handshake attempt.
-	triggers atomic.Uint64
+	probes     controlBatch // probes of one probeTimers run
+	advertised byte         // the flags of our last probeTimers run
+	bigProbes  controlBatch // path MTU probes of one probeTimers run
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
@@ -172,10 +148,9 @@ func New(o Options) (*Router, error) {
 	}
 	r := &Router{
 		tun: o.TUN, bind: o.Bind, id: o.Identity,
-		log: o.Logger, clock: o.Clock, rand: o.Rand,
+		log: o.Logger, clock: o.Clock,
 		mtu:        o.TUN.MTU(),
 		queueLen:   o.QueueLen,
-		pending:    make(map[uint32]*Peer),
 		rekeyAfter: rekeyInterval(o.RekeyAfter),
 	}
 	if r.log == nil {
@@ -185,8 +160,9 @@ func New(o Options) (*Router, error) {
 		r.clock = SystemClock{}
 	}
 	r.mono = newMonoEpoch(r.clock.Now())
-	if r.rand == nil {
-		r.rand = rand.Reader
+	rnd := o.Rand
+	if rnd == nil {
+		rnd = rand.Reader
 	}
 	if r.queueLen <= 0 {
 		r.queueLen = 128
@@ -202,20 +178,14 @@ func New(o Options) (*Router, error) {
 	if hq <= 0 {
 		hq = 256
 	}
-	r.hsQueue = make(chan *hsMessage, hq)
-	r.hsFree = make(chan *hsMessage, hq)
-	for range hq {
-		r.hsFree <- &hsMessage{buf: make([]byte, bhcrypto.InitiationSize)}
-	}
-	r.trigger = make(chan *Peer, 1024)
-	r.keepaliveScratch = make([]byte, bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
+	r.hs = newHandshaker(r, rnd, hq)
 	var seed [8]byte
-	if _, err := io.ReadFull(r.rand, seed[:]); err != nil {
+	if _, err := io.ReadFull(rnd, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
 	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
-	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, r.rand, r.clock.Now)
+	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, rnd, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
 	r.initPace = ratelimit.New(InitiationRate, InitiationBurst, 1, r.clock.Now)
@@ -329,13 +299,13 @@ type HandshakeStats struct {
 // Handshakes returns handshake totals.
 func (r *Router) Handshakes() HandshakeStats {
 	return HandshakeStats{
-		Initiated: r.handshakes.initiated.Load(),
-		Completed: r.handshakes.completed.Load(),
-		Answered:  r.handshakes.answered.Load(),
-		TimedOut:  r.handshakes.timedOut.Load(),
-		DH:        r.handshakes.dh.Load(),
+		Initiated: r.hs.count.initiated.Load(),
+		Completed: r.hs.count.completed.Load(),
+		Answered:  r.hs.count.answered.Load(),
+		TimedOut:  r.hs.count.timedOut.Load(),
+		DH:        r.hs.count.dh.Load(),
 
-		CookieReplies: r.handshakes.cookieReplies.Load(),
+		CookieReplies: r.hs.count.cookieReplies.Load(),
 	}
 }
 
@@ -359,7 +329,7 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	start("inside", r.insideLoop)
 	start("outside", r.outsideLoop)
-	start("handshake", r.handshakeLoop)
+	start("handshake", r.hs.loop)
 	<-ctx.Done()
 	r.tun.Close()
 	r.bind.Close()
@@ -370,22 +340,6 @@ func (r *Router) Run(ctx context.Context) error {
 	default:
 		return nil
 	}
-}
-
-// newIndex returns a fresh random receiver index not in use.
-func (r *Router) newIndex() (uint32, error) {
-	var b [4]byte
-	for range 64 {
-		if _, err := io.ReadFull(r.rand, b[:]); err != nil {
-			return 0, err
-		}
-		idx := binary.LittleEndian.Uint32(b[:])
-		if idx == 0 || r.index.has(idx) || r.pending[idx] != nil {
-			continue
-		}
-		return idx, nil
-	}
-	return 0, errors.New("router: no free receiver index")
 }
 
 // rekeyInterval is the initiator's rekey age for Options.RekeyAfter.

@@ -76,9 +76,9 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 	}
 	// The handshake, by hand: A initiates, B answers.
 	scratch := make([]byte, a.bufSize)
-	a.initiate(pa, h.now, false)
+	a.hs.initiate(pa, h.now, false)
 	init := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	h.b.handleHandshake(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
 	if resp[0] != bhcrypto.MsgResponse {
 		t.Fatalf("B sent message type %d, want a response", resp[0])
@@ -89,7 +89,7 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 	loopDone := make(chan struct{})
 	go func() { // the handshake loop: establish, then flush the queue
 		defer close(loopDone)
-		a.handleHandshake(resp, h.bindB.local, h.now, scratch)
+		a.hs.handle(resp, h.bindB.local, h.now, scratch)
 	}()
 	select {
 	case <-bind.blocked:
@@ -108,7 +108,7 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 	close(bind.release)
 	<-loopDone
 	<-routeDone
-	a.onTrigger(pa, h.now, scratch) // what the loop does with the trigger
+	a.hs.onTrigger(pa, h.now, scratch) // what the loop does with the trigger
 	bind.mu.Lock()
 	got := slices.Clone(bind.counters)
 	bind.mu.Unlock()
@@ -145,11 +145,11 @@ func TestResponderConfirmKeepsOrder(t *testing.T) {
 	}
 	// A initiates, B answers, A completes and sends its first message
 	// (a keepalive: A has nothing queued), which B takes as confirmation.
-	a.initiate(pa, h.now, false)
+	a.hs.initiate(pa, h.now, false)
 	init := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	b.handleHandshake(init, h.bindA.local, h.now, make([]byte, b.bufSize))
+	b.hs.handle(init, h.bindA.local, h.now, make([]byte, b.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
-	a.handleHandshake(resp, h.bindB.local, h.now, make([]byte, a.bufSize))
+	a.hs.handle(resp, h.bindB.local, h.now, make([]byte, a.bufSize))
 	out := b.newOutsideBatch()
 	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
 	out.eps[0] = h.bindA.local
@@ -164,7 +164,7 @@ func TestResponderConfirmKeepsOrder(t *testing.T) {
 	loopDone := make(chan struct{})
 	go func() { // the handshake loop, woken by confirm: flush the queue
 		defer close(loopDone)
-		b.onTrigger(pb, h.now, scratch)
+		b.hs.onTrigger(pb, h.now, scratch)
 	}()
 	select {
 	case <-bind.blocked:
@@ -183,7 +183,7 @@ func TestResponderConfirmKeepsOrder(t *testing.T) {
 	close(bind.release)
 	<-loopDone
 	<-routeDone
-	b.onTrigger(pb, h.now, scratch)
+	b.hs.onTrigger(pb, h.now, scratch)
 	bind.mu.Lock()
 	got := slices.Clone(bind.counters)
 	bind.mu.Unlock()
