@@ -31,8 +31,7 @@
 # archive's path.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/../build-common.sh"
 
 outdir=$repo/out umoci= cnidir= version= name=bridgehead
 while getopts "o:u:c:v:n:h" opt; do
@@ -42,15 +41,12 @@ while getopts "o:u:c:v:n:h" opt; do
 	c) cnidir=$OPTARG ;;
 	v) version=$OPTARG ;;
 	n) name=$OPTARG ;;
-	h) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	h) build_help; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-if [ $# -gt 0 ]; then
-	echo "build.sh: unexpected arguments: $*" >&2
-	exit 2
-fi
+build_no_args "$@"
 [ -x "$umoci" ] || { echo "build.sh: -u: umoci not found at '$umoci' (make umoci)" >&2; exit 1; }
 plugins="bridge host-local loopback portmap"
 for p in $plugins; do
@@ -58,23 +54,21 @@ for p in $plugins; do
 done
 
 start=$(date +%s%N)
-version=${version:-$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${version:-$(build_git_version)}
 # An OCI tag is [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
 tag=$(printf '%s' "$version" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-128)
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
+epoch=$(build_epoch 0)
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 arch=$(go env GOARCH)
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+build_workdir
 
 # The two layers' trees, with fixed modes, owners and mtimes.
 install -d -m 0755 "$work/cni/usr/lib/bridgehead/cni" "$work/bin/usr/bin"
 for p in $plugins; do
 	install -m 0755 "$cnidir/$p" "$work/cni/usr/lib/bridgehead/cni/$p"
 done
-(cd "$repo" && CGO_ENABLED=0 GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" \
-	-o "$work/bin/usr/bin/bridgehead" ./cmd/bridgehead)
+build_go "$work/bin/usr/bin/bridgehead" "$version" "$arch"
 chmod 0755 "$work/bin/usr/bin/bridgehead"
 if [ "$(id -u)" = 0 ]; then
 	chown -R 0:0 "$work/cni" "$work/bin"

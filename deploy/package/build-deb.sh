@@ -28,7 +28,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+. "$here/../build-common.sh"
 
 outdir=$repo/bin version= arch= binary=
 while getopts "o:v:a:b:h" opt; do
@@ -37,22 +37,17 @@ while getopts "o:v:a:b:h" opt; do
 	v) version=$OPTARG ;;
 	a) arch=$OPTARG ;;
 	b) binary=$OPTARG ;;
-	h) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	h) build_help; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-if [ $# -gt 0 ]; then
-	echo "build-deb.sh: unexpected arguments: $*" >&2
-	exit 2
-fi
+build_no_args "$@"
 
 command -v dpkg-deb >/dev/null || { echo "build-deb.sh: dpkg-deb not found (apt-get install dpkg)" >&2; exit 1; }
 
 arch=${arch:-$(dpkg --print-architecture)}
-if [ -z "$version" ]; then
-	version=$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo dev)
-fi
+version=${version:-$(build_git_version)}
 version=${version#v}
 case $version in
 [0-9]*) ;;
@@ -61,8 +56,7 @@ esac
 # Debian versions: no hyphen without a revision, no characters outside the set.
 version=$(printf '%s' "$version" | tr -- '-_' '++' | tr -cd 'A-Za-z0-9.+~')
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+build_workdir
 root=$work/root
 
 if [ -z "$binary" ]; then
@@ -73,8 +67,7 @@ if [ -z "$binary" ]; then
 	*) echo "build-deb.sh: no Go architecture for $arch; pass -b" >&2; exit 1 ;;
 	esac
 	binary=$work/bridgehead
-	(cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH=$goarch GOARM=7 \
-		go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$binary" ./cmd/bridgehead)
+	build_go "$binary" "$version" "$goarch"
 fi
 [ -x "$binary" ] || { echo "build-deb.sh: $binary is not an executable" >&2; exit 1; }
 
@@ -195,7 +188,7 @@ chmod 0755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm" "$root/DEBIAN/postrm"
 
 # Reproducible: the same tree gives the same bytes (the image build is
 # skipped when its inputs, this package among them, have not changed).
-SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)}
+SOURCE_DATE_EPOCH=$(build_epoch "$(date +%s)")
 export SOURCE_DATE_EPOCH
 find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
