@@ -70,7 +70,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	if c == nil {
 		return ErrorList{{File: "<config>", Msg: "no config"}}, nil, 0
 	}
-	r := &reporter{file: c.Path, lines: c.lines}
+	r := &reporter{file: c.Path, catalog: c.CatalogPath(), lines: c.lines}
 	plan := planCIDRs(c)
 	sites := newSiteIndexes(c, r)
 	checkHostBits(c, plan, r)
@@ -672,7 +672,24 @@ func CheckFile(path string, opts CheckOptions) (*Config, ErrorList, ErrorList, e
 var didYouMean = regexp.MustCompile(`^unknown field \(did you mean "([^"]+)"\?\)$`)
 
 func CheckData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
-	c, decodeErrs := defaultLoader().parseAll(path, data)
+	return defaultLoader().checkData(path, data, opts)
+}
+
+// CheckWithCatalog is CheckData with catalog as the contents of the
+// followed catalog file (kubernetes.follow), which is not read: the
+// follower checks a catalog this way before it writes it. Problems with
+// the sites name the catalog file.
+func CheckWithCatalog(path string, data, catalog []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
+	l := defaultLoader()
+	l.catalog = catalog
+	if l.catalog == nil {
+		l.catalog = []byte{}
+	}
+	return l.checkData(path, data, opts)
+}
+
+func (l loader) checkData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
+	c, decodeErrs := l.parseAll(path, data)
 	if c == nil {
 		return nil, decodeErrs, nil
 	}

@@ -341,13 +341,17 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 			d.mapping(n, path, []field{{"interface", d.str(&c.LAN.Interface)}})
 		}},
 		{"kubernetes", func(n *yaml.Node, path string) { d.kubernetes(n, path, c) }},
-		{"sites", func(n *yaml.Node, path string) {
-			d.sequence(n, path, func(n *yaml.Node, path string) {
-				var s Site
-				d.site(n, path, &s)
-				c.Sites = append(c.Sites, s)
-			})
-		}},
+		{"sites", func(n *yaml.Node, path string) { d.sites(n, path, c) }},
+	})
+}
+
+// sites decodes the sites list, of the config file or of its followed
+// catalog (readCatalog).
+func (d *decoder) sites(n *yaml.Node, path string, c *Config) {
+	d.sequence(n, path, func(n *yaml.Node, path string) {
+		var s Site
+		d.site(n, path, &s)
+		c.Sites = append(c.Sites, s)
 	})
 }
 

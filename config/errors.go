@@ -91,16 +91,27 @@ func (l ErrorList) sorted() ErrorList {
 // reporter collects problems (and, for Check, warnings) against a file,
 // looking up the line of a field path in the line table built by Parse.
 type reporter struct {
-	file  string
-	lines map[string]int
-	errs  ErrorList
-	warns ErrorList
+	file string
+	// catalog, when set, is the followed catalog file the sites were
+	// read from: problems with a field under sites name it instead.
+	catalog string
+	lines   map[string]int
+	errs    ErrorList
+	warns   ErrorList
 	// ops counts the primitive steps of Check's rules (see prefixset.go).
 	ops int
 }
 
 func (r *reporter) errorAt(line int, field, format string, args ...any) {
-	r.errs = append(r.errs, &Error{File: r.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+	r.errs = append(r.errs, &Error{File: r.fileOf(field), Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// fileOf is the file a field was read from.
+func (r *reporter) fileOf(field string) string {
+	if r.catalog != "" && catalogField(field) {
+		return r.catalog
+	}
+	return r.file
 }
 
 // errorf reports a problem with the value at path.
@@ -110,7 +121,7 @@ func (r *reporter) errorf(path, format string, args ...any) {
 
 // warnf reports a warning with the value at path.
 func (r *reporter) warnf(path, format string, args ...any) {
-	r.warns = append(r.warns, &Error{File: r.file, Line: r.line(path), Field: path, Msg: fmt.Sprintf(format, args...)})
+	r.warns = append(r.warns, &Error{File: r.fileOf(path), Line: r.line(path), Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 // line returns the line of path or, when path itself was not in the file

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -88,4 +89,207 @@ func TestKubernetesCheck(t *testing.T) {
 			t.Errorf("readable kubeconfig reported: %v", p)
 		}
 	}
+}
+
+// followFixture splits the fixture into a config that follows a catalog
+// (lines 1-18 and the section) and its catalog file (lines 19-54), both
+// written to a directory; it returns the config's path and text.
+func followFixture(t *testing.T, section string) (path, text, catalog string) {
+	t.Helper()
+	lines := strings.Split(readFixture(t), "\n")
+	text = strings.Join(lines[:18], "\n") + "\n" + section + "\n"
+	catalog = strings.Join(lines[18:], "\n")
+	dir := t.TempDir()
+	path = filepath.Join(dir, fixtureFile)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, DefaultCatalogFile), []byte(catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, text, catalog
+}
+
+const followSection = "kubernetes:\n  kubeconfig: kc\n  follow: true"
+
+// TestFollowCatalog: with kubernetes.follow the sites come from the
+// catalog file beside the config, exactly as if they were inline; the
+// hash covers both files.
+func TestFollowCatalog(t *testing.T) {
+	inline := mustParse(t, nil)
+	path, text, catalog := followFixture(t, followSection)
+	c, err := testLoader().parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Sites, inline.Sites) {
+		t.Errorf("followed sites differ from inline ones:\n%+v\n%+v", c.Sites, inline.Sites)
+	}
+	k := c.Kubernetes
+	if k.Namespace != DefaultCatalogNamespace || k.CatalogFile != DefaultCatalogFile {
+		t.Errorf("defaults: %+v", *k)
+	}
+	catPath := filepath.Join(filepath.Dir(path), DefaultCatalogFile)
+	if c.CatalogPath() != catPath || inline.CatalogPath() != "" {
+		t.Errorf("CatalogPath %q (inline %q)", c.CatalogPath(), inline.CatalogPath())
+	}
+	if c.Hash() == HashData([]byte(text)) || c.HashWith([]byte(text)) != c.Hash() {
+		t.Errorf("hash %s does not cover the catalog (HashWith %s)", c.Hash(), c.HashWith([]byte(text)))
+	}
+	if c.Line("sites[1].gateways[0].endpoint") != 53-18 {
+		t.Errorf("line of a catalog field: %d, want %d", c.Line("sites[1].gateways[0].endpoint"), 53-18)
+	}
+	if err := os.WriteFile(catPath, []byte(catalog+"\n# changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c.HashWith([]byte(text)) == c.Hash() {
+		t.Error("HashWith did not see the catalog change")
+	}
+
+	// An explicit file, absolute or relative.
+	other := filepath.Join(t.TempDir(), "cat.yaml")
+	if err := os.WriteFile(other, []byte(catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err = testLoader().parse(path, []byte(text+"  namespace: ns1\n  catalogFile: "+other+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CatalogPath() != other || c.Kubernetes.Namespace != "ns1" || len(c.Sites) != 2 {
+		t.Errorf("catalogFile %s, namespace %s, %d sites", c.CatalogPath(), c.Kubernetes.Namespace, len(c.Sites))
+	}
+}
+
+// TestFollowErrors: every problem names its file (config or catalog),
+// line and field; inline sites beside a followed catalog are refused.
+func TestFollowErrors(t *testing.T) {
+	path, text, catalog := followFixture(t, followSection)
+	catPath := filepath.Join(filepath.Dir(path), DefaultCatalogFile)
+	type wantIn struct {
+		file  string
+		line  int
+		field string
+		msg   string
+	}
+	for _, tc := range []struct {
+		name          string
+		text, catalog string // "" keeps the fixture's; "-" removes the catalog
+		want          []wantIn
+	}{
+		{"inline sites too", text + "sites: []\n", "", []wantIn{{path, 22, "sites", "must not be set with kubernetes.follow: true"}}},
+		{"no catalog file", "", "-", []wantIn{
+			{path, 2, "site", "is not the name of any site in the followed catalog"},
+			{path, 19, "kubernetes.catalogFile", "does not exist: the gateway writes it"},
+		}},
+		{"catalog without sites", "", "# nothing yet\nsites: []\n", []wantIn{
+			{catPath, 2, "sites", "lists no sites"},
+			{path, 2, "site", "is not the name of any site"},
+		}},
+		{"bad catalog value", "", strings.Replace(catalog, "10.244.2.0/24", "10.244.2.0/33", 1), []wantIn{
+			{catPath, 25, "sites[0].nodes[1].podCIDR", "is not a CIDR"},
+		}},
+		{"unknown catalog key", "", catalog + "\nrelay: {}\n", []wantIn{{catPath, 38, "relay", "unknown field"}}},
+		{"namespace without follow", strings.Replace(readFixture(t), "clampMSS: false\n", "clampMSS: false\nkubernetes: {kubeconfig: kc, namespace: x, catalogFile: y}\n", 1), "", []wantIn{
+			{path, 19, "kubernetes.namespace", "only used with kubernetes.follow"},
+			{path, 19, "kubernetes.catalogFile", "only used with kubernetes.follow"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			txt := text
+			if tc.text != "" {
+				txt = tc.text
+			}
+			switch tc.catalog {
+			case "":
+				os.WriteFile(catPath, []byte(catalog), 0o644)
+			case "-":
+				os.Remove(catPath)
+			default:
+				os.WriteFile(catPath, []byte(tc.catalog), 0o644)
+			}
+			_, err := testLoader().parse(path, []byte(txt))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			got := asList(t, err).sorted()
+			ok := len(got) == len(tc.want)
+			for i := 0; ok && i < len(got); i++ {
+				e, w := got[i], tc.want[i]
+				ok = e.File == w.file && e.Line == w.line && e.Field == w.field && strings.Contains(e.Msg, w.msg)
+			}
+			if !ok {
+				t.Errorf("got problems:\n%v\nwant:\n%v", got, tc.want)
+			}
+		})
+	}
+}
+
+// ipCatalog is a followed catalog whose endpoints need no resolver.
+const ipCatalog = `sites:
+  - name: a
+    nodeCIDRs: [10.0.0.0/16]
+    podCIDRs: [10.244.0.0/16]
+    gateways:
+      - {name: gw-a1, address: 10.0.0.10, endpoint: "198.51.100.1:51820", publicKey: SS8cuFhH/8e7Qnhl9kxegEHsBJmzeh2pRaFbQQKvAn4=}
+  - name: b
+    nodeCIDRs: [10.1.0.0/16]
+    podCIDRs: [10.245.0.0/16]
+    gateways:
+      - {name: gw-b1, address: 10.1.0.10, endpoint: "203.0.113.7:51821", publicKey: fqE938us2KE1Qt7OiQiGSG+4Ak0NPMf5Xti7TvrWa3M=}
+`
+
+// TestCheckWithCatalog: a candidate catalog is checked with the config
+// as the reload would, without reading or writing the catalog file;
+// address-plan problems name the catalog.
+func TestCheckWithCatalog(t *testing.T) {
+	path, text, _ := followFixture(t, followSection)
+	opts := CheckOptions{SkipPrivateKey: true}
+	c, problems, _ := CheckWithCatalog(path, []byte(text), []byte(ipCatalog), opts)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	if len(c.Sites) != 2 || c.Sites[1].Gateways[0].EndpointAddr.String() != "203.0.113.7:51821" {
+		t.Errorf("sites %+v", c.Sites)
+	}
+	overlap := strings.Replace(ipCatalog, "10.245.0.0/16", "10.244.128.0/17", 1)
+	_, problems, _ = CheckWithCatalog(path, []byte(text), []byte(overlap), opts)
+	catPath := c.CatalogPath()
+	found := false
+	for _, p := range problems {
+		if p.File == catPath && p.Field == "sites[1].podCIDRs[0]" && p.Line == 9 && strings.Contains(p.Msg, "overlaps") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("overlap not reported against the catalog: %v", problems)
+	}
+	// A config without kubernetes ignores the candidate.
+	plain := readFixture(t)
+	if _, problems, _ := CheckWithCatalog(fixtureFile, []byte(plain), []byte("junk"), opts); len(problems) > 0 && !strings.Contains(problems.Error(), "gw-b.example.net") {
+		t.Errorf("plain config: %v", problems)
+	}
+}
+
+// FuzzCatalog: any catalog bytes are refused or accepted with the
+// config, never a panic; an accepted one has the local site.
+func FuzzCatalog(f *testing.F) {
+	f.Add([]byte(ipCatalog))
+	f.Add([]byte("sites: []"))
+	f.Add([]byte("sites:\n  - name: a\n    nodes: [{name: n, address: 10.0.0.1, podCIDR: 10.244.1.0/24}]\n"))
+	f.Add([]byte("---\n---\n"))
+	dir := f.TempDir()
+	path := filepath.Join(dir, fixtureFile)
+	lines := strings.Split(readFixture(f), "\n")
+	text := []byte(strings.Join(lines[:18], "\n") + "\n" + followSection + "\n")
+	f.Fuzz(func(t *testing.T, catalog []byte) {
+		c, problems, _ := CheckWithCatalog(path, text, catalog, CheckOptions{SkipPrivateKey: true})
+		if len(problems) == 0 && (c == nil || c.LocalSite() == nil) {
+			t.Fatalf("accepted without the local site: %+v", c)
+		}
+		for _, p := range problems {
+			if p.File != path && p.File != filepath.Join(dir, DefaultCatalogFile) {
+				t.Fatalf("problem names file %q: %v", p.File, p)
+			}
+		}
+	})
 }

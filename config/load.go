@@ -25,6 +25,9 @@ const resolveTimeout = 5 * time.Second
 // replace name resolution.
 type loader struct {
 	lookupHost func(ctx context.Context, host string) ([]string, error)
+	// catalog, when not nil, is the followed catalog's contents, used
+	// instead of reading its file (CheckWithCatalog).
+	catalog []byte
 }
 
 func defaultLoader() loader {
@@ -103,6 +106,9 @@ func (l loader) parseAll(path string, data []byte) (*Config, ErrorList) {
 	c.lines = d.lines
 
 	applyDefaults(c)
+	if cat := l.readCatalog(c, d); cat != nil {
+		c.hash = hashSources(data, cat)
+	}
 	validateBasic(c, &d.reporter, l)
 	if len(d.errs) > 0 {
 		return c, d.errs.sorted()

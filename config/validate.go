@@ -31,6 +31,8 @@ func validateBasic(c *Config, r *reporter, l loader) {
 func checkLocalRefs(c *Config, r *reporter) {
 	if c.Site == "" {
 		r.errorf("site", "is required: the name of this gateway's site")
+	} else if c.LocalSite() == nil && c.Follows() {
+		r.errorf("site", "%q is not the name of any site in the followed catalog %s", c.Site, c.CatalogPath())
 	} else if c.LocalSite() == nil {
 		r.errorf("site", "%q is not the name of any site in sites", c.Site)
 	}

@@ -188,6 +188,13 @@ func Run(ctx context.Context, o Options) error {
 	if _, err := filewatch.Start(ctx, cfg.Path, ReloadDebounce, changed, log); err != nil {
 		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
 	}
+	// A followed catalog's file is the config's too: its changes reload
+	// the same way (kubernetes.follow writes it; an operator may too).
+	if cat := cfg.CatalogPath(); cat != "" {
+		if _, err := filewatch.Start(ctx, cat, ReloadDebounce, changed, log); err != nil {
+			log.Warn("catalog file changes will not be noticed; reload with SIGHUP", "catalog", cat, "err", err)
+		}
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

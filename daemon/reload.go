@@ -114,8 +114,10 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 		return false, err
 	}
 	// The raw bytes' hash first: parsing and checking a catalog of
-	// 100k prefixes costs seconds of CPU, a hash milliseconds.
-	if config.HashData(data) == old.Hash() {
+	// 100k prefixes costs seconds of CPU, a hash milliseconds. A config
+	// that follows a catalog (kubernetes.follow) hashes with its catalog
+	// file: a change of either is a reload.
+	if old.HashWith(data) == old.Hash() {
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
 		if why == triggerWatch {
 			// Nothing to do: the periodic repair keeps the routes.
@@ -259,5 +261,9 @@ func kubeString(c *config.Config) string {
 	if c.Kubernetes == nil {
 		return "off"
 	}
-	return fmt.Sprintf("kubeconfig %s, gateway %s", c.KubeconfigPath(), c.Kubernetes.Gateway)
+	s := fmt.Sprintf("kubeconfig %s, gateway %s", c.KubeconfigPath(), c.Kubernetes.Gateway)
+	if c.Follows() {
+		s += fmt.Sprintf(", follow namespace %s into %s", c.Kubernetes.Namespace, c.CatalogPath())
+	}
+	return s
 }
