@@ -100,6 +100,29 @@ type Cluster struct {
 type LAN struct {
 	// Interface is the LAN interface's name.
 	Interface string `yaml:"interface"`
+	// Targets are LAN-side addresses that answer ICMP echo (a node, the
+	// site's router). When set, the gateway pings each of them through
+	// the LAN interface every 100 ms and cannot deliver while none has
+	// answered for TargetTimeout: this catches a LAN that is up with
+	// routes but passes nothing (a dead switch port, a VLAN or NSG
+	// change). Optional.
+	Targets []netip.Addr `yaml:"targets"`
+	// TargetTimeout is how long every target may stay silent
+	// (DefaultLANTargetTimeout when zero).
+	TargetTimeout time.Duration `yaml:"targetTimeout"`
+}
+
+// DefaultLANTargetTimeout is lan.targetTimeout's default: five pings
+// lost in a row, well inside the second in which remote gateways must
+// move this gateway's flows.
+const DefaultLANTargetTimeout = 500 * time.Millisecond
+
+// LANTargetTimeout is lan.targetTimeout or its default.
+func (l *LAN) LANTargetTimeout() time.Duration {
+	if l == nil || l.TargetTimeout == 0 {
+		return DefaultLANTargetTimeout
+	}
+	return l.TargetTimeout
 }
 
 // Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.

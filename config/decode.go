@@ -257,6 +257,18 @@ func (d *decoder) addr(dst *netip.Addr) func(*yaml.Node, string) {
 	}
 }
 
+// addrs decodes a list of IP addresses. A bad entry is kept as the zero
+// Addr so that indexes in the slice match indexes in the file.
+func (d *decoder) addrs(dst *[]netip.Addr) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		d.sequence(n, path, func(n *yaml.Node, path string) {
+			var a netip.Addr
+			d.addr(&a)(n, path)
+			*dst = append(*dst, a)
+		})
+	}
+}
+
 func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
@@ -338,7 +350,11 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"relay", func(n *yaml.Node, path string) { d.relay(n, path, c) }},
 		{"lan", func(n *yaml.Node, path string) {
 			c.LAN = &LAN{}
-			d.mapping(n, path, []field{{"interface", d.str(&c.LAN.Interface)}})
+			d.mapping(n, path, []field{
+				{"interface", d.str(&c.LAN.Interface)},
+				{"targets", d.addrs(&c.LAN.Targets)},
+				{"targetTimeout", d.duration(&c.LAN.TargetTimeout)},
+			})
 		}},
 		{"kubernetes", func(n *yaml.Node, path string) { d.kubernetes(n, path, c) }},
 		{"sites", func(n *yaml.Node, path string) { d.sites(n, path, c) }},

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // validateBasic runs the checks Parse makes: the minimum for the daemon
@@ -107,7 +108,36 @@ func checkLAN(c *Config, r *reporter) {
 	case c.LAN.Interface == c.Interface.Name:
 		r.errorf("lan.interface", "%q is the tunnel interface (interface.name); name the interface toward this site's nodes", c.LAN.Interface)
 	}
+	if len(c.LAN.Targets) > maxLANTargets {
+		r.errorf("lan.targets", "has %d addresses; at most %d (each is pinged every 100 ms)", len(c.LAN.Targets), maxLANTargets)
+	}
+	seen := map[netip.Addr]int{}
+	for i, a := range c.LAN.Targets {
+		path := fmt.Sprintf("lan.targets[%d]", i)
+		switch {
+		case !a.IsValid():
+			// the decoder reported it
+		case a.IsUnspecified() || a.IsMulticast() || a.IsLoopback():
+			r.errorf(path, "%s is not a unicast address of a host on the LAN", a)
+		default:
+			if j, dup := seen[a]; dup {
+				r.errorf(path, "%s is listed twice (also lan.targets[%d])", a, j)
+			}
+			seen[a] = i
+		}
+	}
+	if t := c.LAN.TargetTimeout; t != 0 && (t < minLANTargetTimeout || t > maxLANTargetTimeout) {
+		r.errorf("lan.targetTimeout", "%s is out of range: want %s to %s (default %s)", t, minLANTargetTimeout, maxLANTargetTimeout, DefaultLANTargetTimeout)
+	}
 }
+
+// Bounds of the LAN targets: pings go out every 100 ms, so a timeout
+// under 200 ms would fire on one late reply.
+const (
+	maxLANTargets       = 8
+	minLANTargetTimeout = 200 * time.Millisecond
+	maxLANTargetTimeout = 10 * time.Second
+)
 
 func ifNameProblem(name string) string {
 	switch {

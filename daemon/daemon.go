@@ -139,7 +139,8 @@ func Run(ctx context.Context, o Options) error {
 		version: o.Version, started: time.Now()}
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
-	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver}
+	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver,
+		targets: newLANTargets(log, func() time.Duration { return time.Since(g.started) })}
 	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
 	g.m.lastReload.SetToCurrentTime()

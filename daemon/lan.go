@@ -36,6 +36,8 @@ type lanWatch struct {
 	cfg     func() *config.Config // the running config; reloads apply
 	probe   lanProbe
 	deliver func(ok bool) // router.SetCanDeliver
+	// targets pings lan.targets; nil in tests that only fake the probe.
+	targets *lanTargets
 	problem atomic.Pointer[string]
 }
 
@@ -50,7 +52,15 @@ func (w *lanWatch) Problem() string {
 
 // check runs the probe once and acts on a change.
 func (w *lanWatch) check() {
-	p := w.probe(w.cfg())
+	cfg := w.cfg()
+	p := w.probe(cfg)
+	if w.targets != nil {
+		// Pinged on every check, so replies are fresh when the link
+		// and routes come back.
+		if tp := w.targets.tick(cfg); p == "" {
+			p = tp
+		}
+	}
 	if p == w.Problem() {
 		return
 	}
@@ -67,6 +77,9 @@ func (w *lanWatch) check() {
 func (w *lanWatch) run(ctx context.Context) {
 	t := time.NewTicker(LANCheckInterval)
 	defer t.Stop()
+	if w.targets != nil {
+		defer w.targets.Close()
+	}
 	for {
 		w.check()
 		select {
