@@ -1,8 +1,11 @@
 package router
 
 import (
+	"log/slog"
 	"net/netip"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridgehead/bridgehead/ratelimit"
@@ -58,8 +61,7 @@ const (
 // in the kernel filter once that address is over the rate. Called by the
 // outside loop.
 func (r *Router) noteBadMAC(from netip.AddrPort) {
-	f := r.filter.Load()
-	if f == nil || r.badMAC.Take(from.Addr()) != ratelimit.Limited {
+	if !r.filter.attached() || r.badMAC.Take(from.Addr()) != ratelimit.Limited {
 		return
 	}
 	a := from.Addr().Unmap()
@@ -72,8 +74,7 @@ func (r *Router) noteBadMAC(from netip.AddrPort) {
 	if len(r.blockedUntil) >= maxBlocked || r.isPeerAddr(a) || !r.blockBudget.Allow(netip.IPv4Unspecified()) {
 		return
 	}
-	if err := (*f).Block(a, BlockBadMACFor); err != nil {
-		r.detachFilter("blocking a source", err)
+	if !r.filter.block(a, BlockBadMACFor) {
 		return
 	}
 	r.blockedUntil[a] = now.Add(BlockBadMACFor)
@@ -115,36 +116,87 @@ func (r *Router) forgetBlocks(now time.Time) {
 	}
 }
 
-// filterAddIndex tells the kernel filter about a receiver index before it
+// kernelFilter keeps an optional KernelFilter in step with the router:
+// receiver indices (from the index table, under its lock), peer endpoints
+// (SetConfig), source blocks (sourceBlocker); it folds the filter's counts
+// into drops and detaches it at the first failed update. Any goroutine
+// may call its methods: f, stale and the filter's own calls are safe for
+// concurrent use, and mu guards seen and retry.
+type kernelFilter struct {
+	log   *slog.Logger
+	drops *Drops
+	// live reports whether a receiver index is still in use (the index
+	// table's has).
+	live func(idx uint32) bool
+
+	// f is the filter, nil when there is none or after it was detached.
+	f     atomic.Pointer[KernelFilter]
+	stale atomic.Bool // a detach failed; poll retries
+
+	mu sync.Mutex
+	// seen is how much of the filter's counts drops already has.
+	seen [5]uint64
+	// retry are receiver indices the filter failed to learn while it
+	// could not be detached; poll adds them again until it is detached.
+	retry map[uint32]bool
+}
+
+// newKernelFilter returns the keeper of f (nil: no filter).
+func newKernelFilter(f KernelFilter, log *slog.Logger, drops *Drops, live func(uint32) bool) *kernelFilter {
+	k := &kernelFilter{log: log, drops: drops, live: live}
+	if f != nil {
+		k.f.Store(&f)
+	}
+	return k
+}
+
+// attached reports whether a kernel filter is in use.
+func (k *kernelFilter) attached() bool { return k.f.Load() != nil }
+
+// block blocks handshakes from a for d in the filter and reports whether
+// it did; a failure detaches the filter.
+func (k *kernelFilter) block(a netip.Addr, d time.Duration) bool {
+	f := k.f.Load()
+	if f == nil {
+		return false
+	}
+	if err := (*f).Block(a, d); err != nil {
+		k.detach("blocking a source", err)
+		return false
+	}
+	return true
+}
+
+// addIndex tells the kernel filter about a receiver index before it
 // is published. It runs under indexTable.mu, so an index is known to the
 // filter before any peer can be told about it.
-func (r *Router) filterAddIndex(idx uint32) {
-	f := r.filter.Load()
+func (k *kernelFilter) addIndex(idx uint32) {
+	f := k.f.Load()
 	if f == nil {
 		return
 	}
 	if err := (*f).AddIndex(idx); err != nil {
-		r.detachFilter("adding a receiver index", err)
-		if r.filter.Load() == nil {
+		k.detach("adding a receiver index", err)
+		if k.f.Load() == nil {
 			return
 		}
 		// Still on the socket: it would drop this session's packets.
-		// pollFilter retries the index along with the detach.
-		r.filterMu.Lock()
-		if r.filterRetry == nil {
-			r.filterRetry = make(map[uint32]bool)
+		// poll retries the index along with the detach.
+		k.mu.Lock()
+		if k.retry == nil {
+			k.retry = make(map[uint32]bool)
 		}
-		r.filterRetry[idx] = true
-		r.filterMu.Unlock()
+		k.retry[idx] = true
+		k.mu.Unlock()
 	}
 }
 
-// filterRemoveIndices tells the kernel filter about receiver indices that
+// removeIndices tells the kernel filter about receiver indices that
 // left the published table (under indexTable.mu, so they stayed known
 // while it had them). A stale index only costs a userspace lookup: a
 // failure is logged once per call, not per index.
-func (r *Router) filterRemoveIndices(idxs []uint32) {
-	f := r.filter.Load()
+func (k *kernelFilter) removeIndices(idxs []uint32) {
+	f := k.f.Load()
 	if f == nil {
 		return
 	}
@@ -158,15 +210,15 @@ func (r *Router) filterRemoveIndices(idxs []uint32) {
 		}
 	}
 	if failed > 0 {
-		r.log.Warn("kernel filter: removing receiver indices failed", "count", failed, "err", first)
+		k.log.Warn("kernel filter: removing receiver indices failed", "count", failed, "err", first)
 	}
 }
 
-// syncFilterEndpoints gives the kernel filter the configured endpoints of
+// syncEndpoints gives the kernel filter the configured endpoints of
 // st (plus, with also, those of the state still published, so that none
 // is missing while both may be in use).
-func (r *Router) syncFilterEndpoints(st, also *routingState) {
-	f := r.filter.Load()
+func (k *kernelFilter) syncEndpoints(st, also *routingState) {
+	f := k.f.Load()
 	if f == nil {
 		return
 	}
@@ -183,78 +235,78 @@ func (r *Router) syncFilterEndpoints(st, also *routingState) {
 	}
 	slices.SortFunc(eps, func(a, b netip.AddrPort) int { return a.Compare(b) })
 	if err := (*f).SetEndpoints(eps); err != nil {
-		r.detachFilter("setting peer endpoints", err)
+		k.detach("setting peer endpoints", err)
 	}
 }
 
-// detachFilter stops kernel filtering for good: every datagram is checked
+// detach stops kernel filtering for good: every datagram is checked
 // in userspace again. If the kernel refuses to detach it, the filter stays
-// in use (kept in step as far as it goes) and pollFilter retries.
-func (r *Router) detachFilter(what string, err error) {
-	f := r.filter.Load()
+// in use (kept in step as far as it goes) and poll retries.
+func (k *kernelFilter) detach(what string, err error) {
+	f := k.f.Load()
 	if f == nil {
 		return
 	}
 	if derr := (*f).Detach(); derr != nil {
-		if !r.filterStale.Swap(true) {
-			r.log.Error("kernel filter out of step and could not be detached; retrying",
+		if !k.stale.Swap(true) {
+			k.log.Error("kernel filter out of step and could not be detached; retrying",
 				"while", what, "err", err, "detach_err", derr)
 		}
 		return
 	}
-	if !r.filter.CompareAndSwap(f, nil) {
+	if !k.f.CompareAndSwap(f, nil) {
 		return // another caller detached it
 	}
-	r.filterStale.Store(false)
+	k.stale.Store(false)
 	// Counted after detaching, so that no drop is left behind.
-	r.collectFilterDrops(*f)
-	r.log.Error("kernel filter detached; checking every datagram in userspace", "while", what, "err", err)
+	k.collectDrops(*f)
+	k.log.Error("kernel filter detached; checking every datagram in userspace", "while", what, "err", err)
 }
 
-// pollFilter adds the kernel filter's new drops to Drops, and retries a
+// poll adds the kernel filter's new drops to Drops, and retries a
 // detach the kernel refused. The handshake loop calls it every tick, and
 // the metrics collector before each scrape.
-func (r *Router) pollFilter() {
-	f := r.filter.Load()
+func (k *kernelFilter) poll() {
+	f := k.f.Load()
 	if f == nil {
 		return
 	}
-	if r.filterStale.Load() {
-		r.detachFilter("retrying an earlier failure", nil)
-		if f = r.filter.Load(); f == nil {
+	if k.stale.Load() {
+		k.detach("retrying an earlier failure", nil)
+		if f = k.f.Load(); f == nil {
 			return
 		}
-		r.retryFilterIndices(*f)
+		k.retryIndices(*f)
 	}
-	r.collectFilterDrops(*f)
+	k.collectDrops(*f)
 }
 
-// retryFilterIndices adds again the receiver indices the filter failed to
+// retryIndices adds again the receiver indices the filter failed to
 // learn, those still in use, while it cannot be detached.
-func (r *Router) retryFilterIndices(f KernelFilter) {
-	r.filterMu.Lock()
-	defer r.filterMu.Unlock()
-	for idx := range r.filterRetry {
-		if !r.index.has(idx) || f.AddIndex(idx) == nil {
-			delete(r.filterRetry, idx)
+func (k *kernelFilter) retryIndices(f KernelFilter) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for idx := range k.retry {
+		if !k.live(idx) || f.AddIndex(idx) == nil {
+			delete(k.retry, idx)
 		}
 	}
 }
 
-func (r *Router) collectFilterDrops(f KernelFilter) {
-	r.filterMu.Lock()
-	defer r.filterMu.Unlock()
+func (k *kernelFilter) collectDrops(f KernelFilter) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	c, err := f.Counts()
 	if err != nil {
 		return
 	}
 	for i, n := range c {
-		if n > r.filterSeen[i] {
-			r.drops.Add(Outside, filterReasons[i], n-r.filterSeen[i])
-			r.filterSeen[i] = n
+		if n > k.seen[i] {
+			k.drops.Add(Outside, filterReasons[i], n-k.seen[i])
+			k.seen[i] = n
 		}
 	}
 }
 
 // FilterAttached reports whether a kernel filter is in use.
-func (r *Router) FilterAttached() bool { return r.filter.Load() != nil }
+func (r *Router) FilterAttached() bool { return r.filter.attached() }

@@ -41,7 +41,7 @@ func (h *handshaker) timers(now time.Time) {
 		h.reach.check(p, now)
 	}
 	h.reach.flush(h.r.log, st.order, now)
-	h.r.pollFilter()
+	h.r.filter.poll()
 	h.logDrops(now)
 	if h.r.mono.ns(now)-h.lastGC >= int64(limiterGCInterval) {
 		h.lastGC = h.r.mono.ns(now)

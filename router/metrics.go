@@ -92,7 +92,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. Every drop reason is exported,
 // zero included, so alerts see the series before the first drop.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.r.pollFilter()
+	c.r.filter.poll()
 	attached := 0.0
 	if c.r.FilterAttached() {
 		attached = 1

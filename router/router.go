@@ -88,17 +88,8 @@ type Router struct {
 	// loop only.
 	initPace *ratelimit.Limiter
 
-	// The kernel early-drop filter, nil when there is none or after it
-	// was detached; filterSeen (under filterMu) is how much of its
-	// counts Drops already has.
-	filter      atomic.Pointer[KernelFilter]
-	filterMu    sync.Mutex
-	filterSeen  [5]uint64
-	filterStale atomic.Bool // a detach failed; pollFilter retries
-	// filterRetry (under filterMu) are receiver indices the filter
-	// failed to learn while it could not be detached; pollFilter adds
-	// them again until it is detached.
-	filterRetry map[uint32]bool
+	// filter keeps the kernel early-drop filter in step (filter.go).
+	filter *kernelFilter
 	// Sources sending bad mac1s (see noteBadMAC); blockMu guards the
 	// fields after it.
 	badMAC         *ratelimit.Limiter
@@ -194,10 +185,8 @@ func New(o Options) (*Router, error) {
 	r.blockedUntil = make(map[netip.Addr]time.Time)
 	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
 	r.icmpOut = make([][]byte, 1)
-	if o.Filter != nil {
-		r.filter.Store(&o.Filter)
-	}
-	r.index.onAdd, r.index.onRemove = r.filterAddIndex, r.filterRemoveIndices
+	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
+	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil
@@ -221,9 +210,9 @@ func (r *Router) SetConfig(c *Config) error {
 	for _, u := range updates {
 		u.apply()
 	}
-	r.syncFilterEndpoints(st, old)
+	r.filter.syncEndpoints(st, old)
 	r.state.Store(st)
-	r.syncFilterEndpoints(st, nil)
+	r.filter.syncEndpoints(st, nil)
 	for _, p := range gone {
 		p.removed.Store(true)
 		kps := p.keypairs.close()
