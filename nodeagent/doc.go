@@ -23,8 +23,9 @@
 //     repair them.
 //   - SNAT: the nftables table "inet bridgehead-node": masquerade traffic
 //     from the node's pod blocks to anything outside the cluster's CIDRs.
-//     The table is compared with the model and replaced whole, in one
-//     transaction, only when it differs.
+//     The table's content (chain, rules, sets and their elements) is
+//     compared with the model at every sync, the periodic one included,
+//     and replaced whole, in one transaction, only when it differs.
 //
 // Errors never leave the node half-changed on purpose: a catalog that does
 // not load leaves everything as it was, and each owner reports its own

@@ -2,9 +2,11 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -258,4 +260,99 @@ func TestSNAT(t *testing.T) {
 	if tbls, _ := c.ListTablesOfFamily(nftables.TableFamilyINet); len(tbls) != 0 {
 		t.Errorf("tables left after Remove: %v", tbls)
 	}
+}
+
+// TestSNATHandEdits edits the table by hand with nft, as an operator
+// would, and checks that Ensure (the periodic check's SNAT step) sees
+// each edit and puts the table back. Before Ensure compared set
+// elements and expressions, an edited element went unnoticed: the rules'
+// fingerprints and the sets' names were all it looked at.
+func TestSNATHandEdits(t *testing.T) {
+	nft, err := exec.LookPath("nft")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("nft not found; CI installs it (make deps)")
+		}
+		t.Skip("nft not found")
+	}
+	d, err := FromConfig(loadCatalog(t), "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := snatFamilies(d)
+	fp := snatFingerprint(fams)
+	tests := []struct {
+		name string
+		edit []string // nft arguments; {fp} is the rules' comment, {handle} the IPv4 rule's
+	}{
+		{"delete a cluster element", []string{"delete element inet bridgehead-node cluster4 { 10.96.0.0/16 }"}},
+		{"add a cluster element", []string{"add element inet bridgehead-node cluster4 { 8.8.8.0/24 }"}},
+		{"add a pod element", []string{"add element inet bridgehead-node pods6 { fd00:999::/64 }"}},
+		{"replace an element", []string{
+			"delete element inet bridgehead-node cluster4 { 192.168.50.0/24 }",
+			"add element inet bridgehead-node cluster4 { 192.168.51.0/24 }"}},
+		{"rule loses its exception, keeps its comment", []string{
+			`replace rule inet bridgehead-node postrouting handle {handle} meta nfproto ipv4 ip saddr @pods4 masquerade comment "{fp}"`}},
+		{"a set added", []string{"add set inet bridgehead-node extra { type ipv4_addr; }"}},
+		{"a chain added", []string{"add chain inet bridgehead-node extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, _ := testNetns(t)
+			s := NewSNAT(func() (*nftables.Conn, error) { return nftables.New(nftables.WithNetNSFd(int(ns))) })
+			if wrote, err := s.Ensure(d); err != nil || !wrote {
+				t.Fatalf("first Ensure: wrote=%v err=%v", wrote, err)
+			}
+			before := nftList(t, nft, ns)
+			c, _ := nftables.New(nftables.WithNetNSFd(int(ns)))
+			tbl := &nftables.Table{Name: SNATTable, Family: nftables.TableFamilyINet}
+			rules, err := c.GetRules(tbl, &nftables.Chain{Name: snatChain, Table: tbl})
+			if err != nil || len(rules) == 0 {
+				t.Fatalf("rules: %v %v", rules, err)
+			}
+			for _, e := range tt.edit {
+				e = strings.NewReplacer("{fp}", fp, "{handle}", fmt.Sprint(rules[0].Handle)).Replace(e)
+				nsenterNft(t, nft, ns, e)
+			}
+			if edited := nftList(t, nft, ns); edited == before {
+				t.Fatalf("the edit changed nothing:\n%s", edited)
+			}
+			start := time.Now()
+			if wrote, err := s.Ensure(d); err != nil || !wrote {
+				t.Fatalf("Ensure after the edit: wrote=%v err=%v (want a rewrite)", wrote, err)
+			}
+			t.Logf("repaired in %v", time.Since(start))
+			if after := nftList(t, nft, ns); after != before {
+				t.Errorf("table after repair:\n%s\nwant:\n%s", after, before)
+			}
+			if wrote, err := s.Ensure(d); err != nil || wrote {
+				t.Errorf("Ensure after the repair: wrote=%v err=%v (want no write)", wrote, err)
+			}
+		})
+	}
+}
+
+// nsenterNft runs nft with args (one command line) in ns.
+func nsenterNft(t *testing.T, nft string, ns netns.NsHandle, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("nsenter", append([]string{"--net=/proc/self/fd/3", nft}, args...)...)
+	// A duplicate: the File closes its descriptor, ns stays open.
+	fd, err := unix.Dup(int(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "netns")
+	defer f.Close()
+	cmd.ExtraFiles = []*os.File{f}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// nftList is the table as nft prints it, without rule handles.
+func nftList(t *testing.T, nft string, ns netns.NsHandle) string {
+	t.Helper()
+	return nsenterNft(t, nft, ns, "list table inet "+SNATTable)
 }

@@ -32,8 +32,9 @@ const snatChain = "postrouting"
 //	meta nfproto ipv4 ip saddr @pods4 ip daddr != @cluster4 masquerade
 //
 // Each rule carries a fingerprint of the model in its comment; Ensure
-// compares the table with it and rewrites the whole table in one
-// transaction only when it differs. Its methods may be called from one
+// compares the table's content with the model (the fingerprint, the
+// rules' expressions, the sets and every element) and rewrites the whole
+// table in one transaction only when it differs. Its methods may be called from one
 // goroutine at a time.
 type SNAT struct {
 	// dial opens a connection to the namespace's nftables.
@@ -72,6 +73,20 @@ func snatFamilies(d *Desired) []snatFamily {
 		}
 	}
 	return out
+}
+
+// exprs is the family's masquerade rule: from a pod block, to outside
+// the cluster.
+func (f snatFamily) exprs(pods, cluster *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff, Len: f.addrLen},
+		&expr.Lookup{SourceRegister: 1, SetName: pods.Name, SetID: pods.ID},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff, Len: f.addrLen},
+		&expr.Lookup{SourceRegister: 1, SetName: cluster.Name, SetID: cluster.ID, Invert: true},
+		&expr.Masq{},
+	}
 }
 
 // fingerprint identifies the table's contents for a model.
@@ -116,15 +131,7 @@ func (s *SNAT) Ensure(d *Desired) (bool, error) {
 			return false, fmt.Errorf("nftables set %s: %w", cluster.Name, err)
 		}
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, UserData: userdata.AppendString(nil, userdata.TypeComment, fp),
-			Exprs: []expr.Any{
-				&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
-				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.proto}},
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.srcOff, Len: f.addrLen},
-				&expr.Lookup{SourceRegister: 1, SetName: pods.Name, SetID: pods.ID},
-				&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.dstOff, Len: f.addrLen},
-				&expr.Lookup{SourceRegister: 1, SetName: cluster.Name, SetID: cluster.ID, Invert: true},
-				&expr.Masq{},
-			}})
+			Exprs: f.exprs(pods, cluster)})
 	}
 	if err := c.Flush(); err != nil {
 		return false, fmt.Errorf("nftables: write table inet %s: %w", SNATTable, err)
@@ -132,8 +139,13 @@ func (s *SNAT) Ensure(d *Desired) (bool, error) {
 	return true, nil
 }
 
-// matches reports whether the table holds exactly the rules of fp: one
-// per family, each with the fingerprint, and the sets they use.
+// matches reports whether the table holds exactly what Ensure writes for
+// fams: the one postrouting NAT chain, one rule per family with the
+// fingerprint and Ensure's expressions, and exactly the sets the rules
+// use, each with exactly Ensure's elements. Any hand edit — an element
+// added to or deleted from a set, a rule changed, added or deleted, a set
+// or chain added — makes it differ, and Ensure rewrites the table. A
+// piece that cannot be listed counts as a difference.
 func (s *SNAT) matches(c *nftables.Conn, fams []snatFamily, fp string) (bool, error) {
 	t, err := c.ListTableOfFamily(SNATTable, nftables.TableFamilyINet)
 	if errors.Is(err, unix.ENOENT) || (err == nil && t == nil) {
@@ -142,36 +154,98 @@ func (s *SNAT) matches(c *nftables.Conn, fams []snatFamily, fp string) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("nftables: list table inet %s: %w", SNATTable, err)
 	}
-	ch, err := c.ListChain(t, snatChain)
-	if err != nil || ch == nil {
-		return false, nil
-	}
-	rules, err := c.GetRules(t, ch)
+	return snatChainMatches(c, t) && snatRulesMatch(c, t, fams, fp) && snatSetsMatch(c, t, fams), nil
+}
+
+// snatChainMatches: the table's only chain is the postrouting NAT chain.
+func snatChainMatches(c *nftables.Conn, t *nftables.Table) bool {
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
-		return false, nil
+		return false
 	}
-	if len(rules) != len(fams) {
-		return false, nil
-	}
-	for _, r := range rules {
-		if got, _ := userdata.GetString(r.UserData, userdata.TypeComment); got != fp {
-			return false, nil
+	n := 0
+	for _, ch := range chains {
+		if ch.Table == nil || ch.Table.Name != t.Name {
+			continue
 		}
+		n++
+		if ch.Name != snatChain || ch.Type != nftables.ChainTypeNAT ||
+			ch.Hooknum == nil || *ch.Hooknum != *nftables.ChainHookPostrouting ||
+			ch.Priority == nil || *ch.Priority != *nftables.ChainPriorityNATSource {
+			return false
+		}
+	}
+	return n == 1
+}
+
+// snatRulesMatch: one rule per family, in order, each carrying the
+// fingerprint and Ensure's expressions.
+func snatRulesMatch(c *nftables.Conn, t *nftables.Table, fams []snatFamily, fp string) bool {
+	rules, err := c.GetRules(t, &nftables.Chain{Name: snatChain, Table: t})
+	if err != nil || len(rules) != len(fams) {
+		return false
+	}
+	for i, r := range rules {
+		if got, _ := userdata.GetString(r.UserData, userdata.TypeComment); got != fp {
+			return false
+		}
+		f := fams[i]
+		want := f.exprs(&nftables.Set{Name: "pods" + f.name}, &nftables.Set{Name: "cluster" + f.name})
+		if len(r.Exprs) != len(want) {
+			return false
+		}
+		for j := range want {
+			if exprKey(r.Exprs[j]) != exprKey(want[j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// exprKey describes an expression by what it does: a lookup by its set's
+// name (the kernel assigns set IDs), anything else by its fields.
+func exprKey(e expr.Any) string {
+	if l, ok := e.(*expr.Lookup); ok {
+		return fmt.Sprintf("lookup %s reg %d invert %v", l.SetName, l.SourceRegister, l.Invert)
+	}
+	return fmt.Sprintf("%T %+v", e, e)
+}
+
+// snatSetsMatch: the table holds exactly the families' sets, each with
+// exactly the elements Ensure writes.
+func snatSetsMatch(c *nftables.Conn, t *nftables.Table, fams []snatFamily) bool {
+	want := map[string][]netip.Prefix{}
+	for _, f := range fams {
+		want["pods"+f.name] = f.pods
+		want["cluster"+f.name] = f.cluster
 	}
 	sets, err := c.GetSets(t)
-	if err != nil {
-		return false, nil
+	if err != nil || len(sets) != len(want) {
+		return false
 	}
-	var names []string
 	for _, st := range sets {
-		names = append(names, st.Name)
-	}
-	for _, f := range fams {
-		if !slices.Contains(names, "pods"+f.name) || !slices.Contains(names, "cluster"+f.name) {
-			return false, nil
+		ps, ok := want[st.Name]
+		if !ok {
+			return false
+		}
+		els, err := c.GetSetElements(st)
+		if err != nil || !slices.Equal(elementKeys(els), elementKeys(intervalElements(ps))) {
+			return false
 		}
 	}
-	return true, nil
+	return true
+}
+
+// elementKeys describes a set's elements, sorted (the kernel lists an
+// interval set in its own order).
+func elementKeys(els []nftables.SetElement) []string {
+	out := make([]string, 0, len(els))
+	for _, e := range els {
+		out = append(out, fmt.Sprintf("%x end=%v", e.Key, e.IntervalEnd))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Remove deletes the table; a missing table is not an error.
