@@ -55,6 +55,9 @@ type CheckOptions struct {
 //   - checkEndpoints (warnings): a remote gateway endpoint inside a CIDR
 //     routed into the tunnel would loop tunnel packets into the tunnel; an
 //     endpoint of the other address family than listen is unreachable.
+//   - checkHubs: sites behind NAT (gateways without endpoint) have a
+//     hub when they need one; `via` names other sites with a gateway
+//     endpoint, without cycles; gateways' key IDs are distinct (hubs.go);
 //   - checkNextHopFamilies (warnings): a site whose nodes need routes to
 //     another site's CIDRs of an address family in which it has no next
 //     hop, which `bridgehead routes` refuses for that site.
@@ -90,6 +93,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkEndpoints(c, remote, r)
 	checkNextHopFamilies(c, r)
 	checkProbes(c, r)
+	checkHubs(c, r)
 	checkRelayPlan(c, r, opts)
 	checkKubernetesFiles(c, r, opts)
 	if len(r.errs) > 0 {

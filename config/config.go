@@ -153,8 +153,12 @@ type Site struct {
 	// down and its flows move to the site's other gateways (default
 	// DefaultProbeInterval, from MinProbeInterval to MaxProbeInterval).
 	ProbeInterval time.Duration `yaml:"probeInterval"`
-	Gateways      []Gateway     `yaml:"gateways"`
-	Nodes         []Node        `yaml:"nodes"`
+	// Via names the hub sites this site relays through toward sites it
+	// cannot reach directly (both without gateway endpoints); empty
+	// means every site with a gateway endpoint (see hubs.go).
+	Via      []string  `yaml:"via"`
+	Gateways []Gateway `yaml:"gateways"`
+	Nodes    []Node    `yaml:"nodes"`
 }
 
 // Gateway is one bridgehead instance of a site.
@@ -165,7 +169,8 @@ type Gateway struct {
 	// Address6 is the gateway's IPv6 LAN address, the next hop of the
 	// site's nodes toward remote IPv6 CIDRs.
 	Address6 netip.Addr `yaml:"address6"`
-	// Endpoint is host:port where peers send tunnel traffic.
+	// Endpoint is host:port where peers send tunnel traffic; empty for
+	// a gateway behind NAT, which opens its sessions itself (hubs.go).
 	Endpoint  string `yaml:"endpoint"`
 	PublicKey string `yaml:"publicKey"`
 

@@ -199,6 +199,16 @@ func (d *decoder) str(dst *string) func(*yaml.Node, string) {
 	}
 }
 
+// strs decodes a list of strings.
+func (d *decoder) strs(dst *[]string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		d.sequence(n, path, func(n *yaml.Node, path string) {
+			s, _ := d.scalar(n, path)
+			*dst = append(*dst, s)
+		})
+	}
+}
+
 func (d *decoder) boolPtr(dst **bool) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
@@ -384,6 +394,7 @@ func (d *decoder) site(n *yaml.Node, path string, s *Site) {
 		{"routerAddress6", d.addr(&s.RouterAddress6)},
 		{"keepalive", d.duration(&s.Keepalive)},
 		{"probeInterval", d.duration(&s.ProbeInterval)},
+		{"via", d.strs(&s.Via)},
 		{"gateways", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var g Gateway

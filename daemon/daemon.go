@@ -319,6 +319,9 @@ func autoMTU(cfg *config.Config) (int, error) {
 		}
 		for _, g := range s.Gateways {
 			ep := g.EndpointAddr.Addr()
+			if !ep.IsValid() {
+				continue // behind NAT: reached through its own sessions or a hub
+			}
 			link, err := netsetup.PathMTU(ep)
 			if err != nil {
 				return 0, fmt.Errorf("%s: interface.mtu auto: route to %s/%s at %s: %w", cfg.Path, s.Name, g.Name, ep, err)

@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,7 @@ func FromConfig(c *config.Config) (*Resources, error) {
 				RouterAddress6: v1.IPv6(addrString(s.RouterAddress6)),
 				Keepalive:      duration(s.Keepalive),
 				ProbeInterval:  duration(s.ProbeInterval),
+				Via:            slices.Clone(s.Via),
 			},
 		}
 		site.Spec.PodBlockSize, site.Spec.PodBlockSize6 = blockSizes(s.Nodes)
@@ -276,6 +278,7 @@ func siteToConfig(s *v1.Site) (config.Site, error) {
 	}
 	out.Keepalive = fromDuration(s.Spec.Keepalive)
 	out.ProbeInterval = fromDuration(s.Spec.ProbeInterval)
+	out.Via = slices.Clone(s.Spec.Via)
 	return out, nil
 }
 

@@ -96,6 +96,15 @@ type SiteSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('50ms') && duration(self) <= duration('30s')",message="must be between 50ms and 30s"
 	// +optional
 	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
+	// Via names the hub sites this site relays through toward sites
+	// that neither it nor they can reach directly (gateways without an
+	// endpoint, behind NAT); absent means every site with a gateway
+	// endpoint.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=atomic
+	// +optional
+	Via []string `json:"via,omitempty"`
 	// Relay is the HTTP CONNECT relay that the site's gateways run for
 	// API-server callbacks; absent means off.
 	// +optional

@@ -237,6 +237,11 @@ func (in *SiteSpec) DeepCopyInto(out *SiteSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.Via != nil {
+		in, out := &in.Via, &out.Via
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Relay != nil {
 		in, out := &in.Relay, &out.Relay
 		*out = new(RelaySpec)

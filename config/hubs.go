@@ -1,0 +1,203 @@
+package config
+
+import (
+	"encoding/base64"
+	"slices"
+	"strings"
+)
+
+// Sites behind NAT (see package transit for the data path).
+//
+// A gateway may have no endpoint: it sits behind NAT, nothing can open a
+// session toward it, so it opens its sessions toward every gateway that
+// has an endpoint and keeps them open. Two gateways that both lack an
+// endpoint reach each other through a hub: a site whose gateways relay
+// their end-to-end sealed datagrams without reading them. A site's hubs
+// are the sites its `via` names or, without `via`, every other site that
+// has a gateway with an endpoint (HubsOf). Check refuses what cannot
+// work (checkHubs).
+
+// HasEndpoint reports whether the gateway can be reached at a configured
+// endpoint.
+func (g *Gateway) HasEndpoint() bool { return g.Endpoint != "" }
+
+// hasEndpoint reports whether some gateway of s has an endpoint: s can
+// be a hub, and the gateways of other sites can start sessions with it.
+func (s *Site) hasEndpoint() bool {
+	return slices.ContainsFunc(s.Gateways, func(g Gateway) bool { return g.HasEndpoint() })
+}
+
+// behindNAT reports whether s has gateways and none has an endpoint.
+func (s *Site) behindNAT() bool { return len(s.Gateways) > 0 && !s.hasEndpoint() }
+
+// HubsOf returns the sites the named site relays through toward gateways
+// that neither it nor they can reach directly (both without endpoint):
+// its `via` if set, else every other site with a gateway endpoint, in
+// catalog order. Only the hub's gateways with an endpoint relay.
+func (c *Config) HubsOf(site string) []string {
+	for i := range c.Sites {
+		if c.Sites[i].Name == site && len(c.Sites[i].Via) > 0 {
+			return slices.Clone(c.Sites[i].Via)
+		}
+	}
+	var out []string
+	for i := range c.Sites {
+		if s := &c.Sites[i]; s.Name != site && s.hasEndpoint() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Hubs returns HubsOf for every site.
+func (c *Config) Hubs() map[string][]string {
+	m := make(map[string][]string, len(c.Sites))
+	for i := range c.Sites {
+		m[c.Sites[i].Name] = c.HubsOf(c.Sites[i].Name)
+	}
+	return m
+}
+
+// checkHubs: every `via` entry names another site that has a gateway
+// endpoint, once; the via entries form no cycle; a site whose gateways
+// all lack an endpoint has a hub whenever another such site exists
+// (else the two could never reach each other); `via` on a site whose
+// gateways all have endpoints is a warning (nothing uses it). Gateways
+// have distinct key IDs, by which hubs address them.
+func checkHubs(c *Config, r *reporter) {
+	byName := make(map[string]int, len(c.Sites))
+	for i, s := range c.Sites {
+		byName[s.Name] = i
+	}
+	valid := make([][]int, len(c.Sites)) // via edges that passed
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		seen := map[string]bool{}
+		for j, h := range s.Via {
+			path := indexPath(joinPath(indexPath("sites", i), "via"), j)
+			r.ops++
+			hi, ok := byName[h]
+			switch {
+			case !ok:
+				r.errorf(path, "%q is not a site%s", h, suggestSite(h, c.Sites))
+			case h == s.Name:
+				r.errorf(path, "%q is this site itself; name the sites it relays through", h)
+			case seen[h]:
+				r.errorf(path, "%q is listed twice", h)
+			case !c.Sites[hi].hasEndpoint():
+				r.errorf(path, "hub %q has no gateway with an endpoint (sites[%d], line %d): a hub must be reachable by every site it serves", h, hi, r.line(indexPath("sites", hi)))
+			default:
+				valid[i] = append(valid[i], hi)
+			}
+			seen[h] = true
+		}
+		if len(s.Via) > 0 && len(s.Gateways) > 0 && !slices.ContainsFunc(s.Gateways, func(g Gateway) bool { return !g.HasEndpoint() }) {
+			r.warnf(joinPath(indexPath("sites", i), "via"), "has no effect: every gateway of site %q has an endpoint, so every other site reaches it directly", s.Name)
+		}
+	}
+	checkHubCycles(c, valid, r)
+	checkUnreachable(c, r)
+	checkKeyIDs(c, r)
+}
+
+// checkHubCycles reports each cycle of via edges once, at the entry that
+// closes it.
+func checkHubCycles(c *Config, via [][]int, r *reporter) {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(c.Sites))
+	var stack []int
+	var visit func(i int)
+	visit = func(i int) {
+		color[i] = grey
+		stack = append(stack, i)
+		for _, h := range via[i] {
+			r.ops++
+			switch color[h] {
+			case white:
+				visit(h)
+			case grey:
+				start := slices.Index(stack, h)
+				names := make([]string, 0, len(stack)-start+1)
+				for _, k := range stack[start:] {
+					names = append(names, c.Sites[k].Name)
+				}
+				names = append(names, c.Sites[h].Name)
+				j := slices.Index(c.Sites[i].Via, c.Sites[h].Name)
+				r.errorf(indexPath(joinPath(indexPath("sites", i), "via"), j), "cycle of hubs: %s; a hub is reached directly and relays for others, it needs no hub toward them", strings.Join(names, " → "))
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+	}
+	for i := range c.Sites {
+		if color[i] == white {
+			visit(i)
+		}
+	}
+}
+
+// checkUnreachable: a site behind NAT (no gateway endpoint) with no hub,
+// while another site is behind NAT too: those two could never reach each
+// other.
+func checkUnreachable(c *Config, r *reporter) {
+	var nat []int
+	for i := range c.Sites {
+		if c.Sites[i].behindNAT() {
+			nat = append(nat, i)
+		}
+	}
+	if len(nat) < 2 {
+		return
+	}
+	for _, i := range nat {
+		s := &c.Sites[i]
+		if len(s.Via) > 0 || len(c.HubsOf(s.Name)) > 0 {
+			continue
+		}
+		other := nat[0]
+		if other == i {
+			other = nat[1]
+		}
+		r.errorf(joinPath(indexPath("sites", i), "gateways"), "no gateway of site %q has an endpoint and it has no hub: it cannot reach site %q (sites[%d], line %d), which has none either; give a gateway an endpoint, or add a site with one to relay (via)",
+			s.Name, c.Sites[other].Name, other, r.line(indexPath("sites", other)))
+	}
+}
+
+// checkKeyIDs: no two gateways share the first 8 bytes of their public
+// key (crypto.KeyID), which hubs address them by. Random keys never do;
+// a catalog made to collide would let one gateway receive relayed
+// datagrams meant for another (which it could not open).
+func checkKeyIDs(c *Config, r *reporter) {
+	type first struct{ path, key string }
+	seen := map[string]first{}
+	for i, s := range c.Sites {
+		for j, g := range s.Gateways {
+			b, err := base64.StdEncoding.DecodeString(g.PublicKey)
+			if err != nil || len(b) != 32 {
+				continue // checkPublicKeys reports it
+			}
+			path := gatewayPath(i, j, "publicKey")
+			id := string(b[:8])
+			// The same key twice is checkPublicKeys' to report.
+			if f, dup := seen[id]; dup && f.key != string(b) {
+				r.errorf(path, "starts with the same 8 bytes as %s (line %d), by which hubs tell gateways apart; generate a new key", f.path, r.line(f.path))
+				continue
+			}
+			seen[id] = first{path, string(b)}
+		}
+	}
+}
+
+// suggestSite returns ` (did you mean "x"?)` for the site name closest to
+// name, or "".
+func suggestSite(name string, sites []Site) string {
+	fields := make([]field, 0, len(sites))
+	for _, s := range sites {
+		fields = append(fields, field{name: s.Name})
+	}
+	return suggest(name, fields)
+}
