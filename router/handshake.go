@@ -148,7 +148,7 @@ func (h *handshaker) loop(ctx context.Context) error {
 				h.timers(now)
 			}
 			st := h.r.state.Load()
-			h.r.probeTimers(st, now)
+			h.r.probe.run(st, now)
 			if st.probeTick != period {
 				stop()
 				period = st.probeTick

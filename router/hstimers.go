@@ -56,7 +56,7 @@ func (h *handshaker) timers(now time.Time) {
 //
 //   - Every remote gateway gets a session without waiting for traffic,
 //     so a site's flows can move to any of its gateways at once when one
-//     goes down (see site.pick and probeTimers).
+//     goes down (see site.pick and prober.run).
 //   - With a keepalive interval configured, an empty message goes out
 //     whenever nothing else was sent for that long (NAT mappings stay
 //     open).
@@ -66,7 +66,7 @@ func (h *handshaker) timers(now time.Time) {
 //     path to it.
 //
 // Whether the gateway is up is the liveness state machine's business
-// (probeTimers), not this function's.
+// (prober.run), not this function's.
 func (h *handshaker) liveness(p *Peer, now time.Time) {
 	kp := p.current.Load()
 	ns := h.r.mono.ns(now)

@@ -139,7 +139,7 @@ func (s LiveState) String() string {
 // Writers: rtt, probeReplies and acked by the outside loop (acked also
 // by the handshake loop, for a handshake response); interval by
 // SetConfig; everything else by the handshake loop alone (evaluate and
-// probeTimers). Any goroutine may read.
+// prober.run). Any goroutine may read.
 type liveness struct {
 	state    atomic.Uint32
 	interval atomic.Int64 // probe interval in ns

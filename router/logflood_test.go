@@ -168,12 +168,12 @@ func TestLivenessChangesLoggedTogether(t *testing.T) {
 	}
 	for _, p := range peers {
 		p.live.state.Store(uint32(LiveDown))
-		r.logLiveness(p, LiveUp, now)
+		r.probe.logChange(p, LiveUp, now)
 	}
 	r.hs.reach.flush(log, peers, now)
 	for _, p := range peers {
 		p.live.state.Store(uint32(LiveUp))
-		r.logLiveness(p, LiveDown, now)
+		r.probe.logChange(p, LiveDown, now)
 	}
 	r.hs.reach.flush(log, peers, now)
 	lines := h.all()

@@ -392,7 +392,7 @@ func TestProbePathAllocs(t *testing.T) {
 	pa.live.acked.Store(1) // proved long ago: due for a probe
 	round := func() {
 		pa.live.lastProbe.Store(0)
-		h.a.probeTimers(st, h.now.Add(time.Minute))
+		h.a.probe.run(st, h.now.Add(time.Minute))
 	}
 	round() // the first round sizes the batch
 	probes := h.bindA.sent

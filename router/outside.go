@@ -96,7 +96,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
 	}
-	r.sendControl(&b.replies)
+	r.probe.send(&b.replies)
 	if len(b.out) == 0 {
 		return
 	}
@@ -163,7 +163,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		return nil, false // keepalive
 	}
 	if isControl(plain) {
-		r.handleControl(b, p, e.kp, plain, from, now)
+		r.probe.handleControl(b, p, e.kp, plain, from, now)
 		return nil, false
 	}
 	info, err := packet.Parse(plain)

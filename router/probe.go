@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -70,9 +71,35 @@ func sealControl(kp *bhcrypto.Keypair, buf []byte, c control) ([]byte, error) {
 	return kp.Seal(buf, c.size)
 }
 
-// ourFlags are the flags this gateway sends in every control message.
-func (r *Router) ourFlags() byte {
-	if r.cannotDeliver.Load() {
+// prober is the health of the remote gateways as this gateway probes it:
+// the liveness state machine and path MTU checks of every gateway (run,
+// in the handshake loop), the answers to their probes (handleControl, in
+// the outside loop), and what this gateway says of itself in every
+// control message (cannotDeliver). Each Peer's liveness holds the state
+// per gateway (liveness.go names its writers); the Router wires it (r:
+// bind, drops, clock, log, MTU, and the handshaker's reach log).
+type prober struct {
+	r *Router
+	// cannotDeliver is set while this gateway cannot deliver to its own
+	// site (Router.SetCanDeliver, any goroutine); every control message
+	// says so.
+	cannotDeliver atomic.Bool
+
+	// Owned by the handshake loop (run).
+	probes     controlBatch // probes of one run
+	bigProbes  controlBatch // path MTU probes of one run
+	advertised byte         // the flags of our last run
+}
+
+func newProber(r *Router) *prober {
+	pr := &prober{r: r}
+	pr.bigProbes.size = bhcrypto.TransportOverhead + r.mtu // a path MTU probe is a full-size packet
+	return pr
+}
+
+// flags are the flags this gateway sends in every control message.
+func (pr *prober) flags() byte {
+	if pr.cannotDeliver.Load() {
 		return flagCannotDeliver
 	}
 	return 0
@@ -85,20 +112,20 @@ func (r *Router) ourFlags() byte {
 // gateways (LiveDown, DownCannotDeliver). The handshake loop sends a
 // probe to every gateway at its next tick after a change, so they learn
 // within a round trip. Safe from any goroutine.
-func (r *Router) SetCanDeliver(ok bool) { r.cannotDeliver.Store(!ok) }
+func (r *Router) SetCanDeliver(ok bool) { r.probe.cannotDeliver.Store(!ok) }
 
 // CanDeliver reports what SetCanDeliver last set (true until it is
 // called).
-func (r *Router) CanDeliver() bool { return !r.cannotDeliver.Load() }
+func (r *Router) CanDeliver() bool { return !r.probe.cannotDeliver.Load() }
 
 // handleControl acts on an authenticated control message from p, received
 // on kp from `from`. It runs in the outside loop: a probe's reply is sealed
 // into b's reply batch, which receiveBatch sends when the batch is done.
 // It allocates nothing.
-func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, plain []byte, from netip.AddrPort, now time.Time) {
+func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, plain []byte, from netip.AddrPort, now time.Time) {
 	c, ok := parseControl(plain)
 	if !ok {
-		r.drops.Add(Outside, ReasonMalformed, 1)
+		pr.r.drops.Add(Outside, ReasonMalformed, 1)
 		return
 	}
 	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
@@ -108,35 +135,35 @@ func (r *Router) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, p
 		if buf == nil {
 			return // more probes than the batch has slots: cannot happen
 		}
-		msg, err := sealControl(kp, buf, control{typ: probeReply, flags: r.ourFlags(), echo: c.echo, size: probeLen})
+		msg, err := sealControl(kp, buf, control{typ: probeReply, flags: pr.flags(), echo: c.echo, size: probeLen})
 		if err != nil {
 			return // session exhausted: the handshake loop rekeys
 		}
 		b.replies.add(msg, from, p)
 	case probeReply:
-		p.live.acked.Store(r.mono.ns(now))
+		p.live.acked.Store(pr.r.mono.ns(now))
 		if c.echo&mtuEcho != 0 {
 			p.live.pmtu.answered.Store(int64(c.echo &^ mtuEcho))
 			return
 		}
 		p.live.probeReplies.Add(1)
 		if sent := int64(c.echo); sent > 0 {
-			if rtt := r.mono.ns(now) - sent; rtt >= 0 {
+			if rtt := pr.r.mono.ns(now) - sent; rtt >= 0 {
 				p.live.rtt.Store(rtt)
 			}
 		}
 	}
 }
 
-// probeTimers runs the liveness state machine of every remote gateway and
+// run runs the liveness state machine of every remote gateway and
 // sends the probes it asks for. It runs in the handshake loop every
 // ProbeTick.
-func (r *Router) probeTimers(st *routingState, now time.Time) {
-	mono := r.mono.ns(now)
-	flags := r.ourFlags()
+func (pr *prober) run(st *routingState, now time.Time) {
+	mono := pr.r.mono.ns(now)
+	flags := pr.flags()
 	// A change of what we can deliver goes to every gateway at once.
-	announce := flags != r.advertised
-	r.advertised = flags
+	announce := flags != pr.advertised
+	pr.advertised = flags
 	for _, p := range st.order {
 		kp := p.current.Load()
 		session := kp != nil && usable(kp, now)
@@ -148,29 +175,29 @@ func (r *Router) probeTimers(st *routingState, now time.Time) {
 			// an index it does not know, and a dead path would
 			// only add handshake load; on a loaded gateway that
 			// load would feed more false downs.
-			r.logLiveness(p, a.from, now)
+			pr.logChange(p, a.from, now)
 		}
-		if size := r.mtuStep(p, mono); size > 0 {
+		if size := pr.mtuStep(p, mono); size > 0 {
 			// With a small companion, so a lost big one can be
 			// told from a silent path.
-			r.queueProbe(&r.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: p.live.pmtu.sent(size, mono), size: size})
+			pr.queue(&pr.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: p.live.pmtu.sent(size, mono), size: size})
 			a.probe = session
 		}
 		if !a.probe {
 			continue
 		}
-		if r.queueProbe(&r.probes, p, kp, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen}) {
+		if pr.queue(&pr.probes, p, kp, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen}) {
 			p.live.lastProbe.Store(mono)
 			p.live.probesSent.Add(1)
 		}
 	}
-	r.sendControl(&r.probes)
-	r.sendControl(&r.bigProbes)
+	pr.send(&pr.probes)
+	pr.send(&pr.bigProbes)
 }
 
-// queueProbe seals c for p into a slot of batch, growing it if needed,
+// queue seals c for p into a slot of batch, growing it if needed,
 // and reports whether it did.
-func (r *Router) queueProbe(batch *controlBatch, p *Peer, kp *bhcrypto.Keypair, c control) bool {
+func (pr *prober) queue(batch *controlBatch, p *Peer, kp *bhcrypto.Keypair, c control) bool {
 	buf := batch.next()
 	if buf == nil {
 		batch.grow()
@@ -187,7 +214,7 @@ func (r *Router) queueProbe(batch *controlBatch, p *Peer, kp *bhcrypto.Keypair, 
 // mtuStep runs p's path MTU prober (pathmtu.go) and returns the size of
 // an MTU probe to send now, 0 for none. Only a gateway that is up is
 // checked; a change of its verdict is logged.
-func (r *Router) mtuStep(p *Peer, mono int64) int {
+func (pr *prober) mtuStep(p *Peer, mono int64) int {
 	m := &p.live.pmtu
 	if !p.live.up() {
 		m.pause()
@@ -201,18 +228,18 @@ func (r *Router) mtuStep(p *Peer, mono int64) int {
 	if !p.live.active(mono) && !m.degraded.Load() {
 		every *= MTUIdleFactor
 	}
-	size, changed := m.step(mono, r.mtu, p.live.acked.Load(), timeout, every)
+	size, changed := m.step(mono, pr.r.mtu, p.live.acked.Load(), timeout, every)
 	if changed && m.degraded.Load() {
-		r.log.Warn("gateway MTU-degraded: full-size probes go unanswered while small ones pass; its flows move to the site's other gateways",
-			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", r.mtu)
+		pr.r.log.Warn("gateway MTU-degraded: full-size probes go unanswered while small ones pass; its flows move to the site's other gateways",
+			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", pr.r.mtu)
 	} else if changed {
-		r.log.Info("gateway carries full-size packets again", "site", p.site, "gateway", p.name, "path_mtu", r.mtu)
+		pr.r.log.Info("gateway carries full-size packets again", "site", p.site, "gateway", p.name, "path_mtu", pr.r.mtu)
 	}
 	return size
 }
 
 // controlBatch collects sealed control messages for many peers, to send
-// in one system call where the bind can (see sendControl). Its buffers
+// in one system call where the bind can (see prober.send). Its buffers
 // are allocated once (init) or when the peers outgrow them (grow, in the
 // handshake loop only); one goroutine owns each batch.
 type controlBatch struct {
@@ -262,17 +289,17 @@ type manySender interface {
 	SendMany(bufs [][]byte, eps []netip.AddrPort) error
 }
 
-// sendControl sends the batch's messages and empties it: in one call where
+// send sends the batch's messages and empties it: in one call where
 // the bind can, else one Send each.
-func (r *Router) sendControl(c *controlBatch) {
+func (pr *prober) send(c *controlBatch) {
 	if len(c.out) == 0 {
 		return
 	}
-	now := r.mono.ns(r.clock.Now())
-	if ms, ok := r.bind.(manySender); ok {
+	now := pr.r.mono.ns(pr.r.clock.Now())
+	if ms, ok := pr.r.bind.(manySender); ok {
 		if err := ms.SendMany(c.out, c.eps); err != nil {
-			r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
-			r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
+			pr.r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
+			pr.r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
 		} else {
 			for _, p := range c.peers {
 				p.lastSend.Store(now)
@@ -280,8 +307,8 @@ func (r *Router) sendControl(c *controlBatch) {
 		}
 	} else {
 		for i := range c.out {
-			if err := r.bind.Send(c.out[i:i+1], c.eps[i]); err != nil {
-				r.drops.Add(Inside, ReasonSendError, 1)
+			if err := pr.r.bind.Send(c.out[i:i+1], c.eps[i]); err != nil {
+				pr.r.drops.Add(Inside, ReasonSendError, 1)
 				continue
 			}
 			c.peers[i].lastSend.Store(now)
@@ -292,20 +319,20 @@ func (r *Router) sendControl(c *controlBatch) {
 	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
 }
 
-// logLiveness notes a state change for the next log line (reachLog.flush
+// logChange notes a state change for the next log line (reachLog.flush
 // writes the changes of one timers run together: a WAN cut takes hundreds
 // of gateways down at once).
-func (r *Router) logLiveness(p *Peer, from LiveState, now time.Time) {
+func (pr *prober) logChange(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
 	case to == LiveDown && p.live.reason.Load() == uint32(DownCannotDeliver):
-		r.log.Warn("gateway down: it reports that it cannot deliver to its site (its LAN side), flows move to the site's other gateways",
+		pr.r.log.Warn("gateway down: it reports that it cannot deliver to its site (its LAN side), flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	case to == LiveDown:
-		r.hs.reach.down(p, time.Duration(r.mono.ns(now)-p.live.acked.Load()),
-			time.Duration(r.mono.ns(now)-p.lastReceive.Load()), time.Duration(p.live.interval.Load()))
+		pr.r.hs.reach.down(p, time.Duration(pr.r.mono.ns(now)-p.live.acked.Load()),
+			time.Duration(pr.r.mono.ns(now)-p.lastReceive.Load()), time.Duration(p.live.interval.Load()))
 	case from == LiveDown:
-		r.hs.reach.upAgain = append(r.hs.reach.upAgain, p)
+		pr.r.hs.reach.upAgain = append(pr.r.hs.reach.upAgain, p)
 	default:
-		r.hs.reach.up = append(r.hs.reach.up, p)
+		pr.r.hs.reach.up = append(pr.r.hs.reach.up, p)
 	}
 }

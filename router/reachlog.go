@@ -28,7 +28,7 @@ const reachLogNamed = 5
 //     ReachLogInterval: how many, the first few named, failures since.
 //   - First sessions with gateways (none usable before) are logged
 //     together the same way; rekeys only at debug level.
-//   - So are the liveness changes of probeTimers (logLiveness): gateways
+//   - So are the liveness changes of prober.run (logChange): gateways
 //     that went down, came up, came up again.
 //
 // Counters for metrics: Peer.hsSendFailed per gateway, and unreachable.
@@ -39,7 +39,7 @@ type reachLog struct {
 	newly, back []*Peer
 	firstErr    reachFailure // of the first in newly
 	sessions    []*Peer
-	// Liveness changes (probeTimers): gateways that went down (with
+	// Liveness changes (prober.run): gateways that went down (with
 	// what the first of them looked like), came up, came up again.
 	downs       []*Peer
 	firstDown   []any

@@ -111,14 +111,9 @@ type Router struct {
 	// set by New.
 	flows flowHasher
 
-	// cannotDeliver is set while this gateway cannot deliver to its own
-	// site (SetCanDeliver, any goroutine); every control message says so.
-	cannotDeliver atomic.Bool
-
-	// Owned by the handshake loop.
-	probes     controlBatch // probes of one probeTimers run
-	advertised byte         // the flags of our last probeTimers run
-	bigProbes  controlBatch // path MTU probes of one probeTimers run
+	// probe probes the remote gateways' health and answers their probes
+	// (probe.go).
+	probe *prober
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
@@ -164,12 +159,12 @@ func New(o Options) (*Router, error) {
 	// A buffer holds the header, the largest inner packet the TUN can
 	// hand us padded to a multiple of 16, and the tag.
 	r.bufSize = bufHeadroom + r.mtu + bhcrypto.PaddingMultiple + bhcrypto.TagSize
-	r.bigProbes.size = bhcrypto.TransportOverhead + r.mtu // a path MTU probe is a full-size packet
 	hq := o.HandshakeQueueLen
 	if hq <= 0 {
 		hq = 256
 	}
 	r.hs = newHandshaker(r, rnd, hq)
+	r.probe = newProber(r)
 	var seed [8]byte
 	if _, err := io.ReadFull(rnd, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)

@@ -95,7 +95,7 @@ type routingState struct {
 
 	clampMSS     bool
 	icmp4, icmp6 netip.Addr
-	// probeTick is how often the handshake loop runs probeTimers: a
+	// probeTick is how often the handshake loop runs prober.run: a
 	// quarter of the shortest probe interval, within [ProbeTick,
 	// TimerTick].
 	probeTick time.Duration
