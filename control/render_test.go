@@ -3,13 +3,14 @@ package control
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/bridgehead/bridgehead/health"
 	"github.com/bridgehead/bridgehead/relay"
+
+	"github.com/bridgehead/bridgehead/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -39,19 +40,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			Render(&buf, &tt.s, t0)
-			golden := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("Render mismatch (go test -update rewrites %s):\n--- got\n%s--- want\n%s", golden, buf.Bytes(), want)
-			}
+			golden.Check(t, filepath.Join("testdata", tt.name+".golden"), buf.Bytes(), *update)
 		})
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/bridgehead/bridgehead/config"
+
+	"github.com/bridgehead/bridgehead/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
@@ -56,19 +57,7 @@ func TestRenderGolden(t *testing.T) {
 			if err := Render(&b, c, tc.site, tc.format, tc.opts...); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tc.golden+".golden")
-			if *update {
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got := b.String(); got != string(want) {
-				t.Errorf("output differs from %s (go test -update rewrites it):\n%s", path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", tc.golden+".golden"), b.Bytes(), *update)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"math"
@@ -11,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/bridgehead/bridgehead/internal/bench/results"
+
+	"github.com/bridgehead/bridgehead/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -45,30 +46,10 @@ func sampleReport() *Report {
 	return r
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/bench/compare -run Golden -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s (go test ./internal/bench/compare -run Golden -update rewrites it):\n%s", name, path, got)
-	}
-}
-
 func TestGoldenMarkdown(t *testing.T) {
 	r := sampleReport()
 	md := r.Markdown()
-	golden(t, "results.md", []byte(md))
+	golden.Check(t, filepath.Join("testdata", "golden", "results.md"), []byte(md), *update)
 	for _, want := range []string{"| TCP 1 stream A→B (Mbit/s) | 10,000 | 2,000 | 1,500 | 1,600 |", "bridgehead-aesgcm ÷ wireguard-go", "| runs completed | 3/3 | 3/3 | 3/3 | 3/3 |", "wireguard-go run 4: wg-a exited"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
@@ -81,7 +62,7 @@ func TestGoldenJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "results.json", b)
+	golden.Check(t, filepath.Join("testdata", "golden", "results.json"), b, *update)
 	var back Report
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
@@ -96,7 +77,7 @@ func TestGoldenJSON(t *testing.T) {
 
 func TestGoldenSVG(t *testing.T) {
 	svg := sampleReport().SVG()
-	golden(t, "results.svg", []byte(svg))
+	golden.Check(t, filepath.Join("testdata", "golden", "results.svg"), []byte(svg), *update)
 	if !strings.HasPrefix(svg, "<svg ") || !strings.HasSuffix(svg, "</svg>\n") || strings.Contains(svg, "NaN") {
 		t.Error("malformed SVG")
 	}

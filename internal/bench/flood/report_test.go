@@ -1,17 +1,17 @@
 package flood
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
 	"github.com/bridgehead/bridgehead/internal/bench/results"
+
+	"github.com/bridgehead/bridgehead/internal/golden"
 )
 
 // sampleFloodReport is a fixed flood report for the golden tests: its
@@ -61,26 +61,6 @@ func sampleFloodReport() *Report {
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./internal/bench/flood -run Golden -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s (go test ./internal/bench/flood -run Golden -update rewrites it):\n%s", name, path, got)
-	}
-}
-
 func TestFloodEvaluate(t *testing.T) {
 	r := sampleFloodReport()
 	got := map[string]bool{}
@@ -121,7 +101,7 @@ func TestFloodEvaluate(t *testing.T) {
 
 func TestGoldenFloodMarkdown(t *testing.T) {
 	md := sampleFloodReport().Markdown()
-	golden(t, "flood.md", []byte(md))
+	golden.Check(t, filepath.Join("testdata", "golden", "flood.md"), []byte(md), *update)
 	for _, want := range []string{
 		"| metric | baseline | control: garbage to a closed port | garbage flood | bad-MAC initiation flood | baseline after |",
 		"| TCP 1 stream A→B (Mbit/s) | 2,000 | 1,950 | 1,900 | 1,700 | 2,100 |",
@@ -142,7 +122,7 @@ func TestGoldenFloodJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "flood.json", b)
+	golden.Check(t, filepath.Join("testdata", "golden", "flood.json"), b, *update)
 	var back Report
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
