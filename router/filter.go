@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/bridgehead/bridgehead/ratelimit"
 )
 
 // KernelFilter is an early-drop filter on the outside socket (package
@@ -34,87 +32,6 @@ type KernelFilter interface {
 // filterReasons are the Drops reasons of the KernelFilter counts, in
 // order. Handshakes from a blocked source count as rate_limited.
 var filterReasons = [5]Reason{ReasonRunt, ReasonUnknownType, ReasonBadSize, ReasonUnknownIndex, ReasonRateLimited}
-
-// A source address that sends handshake messages with a bad mac1 faster
-// than BadMACRate per second (after a burst of BadMACBurst) is blocked in
-// the kernel filter for BlockBadMACFor: its initiations and responses are
-// then dropped before they reach the socket, and counted as rate_limited.
-// An honest gateway never sends a bad mac1 (one with the wrong key for us
-// sends one per retransmission, every 5 s). The address of any configured
-// or current peer endpoint is never blocked, whatever the port, since a
-// spoofed flood could otherwise cut that peer off. At most
-// maxBlocksPerSecond new blocks are made per second and maxBlocked are
-// remembered. This helps only against floods from real source addresses:
-// one with a new spoofed source per datagram never exceeds any source's
-// rate and still reaches the mac1 check in userspace.
-const (
-	BadMACRate     = 20
-	BadMACBurst    = 100
-	BlockBadMACFor = 10 * time.Second
-
-	maxBlocked         = 4096
-	maxBlocksPerSecond = 10
-	blockLogInterval   = time.Second
-)
-
-// noteBadMAC counts a bad-mac1 message from from and blocks its address
-// in the kernel filter once that address is over the rate. Called by the
-// outside loop.
-func (r *Router) noteBadMAC(from netip.AddrPort) {
-	if !r.filter.attached() || r.badMAC.Take(from.Addr()) != ratelimit.Limited {
-		return
-	}
-	a := from.Addr().Unmap()
-	now := r.clock.Now()
-	r.blockMu.Lock()
-	defer r.blockMu.Unlock()
-	if until, ok := r.blockedUntil[a]; ok && now.Before(until) {
-		return // blocked; this one was already on its way
-	}
-	if len(r.blockedUntil) >= maxBlocked || r.isPeerAddr(a) || !r.blockBudget.Allow(netip.IPv4Unspecified()) {
-		return
-	}
-	if !r.filter.block(a, BlockBadMACFor) {
-		return
-	}
-	r.blockedUntil[a] = now.Add(BlockBadMACFor)
-	r.blocksUnlogged++
-	if now.Sub(r.lastBlockLog) >= blockLogInterval {
-		r.log.Warn("blocking handshake messages from sources sending bad MACs",
-			"source", a, "sources_blocked_since_last_log", r.blocksUnlogged,
-			"for", BlockBadMACFor, "rate_above", BadMACRate)
-		r.lastBlockLog, r.blocksUnlogged = now, 0
-	}
-}
-
-// isPeerAddr reports whether a is the address of a configured or current
-// endpoint of any peer.
-func (r *Router) isPeerAddr(a netip.Addr) bool {
-	st := r.state.Load()
-	for ep := range st.byEndpoint {
-		if ep.Addr().Unmap() == a {
-			return true
-		}
-	}
-	for _, p := range st.order {
-		if p.Endpoint().Addr().Unmap() == a {
-			return true
-		}
-	}
-	return false
-}
-
-// forgetBlocks drops expired entries of blockedUntil. Called by the
-// handshake loop with the limiter GC.
-func (r *Router) forgetBlocks(now time.Time) {
-	r.blockMu.Lock()
-	defer r.blockMu.Unlock()
-	for a, until := range r.blockedUntil {
-		if !now.Before(until) {
-			delete(r.blockedUntil, a)
-		}
-	}
-}
 
 // kernelFilter keeps an optional KernelFilter in step with the router:
 // receiver indices (from the index table, under its lock), peer endpoints

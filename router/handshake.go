@@ -105,7 +105,7 @@ func (h *handshaker) receive(msg []byte, from netip.AddrPort) {
 	// before taking a queue slot, and never costs Diffie-Hellman.
 	if msg[0] != bhcrypto.MsgCookieReply && !h.r.mac1.Check(msg) {
 		h.r.drops.Add(Outside, ReasonBadMAC, 1)
-		h.r.noteBadMAC(from)
+		h.r.blocker.note(from)
 		return
 	}
 	var m *hsMessage

@@ -47,8 +47,7 @@ func (h *handshaker) timers(now time.Time) {
 		h.lastGC = h.r.mono.ns(now)
 		h.r.limiter.GC()
 		h.r.icmpLimit.GC()
-		h.r.badMAC.GC()
-		h.r.forgetBlocks(now)
+		h.r.blocker.gc(now)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,14 +89,8 @@ type Router struct {
 
 	// filter keeps the kernel early-drop filter in step (filter.go).
 	filter *kernelFilter
-	// Sources sending bad mac1s (see noteBadMAC); blockMu guards the
-	// fields after it.
-	badMAC         *ratelimit.Limiter
-	blockMu        sync.Mutex
-	blockBudget    *ratelimit.Limiter // new blocks per second, one bucket
-	blockedUntil   map[netip.Addr]time.Time
-	lastBlockLog   time.Time
-	blocksUnlogged int
+	// blocker blocks sources of bad mac1s in the filter (blocker.go).
+	blocker *sourceBlocker
 
 	// tunMu serializes TUN writes (outside loop, ICMP errors).
 	tunMu sync.Mutex
@@ -175,13 +168,11 @@ func New(o Options) (*Router, error) {
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
 	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
 	r.initPace = ratelimit.New(InitiationRate, InitiationBurst, 1, r.clock.Now)
-	r.badMAC = ratelimit.New(BadMACRate, BadMACBurst, 4096, r.clock.Now)
-	r.blockBudget = ratelimit.New(maxBlocksPerSecond, maxBlocksPerSecond, 1, r.clock.Now)
-	r.blockedUntil = make(map[netip.Addr]time.Time)
 	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
 	r.icmpOut = make([][]byte, 1)
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
+	r.blocker = newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil
