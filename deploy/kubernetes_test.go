@@ -303,9 +303,10 @@ func TestGatewayCredentials(t *testing.T) {
 }
 
 // TestNodeAgentCredential: the node agent's ServiceAccount
-// (kube-system/bridgehead-node) may get, list and watch Nodes and record
-// Events, and may not patch, update or delete a Node, read Sites or
-// Gateways, or read Secrets.
+// (kube-system/bridgehead-node) may get, list and watch Nodes, patch a
+// Node's status (its BridgeheadNodeNetwork condition) and record Events,
+// and may not patch, update or delete a Node, replace a Node's status,
+// read Sites or Gateways, or read Secrets.
 func TestNodeAgentCredential(t *testing.T) {
 	env := kubetest.Start(t)
 	applyDeploy(t, env)
@@ -341,8 +342,14 @@ func TestNodeAgentCredential(t *testing.T) {
 		t.Errorf("node agent patches its Event: %v", err)
 	}
 
+	cond := `{"status":{"conditions":[{"type":"BridgeheadNodeNetwork","status":"True","reason":"Configured","message":"m","lastHeartbeatTime":"2026-12-02T01:00:00Z","lastTransitionTime":"2026-12-02T01:00:00Z"}]}}`
+	if _, err := cs.CoreV1().Nodes().PatchStatus(ctx, "bhk-n1", []byte(cond)); err != nil {
+		t.Errorf("node agent patches its Node's condition: %v", err)
+	}
+
 	d := dyn(t, cfg)
 	refused := map[string]error{}
+	_, refused["update a Node's status"] = cs.CoreV1().Nodes().UpdateStatus(ctx, self, metav1.UpdateOptions{})
 	_, refused["patch a Node's labels"] = cs.CoreV1().Nodes().Patch(ctx, "bhk-n1", types.MergePatchType, []byte(`{"metadata":{"labels":{"bridgehead.io/site":"east"}}}`), metav1.PatchOptions{})
 	_, refused["patch a Node's pod range"] = cs.CoreV1().Nodes().Patch(ctx, "bhk-n1", types.MergePatchType, []byte(`{"spec":{"podCIDRs":["10.101.1.0/24"],"podCIDR":"10.101.1.0/24"}}`), metav1.PatchOptions{})
 	_, refused["update a Node"] = cs.CoreV1().Nodes().Update(ctx, self, metav1.UpdateOptions{})

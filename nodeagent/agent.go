@@ -50,6 +50,11 @@ type Options struct {
 	RepairInterval time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Status, when set, is called from Run's goroutine with the node's
+	// Status each time it changes (after a sync, a route repair or a
+	// model that failed to load). It must return quickly: kubenode's
+	// ConditionReporter hands it to its own goroutine.
+	Status func(Status)
 }
 
 // Agent keeps one node equal to its model. Run owns every field after
@@ -62,6 +67,11 @@ type Agent struct {
 	// every retry.
 	cur  *Desired
 	errs map[string]string
+	// cniWritten and routes are the last sync's results; published is
+	// the last Status handed to Options.Status.
+	cniWritten bool
+	routes     int
+	published  *Status
 }
 
 // New builds an agent and registers its metrics.
@@ -101,6 +111,7 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 	d, err := src.Load()
 	if err != nil {
 		a.fail(stageCatalog, err)
+		a.publish()
 		return err
 	}
 	a.ok(stageCatalog)
@@ -126,10 +137,12 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 			nd, err := src.Load()
 			if err != nil {
 				a.fail(stageCatalog, fmt.Errorf("%w (the node keeps its current routes and config)", err))
+				a.publish()
 				continue
 			}
 			a.ok(stageCatalog)
 			if reflect.DeepEqual(nd, a.cur) {
+				a.publish()
 				continue
 			}
 			a.o.Log.Info("node model changed", "node", nd.Node, "site", nd.Site, "podCIDR", nd.PodCIDR, "podCIDR6", nd.PodCIDR6, "routes", len(nd.Routes))
@@ -145,6 +158,7 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 				a.o.Log.Info("routes repaired", "routes", n, "took", took)
 			}
 			a.m.syncs.WithLabelValues("route event").Inc()
+			a.publish()
 		case <-tick.C:
 			a.sync("periodic")
 		}
@@ -161,6 +175,7 @@ func (a *Agent) sync(trigger string) {
 		a.m.routeRepairs.Add(float64(ch.Added + ch.Replaced))
 	}
 	a.syncSNAT()
+	a.publish()
 }
 
 func (a *Agent) syncCNI() {
@@ -172,6 +187,7 @@ func (a *Agent) syncCNI() {
 		}
 		if err != nil {
 			a.m.cniWritten.Set(0)
+			a.cniWritten = false
 			a.fail(stageCNI, err)
 			return
 		}
@@ -186,10 +202,12 @@ func (a *Agent) syncCNI() {
 	}
 	if err != nil {
 		a.m.cniWritten.Set(0)
+		a.cniWritten = false
 		a.fail(stageCNI, err)
 		return
 	}
 	a.m.cniWritten.Set(1)
+	a.cniWritten = true
 	a.ok(stageCNI)
 }
 
@@ -203,6 +221,7 @@ func (a *Agent) syncRoutes() RouteChange {
 	}
 	if have, lerr := a.o.Routes.List(); lerr == nil {
 		a.m.routesInstalled.Set(float64(len(have)))
+		a.routes = len(have)
 	} else if err == nil {
 		err = lerr
 	}

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -96,6 +97,15 @@ type agentRig struct {
 	routes *fakeRoutes
 	conf   string
 	agent  *Agent
+
+	mu       sync.Mutex
+	statuses []Status // what the agent handed to Options.Status
+}
+
+func (r *agentRig) status() []Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.statuses)
 }
 
 func newRig(t *testing.T) *agentRig {
@@ -106,7 +116,8 @@ func newRig(t *testing.T) *agentRig {
 	}
 	r := &agentRig{reg: prometheus.NewRegistry(), routes: &fakeRoutes{}, conf: t.TempDir()}
 	a, err := New(Options{Log: slog.New(slog.DiscardHandler), Registry: r.reg, Routes: r.routes, SNAT: &fakeSNAT{},
-		CNIConfDir: r.conf, CNIBinDir: bin, CNIPluginsFrom: from, RepairInterval: time.Hour})
+		CNIConfDir: r.conf, CNIBinDir: bin, CNIPluginsFrom: from, RepairInterval: time.Hour,
+		Status: func(st Status) { r.mu.Lock(); r.statuses = append(r.statuses, st); r.mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +221,31 @@ func TestAgentRun(t *testing.T) {
 	if n := rig.metric(t, "bridgehead_node_route_changes_total", "op", "delete"); n != 0 {
 		t.Errorf("%v routes deleted, want 0", n)
 	}
+
+	// The status followed: configured, the catalog error, configured
+	// again; each change once (the repair changed nothing that shows).
+	waitFor(t, "three statuses", func() bool { return len(rig.status()) >= 3 })
+	sts := rig.status()
+	catalogErr := []StageError{{Stage: "catalog", Err: "catalog.yaml:3: sites[0].name: is required (the node keeps its current routes and config)"}}
+	want := []Status{
+		{Configured: true, CNIWritten: true, Routes: len(a1.Routes)},
+		{Configured: true, CNIWritten: true, Routes: len(a1.Routes), Errors: catalogErr},
+		{Configured: true, CNIWritten: true, Routes: len(a1.Routes)},
+	}
+	if len(sts) != len(want) {
+		t.Fatalf("statuses %+v, want %+v", sts, want)
+	}
+	for i := range want {
+		if !sts[i].equal(want[i]) {
+			t.Errorf("status %d: %+v, want %+v", i, sts[i], want[i])
+		}
+	}
+	if !sts[0].OK() || sts[1].OK() {
+		t.Errorf("OK: %v %v, want true false", sts[0].OK(), sts[1].OK())
+	}
+	if got, want := sts[1].String(), fmt.Sprintf("CNI config written; %d routes installed; catalog: catalog.yaml:3", len(a1.Routes)); !strings.HasPrefix(got, want) {
+		t.Errorf("String() %q, want prefix %q", got, want)
+	}
 }
 
 func TestAgentStartFailsOnBadCatalog(t *testing.T) {
@@ -220,5 +256,8 @@ func TestAgentStartFailsOnBadCatalog(t *testing.T) {
 	}
 	if rig.metric(t, "bridgehead_node_errors_total", "stage", "catalog") != 1 {
 		t.Error("catalog error not counted")
+	}
+	if sts := rig.status(); len(sts) != 1 || sts[0].Configured || sts[0].OK() || len(sts[0].Errors) != 1 || sts[0].Errors[0].Stage != "catalog" {
+		t.Errorf("statuses %+v, want one: not configured, the catalog error", sts)
 	}
 }

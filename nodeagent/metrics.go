@@ -12,6 +12,9 @@ const (
 	stageSNAT    = "snat"
 )
 
+// stages in the order a sync runs them.
+var stages = [...]string{stageCatalog, stageCNI, stageRoutes, stageSNAT}
+
 // metrics are the agent's bridgehead_node_* series, registered on the
 // registry the caller passes in. Only the agent's loop writes them.
 type metrics struct {
@@ -72,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, op := range []string{"add", "replace", "delete"} {
 		m.routeChanges.WithLabelValues(op)
 	}
-	for _, s := range []string{stageCatalog, stageCNI, stageRoutes, stageSNAT} {
+	for _, s := range stages {
 		m.errors.WithLabelValues(s)
 		m.lastError.WithLabelValues(s)
 	}

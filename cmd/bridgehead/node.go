@@ -83,23 +83,39 @@ func setupNode(fs *flag.FlagSet) action {
 			}
 			defer srv.Close()
 		}
-		agent, err := nodeagent.New(nodeagent.Options{
+		opts := nodeagent.Options{
 			Log: log, Registry: reg, Routes: routes, SNAT: snat,
 			CNIConfDir: *confDir, CNIBinDir: *binDir, CNIPluginsFrom: *pluginsFrom,
 			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir},
 			RepairInterval: *repair,
-		})
-		if err != nil {
-			return err
 		}
 		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath, "kubernetes", *kube)
 		if !*kube {
+			agent, err := nodeagent.New(opts)
+			if err != nil {
+				return err
+			}
 			return agent.Run(ctx, nodeagent.NewFileSource(ctx, *cfgPath, name, log))
 		}
-		src, err := kubeSource(ctx, *kubeconfig, *cfgPath, name, log)
+		client, err := kubeClient(*kubeconfig)
 		if err != nil {
 			return err
 		}
+		// The Node condition BridgeheadNodeNetwork follows the agent's
+		// status, written from the reporter's goroutine.
+		cond := kubenode.NewConditionReporter(client, name, log, nil)
+		opts.Status = cond.Report
+		agent, err := nodeagent.New(opts)
+		if err != nil {
+			return err
+		}
+		src, err := kubeSource(ctx, client, *cfgPath, name, log)
+		if err != nil {
+			return err
+		}
+		condDone := make(chan struct{})
+		go func() { defer close(condDone); cond.Run(ctx) }()
+		defer func() { stop(); <-condDone }()
 		return agent.Run(ctx, src)
 	})
 }
@@ -138,7 +154,7 @@ func serveNodeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (
 
 // kubeSource connects to the API server (in-cluster, or kubeconfig) and
 // builds the Kubernetes source, with Events recorded on this node's Node.
-func kubeSource(ctx context.Context, kubeconfig, catalog, node string, log *slog.Logger) (*kubenode.Source, error) {
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -154,6 +170,10 @@ func kubeSource(ctx context.Context, kubeconfig, catalog, node string, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
+	return client, nil
+}
+
+func kubeSource(ctx context.Context, client kubernetes.Interface, catalog, node string, log *slog.Logger) (*kubenode.Source, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	go func() { <-ctx.Done(); b.Shutdown() }()

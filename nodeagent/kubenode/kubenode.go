@@ -12,7 +12,9 @@
 // of a Node, and the catalog file is watched as in file mode. When this
 // node cannot be configured — no Node object, no site label, no pod
 // range — Load fails with the reason and an Event of type Warning is
-// recorded on the Node, once per distinct reason.
+// recorded on the Node, once per distinct reason. ConditionReporter
+// (condition.go) keeps the condition BridgeheadNodeNetwork in the Node's
+// status from the agent's Status: what is in place and the last error.
 package kubenode
 
 import (
