@@ -26,7 +26,9 @@ func TestSourceBlockerPart(t *testing.T) {
 			b.note(from)
 		}
 	}
-	src := func(i int) netip.AddrPort { return netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 4000) }
+	src := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), 4000)
+	}
 
 	f := newRecordingFilter()
 	b := newPart(f)

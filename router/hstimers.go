@@ -46,7 +46,7 @@ func (h *handshaker) timers(now time.Time) {
 	if h.r.mono.ns(now)-h.lastGC >= int64(limiterGCInterval) {
 		h.lastGC = h.r.mono.ns(now)
 		h.r.limiter.GC()
-		h.r.icmpLimit.GC()
+		h.r.icmp.limit.GC()
 		h.r.blocker.gc(now)
 	}
 }

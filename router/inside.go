@@ -222,7 +222,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			continue
 		}
 		if size > r.mtu {
-			r.tooBig(st, pkt)
+			r.icmp.tooBig(st, pkt)
 			continue
 		}
 		if st.clampMSS {
@@ -330,31 +330,4 @@ func (r *Router) clampMSS(pkt []byte) {
 			packet.ClampMSS(pkt, uint16(r.mtu-60))
 		}
 	}
-}
-
-// tooBig drops a packet larger than the tunnel MTU and, when the sender
-// asked not to fragment (IPv4 DF, or any IPv6 packet), tells it the MTU
-// with an ICMP "fragmentation needed" / "packet too big", at most
-// icmpRate per second, so path-MTU discovery works through us.
-func (r *Router) tooBig(st *routingState, pkt []byte) {
-	r.drops.Add(Inside, ReasonTooBig, 1)
-	info, err := packet.Parse(pkt)
-	if err != nil || !info.DontFragment {
-		return
-	}
-	src := st.icmp4
-	if info.Version == 6 {
-		src = st.icmp6
-	}
-	if !src.IsValid() || !r.icmpLimit.Allow(info.Src) {
-		return
-	}
-	r.icmpMu.Lock()
-	defer r.icmpMu.Unlock()
-	n := packet.ICMPTooBig(r.icmpBuf[bufHeadroom:], pkt, src, r.mtu)
-	if n == 0 {
-		return
-	}
-	r.icmpOut[0] = r.icmpBuf[:bufHeadroom+n]
-	r.writeTUN(r.icmpOut)
 }

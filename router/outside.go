@@ -100,7 +100,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	if len(b.out) == 0 {
 		return
 	}
-	if n := r.writeTUN(b.out); n > 0 {
+	if n := r.out.write(b.out); n > 0 {
 		r.drops.Add(Outside, ReasonTUNWriteError, uint64(n))
 	}
 }
@@ -206,34 +206,4 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	if p.queue.len() > 0 {
 		r.hs.want(p)
 	}
-}
-
-// writeTUN writes packets at bufHeadroom and returns how many it could not
-// write. When the TUN stops at a packet it refuses (the kernel rejects
-// malformed packets one at a time), that packet is dropped and the rest
-// are written again. A backend that tried every packet and cannot say
-// which failed (Offload) counts one per error it joined (a coalesced
-// write that failed counts once, whatever it carried). The
-// outside loop and the ICMP errors of the inside loop both write; the TUN
-// takes one writer at a time.
-func (r *Router) writeTUN(bufs [][]byte) (failed int) {
-	r.tunMu.Lock()
-	defer r.tunMu.Unlock()
-	for len(bufs) > 0 {
-		n, err := r.tun.Write(bufs, bufHeadroom)
-		switch {
-		case err == nil:
-			return failed
-		case n >= len(bufs):
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				return failed + max(len(j.Unwrap()), 1)
-			}
-			return failed + 1
-		case errors.Is(err, tun.ErrClosed):
-			return failed + len(bufs) - n
-		}
-		failed++
-		bufs = bufs[n+1:]
-	}
-	return failed
 }

@@ -92,13 +92,10 @@ type Router struct {
 	// blocker blocks sources of bad mac1s in the filter (blocker.go).
 	blocker *sourceBlocker
 
-	// tunMu serializes TUN writes (outside loop, ICMP errors).
-	tunMu sync.Mutex
-	// ICMP errors sent back to local hosts, rate limited per source.
-	icmpMu    sync.Mutex
-	icmpBuf   []byte
-	icmpOut   [][]byte
-	icmpLimit *ratelimit.Limiter
+	// out writes to the TUN (outside loop, ICMP errors); icmp sends the
+	// ICMP errors (icmp.go).
+	out  tunWriter
+	icmp *icmpResponder
 
 	// flows hashes packets for site.pick (see flowHasher); its seed is
 	// set by New.
@@ -166,10 +163,9 @@ func New(o Options) (*Router, error) {
 	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
 	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, rnd, r.clock.Now)
 	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
-	r.icmpLimit = ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now)
 	r.initPace = ratelimit.New(InitiationRate, InitiationBurst, 1, r.clock.Now)
-	r.icmpBuf = make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize)
-	r.icmpOut = make([][]byte, 1)
+	r.out.dev = r.tun
+	r.icmp = newICMPResponder(&r.out, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
 	r.blocker = newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
