@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# nat-lab.sh: three bridgehead sites in network namespaces, two of them
+# behind NAT (issue #20, "Sites behind NAT").
+#
+#   nat-lab.sh up   STATE_DIR [PREFIX]   build the lab, start the gateways
+#   nat-lab.sh down STATE_DIR            stop the gateways, delete the namespaces
+#
+# Topology (PREFIX defaults to bhnat):
+#
+#   a-node ── a-gw ─────────────────┐
+#   pod 10.244.1.10   203.0.113.1   │
+#                                   │ wan: a bridge in PREFIX-wan,
+#   e1-node ── e1-gw ── e1-nat ─────┤      203.0.113.0/24 (the Internet)
+#   pod 10.41.1.10  192.168.1.2  203.0.113.11 (masquerade)
+#                                   │
+#   e2-node ── e2-gw ── e2-nat ─────┘
+#   pod 10.42.1.10  192.168.2.2  203.0.113.12 (masquerade)
+#
+# Site A's gateway has a public endpoint. The edge gateways have none:
+# each sits behind its own NAT router, which masquerades what leaves
+# through its WAN side and forwards nothing inbound that it did not see
+# leave (nftables, policy drop), so no inbound port is open. The catalog
+# lists the edge sites without endpoints and without `via`: site A is
+# their hub by default.
+#
+# NAT_E1, NAT_E2: "masquerade" (default; Linux keeps the source port and
+# reuses the mapping for every destination, an endpoint-independent
+# mapping) or "random" (`masquerade random`: a new random port per
+# destination, a symmetric NAT).
+# START=0 builds the namespaces and configs and starts no gateway.
+# BRIDGEHEAD names the binary. Everything created is recorded in STATE_DIR
+# so `down` removes exactly that.
+set -euo pipefail
+
+BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
+CIPHER=${CIPHER:-aesgcm}
+TUN_MTU=${TUN_MTU:-1380}
+NAT_E1=${NAT_E1:-masquerade}
+NAT_E2=${NAT_E2:-masquerade}
+START=${START:-1}
+# RUN_ARGS: extra flags for `bridgehead run`.
+RUN_ARGS=${RUN_ARGS:-}
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '    $ %s\n' "$*"; "$@"; }
+
+SITES="a e1 e2"
+
+up() {
+	local dir=$1 p=${2:-bhnat}
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	echo "$p" >"$dir/prefix"
+	: >"$dir/namespaces"
+	: >"$dir/pids"
+
+	say "creating namespaces ($p-*)"
+	for ns in wan a-gw a-node e1-nat e1-gw e1-node e2-nat e2-gw e2-node; do
+		run ip netns add "$p-$ns"
+		echo "$p-$ns" >>"$dir/namespaces"
+		ip -n "$p-$ns" link set lo up
+		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	done
+
+	say "the WAN: a bridge, site A's gateway and the two NAT routers on it"
+	ip -n "$p-wan" link add br0 type bridge
+	ip -n "$p-wan" link set br0 up
+	local wanns
+	for pair in a:a-gw e1:e1-nat e2:e2-nat; do
+		wanns=${pair#*:}
+		run ip -n "$p-wan" link add "to-${pair%%:*}" type veth peer name wan netns "$p-$wanns"
+		ip -n "$p-wan" link set "to-${pair%%:*}" master br0 up
+		ip -n "$p-$wanns" link set wan up
+	done
+	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
+	ip -n "$p-e1-nat" addr add 203.0.113.11/24 dev wan
+	ip -n "$p-e2-nat" addr add 203.0.113.12/24 dev wan
+
+	say "edge sites: gateway behind its NAT router"
+	local i mode
+	for i in 1 2; do
+		mode=NAT_E$i
+		mode=${!mode}
+		run ip -n "$p-e$i-nat" link add lan type veth peer name uplink netns "$p-e$i-gw"
+		ip -n "$p-e$i-nat" addr add "192.168.$i.1/24" dev lan
+		ip -n "$p-e$i-nat" link set lan up
+		ip -n "$p-e$i-gw" addr add "192.168.$i.2/24" dev uplink
+		ip -n "$p-e$i-gw" link set uplink up
+		ip -n "$p-e$i-gw" route add default via "192.168.$i.1"
+		ip netns exec "$p-e$i-nat" sysctl -qw net.ipv4.ip_forward=1
+		case $mode in
+		masquerade) mode=masquerade ;;
+		random) mode="masquerade random" ;;
+		*) echo "NAT_E$i: want masquerade or random, not $mode" >&2; return 1 ;;
+		esac
+		echo "    e$i-nat: $mode"
+		ip netns exec "$p-e$i-nat" nft -f - <<NFT
+table ip nat {
+	chain post {
+		type nat hook postrouting priority srcnat;
+		oifname "wan" $mode
+	}
+}
+table inet filter {
+	chain forward {
+		type filter hook forward priority filter; policy drop;
+		ct state established,related accept
+		iifname "lan" oifname "wan" accept
+	}
+}
+NFT
+	done
+
+	say "site LANs: node -- gateway"
+	lanside a-gw a-node 10.224.0 10.244.1.10
+	lanside e1-gw e1-node 10.31.0 10.41.1.10
+	lanside e2-gw e2-node 10.32.0 10.42.1.10
+
+	say "generating keys"
+	local s
+	for s in $SITES; do
+		"$BRIDGEHEAD" genkey -o "$dir/$s.key"
+	done
+
+	say "writing configs"
+	catalog "$("$BRIDGEHEAD" pubkey <"$dir/a.key")" "$("$BRIDGEHEAD" pubkey <"$dir/e1.key")" \
+		"$("$BRIDGEHEAD" pubkey <"$dir/e2.key")" >"$dir/sites.yaml"
+	for s in $SITES; do
+		{
+			echo "site: site-$s"
+			echo "gateway: gw-${s}"
+			echo "privateKeyFile: $dir/$s.key"
+			echo "listen: 0.0.0.0:51820"
+			echo "cipher: $CIPHER"
+			echo "interface:"
+			echo "  name: bh0"
+			echo "  mtu: $TUN_MTU"
+			echo "controlSocket: $dir/$s.sock"
+			echo "metrics:"
+			echo "  listen: 127.0.0.1:9641"
+			cat "$dir/sites.yaml"
+		} >"$dir/$s.yaml"
+		run "$BRIDGEHEAD" check --config "$dir/$s.yaml"
+	done
+
+	say "node routes from 'bridgehead routes'"
+	for s in $SITES; do
+		"$BRIDGEHEAD" routes --config "$dir/$s.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
+		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+	done
+
+	[ "$START" = 1 ] || return 0
+	say "starting gateways"
+	for s in $SITES; do
+		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
+		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
+		echo $! >>"$dir/pids"
+		echo "    gw-$s pid $! (log $dir/$s.log)"
+	done
+	for s in $SITES; do
+		local ok=
+		for _ in $(seq 1 100); do
+			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
+			sleep 0.1
+		done
+		if [ -z "$ok" ]; then
+			echo "gateway $s did not come up; its log:" >&2
+			cat "$dir/$s.log" >&2
+			return 1
+		fi
+	done
+}
+
+# lanside GW NODE NET POD: a veth between a gateway and its node, the
+# gateway at NET.4, the node at NET.5 with POD on its loopback.
+lanside() {
+	local p gw=$1 node=$2 net=$3 pod=$4
+	p=$(cat "$dir/prefix")
+	ip -n "$p-$gw" link add lan type veth peer name eth0 netns "$p-$node"
+	ip -n "$p-$gw" addr add "$net.4/16" dev lan
+	ip -n "$p-$node" addr add "$net.5/16" dev eth0
+	ip -n "$p-$node" addr add "$pod/32" dev lo
+	ip -n "$p-$gw" link set lan up
+	ip -n "$p-$node" link set eth0 up
+}
+
+catalog() {
+	cat <<YAML
+sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16]
+    podCIDRs: [10.244.0.0/16]
+    gateways:
+      - {name: gw-a, address: 10.224.0.4, endpoint: "203.0.113.1:51820", publicKey: "$1"}
+    nodes:
+      - {name: node-a1, address: 10.224.0.5, podCIDR: 10.244.1.0/24}
+  - name: site-e1
+    nodeCIDRs: [10.31.0.0/16]
+    podCIDRs: [10.41.0.0/16]
+    gateways:
+      - {name: gw-e1, address: 10.31.0.4, publicKey: "$2"}
+    nodes:
+      - {name: node-e1, address: 10.31.0.5, podCIDR: 10.41.1.0/24}
+  - name: site-e2
+    nodeCIDRs: [10.32.0.0/16]
+    podCIDRs: [10.42.0.0/16]
+    gateways:
+      - {name: gw-e2, address: 10.32.0.4, publicKey: "$3"}
+    nodes:
+      - {name: node-e2, address: 10.32.0.5, podCIDR: 10.42.1.0/24}
+YAML
+}
+
+down() {
+	local dir=$1
+	[ -d "$dir" ] || return 0
+	if [ -f "$dir/pids" ]; then
+		while read -r pid; do
+			[ -n "$pid" ] || continue
+			kill -TERM "$pid" 2>/dev/null || true
+		done <"$dir/pids"
+		while read -r pid; do
+			[ -n "$pid" ] || continue
+			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+			kill -KILL "$pid" 2>/dev/null || true
+		done <"$dir/pids"
+		: >"$dir/pids"
+	fi
+	if [ -f "$dir/namespaces" ]; then
+		while read -r ns; do
+			[ -n "$ns" ] || continue
+			ip netns del "$ns" 2>/dev/null || true
+		done <"$dir/namespaces"
+		: >"$dir/namespaces"
+	fi
+}
+
+case "${1:-}" in
+up) shift; up "$@" ;;
+down) shift; down "$@" ;;
+*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
+esac

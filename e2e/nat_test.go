@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The NAT lab (deploy/lab/nat-lab.sh, issue #20): site A with a public
+// endpoint, edge sites E1 and E2 each behind its own NAT router in a
+// namespace, their gateways listed without endpoint.
+
+func startNATLab(t *testing.T, env ...string) *lab {
+	t.Helper()
+	return startLabScript(t, "deploy/lab/nat-lab.sh", []string{"a", "e1", "e2"}, env...)
+}
+
+// natPods are the pod addresses of the NAT lab by site.
+var natPods = map[string]string{"a": "10.244.1.10", "e1": "10.41.1.10", "e2": "10.42.1.10"}
+
+// TestNATLab proves the topology and what works without a hub: the edge
+// gateways are unreachable inbound and reach the Internet through their
+// NAT's public address; they start their sessions with site A, whose
+// gateway learns their public mappings, and pods of A and of each edge
+// site reach each other both ways.
+func TestNATLab(t *testing.T) {
+	l := startNATLab(t)
+	l.checkNATTopology("e1", "203.0.113.11")
+	l.checkNATTopology("e2", "203.0.113.12")
+	for _, e := range []string{"e1", "e2"} {
+		l.waitPing(e, "a", 20*time.Second)
+		l.waitPing("a", e, 5*time.Second)
+	}
+	eps := l.natEndpointsAtA()
+	// Plain masquerade keeps the source port when it is free.
+	for e, want := range map[string]string{"gw-e1": "203.0.113.11:51820", "gw-e2": "203.0.113.12:51820"} {
+		if eps[e] != want {
+			t.Errorf("gw-a sees %s at %q, want %s (its NAT's mapping)", e, eps[e], want)
+		}
+	}
+}
+
+// TestNATLabSymmetric: with `masquerade random` on E2's NAT the mapping
+// gets a random port (a symmetric NAT), which gw-a learns all the same.
+func TestNATLabSymmetric(t *testing.T) {
+	l := startNATLab(t, "NAT_E2=random")
+	l.checkNATTopology("e2", "203.0.113.12")
+	l.waitPing("e2", "a", 20*time.Second)
+	l.waitPing("a", "e2", 5*time.Second)
+	ep, err := netip.ParseAddrPort(l.natEndpointsAtA()["gw-e2"])
+	if err != nil || ep.Addr() != netip.MustParseAddr("203.0.113.12") {
+		t.Fatalf("gw-a sees gw-e2 at %v (%v), want 203.0.113.12:<port>", ep, err)
+	}
+	t.Logf("E2's symmetric NAT mapped 192.168.2.2:51820 to %s", ep)
+}
+
+// checkNATTopology: nothing gets in to the gateway of edge site e, its
+// own traffic gets out with the NAT's public address.
+func (l *lab) checkNATTopology(e, public string) {
+	l.t.Helper()
+	// Inbound: datagrams to the NAT's public address on a port the
+	// gateway listens on do not reach it, nor can its private
+	// address be reached.
+	sink := exec.Command("ip", "netns", "exec", l.ns(e+"-gw"), filepath.Join(l.bin, "bhprobe"), "udp-sink", "-listen", "0.0.0.0:40000", "-duration", "3s")
+	sinkOut := &syncBuffer{}
+	sink.Stdout, sink.Stderr = sinkOut, sinkOut
+	if err := sink.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(sinkOut.String(), "listening") {
+		if time.Now().After(deadline) {
+			l.t.Fatalf("udp-sink did not start: %s", sinkOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The NAT answers with ICMP port unreachable, which fails the
+	// sender's next write: send one datagram at a time.
+	for range 10 {
+		l.exec("a-gw", filepath.Join(l.bin, "bhprobe"), "udp-send", "-size", "64", public+":40000")
+	}
+	if err := sink.Wait(); err != nil {
+		l.t.Fatalf("udp-sink: %v\n%s", err, sinkOut.String())
+	}
+	var flows map[string]json.RawMessage
+	out := sinkOut.String()
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "\n")+1:]), &flows); err != nil {
+		l.t.Fatalf("udp-sink output: %v\n%s", err, out)
+	}
+	if len(flows) != 0 {
+		l.t.Errorf("%s-gw received datagrams sent to its NAT's public address %s: %s", e, public, out)
+	}
+	gwAddr := map[string]string{"e1": "192.168.1.2", "e2": "192.168.2.2"}[e]
+	if out, err := l.exec("a-gw", filepath.Join(l.bin, "bhprobe"), "ping", "-count", "1", "-timeout", "500ms", gwAddr); err == nil {
+		l.t.Errorf("a-gw reached %s-gw's private address %s: %s", e, gwAddr, out)
+	}
+	// Outbound: a TCP transfer from the gateway arrives from the NAT's
+	// public address.
+	from := l.transfer(e+"-gw", gwAddr, "a-gw", "203.0.113.1", 40001, 1<<16)
+	if !strings.HasPrefix(from, public+":") {
+		l.t.Errorf("%s-gw's connection arrived from %s, want %s:<port>", e, from, public)
+	}
+}
+
+// waitPing pings from site from's pod to site to's pod until one echo is
+// answered or timeout passes, then checks three more.
+func (l *lab) waitPing(from, to string, timeout time.Duration) {
+	l.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := l.exec(from+"-node", filepath.Join(l.bin, "bhprobe"), "ping", "-src", natPods[from], "-count", "1", "-timeout", "500ms", natPods[to])
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("pod %s (%s) cannot reach pod %s (%s) within %v", from, natPods[from], to, natPods[to], timeout)
+		}
+	}
+	out := l.probe(from+"-node", "ping", "-src", natPods[from], "-count", "3", "-timeout", "1s", natPods[to])
+	l.t.Logf("%s -> %s: %s", from, to, strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
+}
+
+// natEndpointsAtA returns where gw-a sends to each remote gateway.
+func (l *lab) natEndpointsAtA() map[string]string {
+	l.t.Helper()
+	out, err := l.exec("a-gw", filepath.Join(l.bin, "bridgehead"), "status", "--json", "--socket", filepath.Join(l.dir, "a.sock"))
+	var st struct {
+		Peers []struct {
+			Gateway  string `json:"gateway"`
+			Endpoint string `json:"endpoint"`
+		} `json:"peers"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &st); jerr != nil {
+		l.t.Fatalf("status: %v, %v\n%s", err, jerr, out)
+	}
+	m := map[string]string{}
+	for _, p := range st.Peers {
+		m[p.Gateway] = p.Endpoint
+	}
+	if len(m) != 2 {
+		l.t.Fatalf("gw-a has %d peers: %s", len(m), fmt.Sprint(m))
+	}
+	return m
+}
