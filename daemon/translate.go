@@ -3,11 +3,13 @@ package daemon
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/transit"
 )
 
 // routerConfig is the routing part of c: every site's node and pod CIDRs
@@ -20,6 +22,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 			rc.ICMPSource4, rc.ICMPSource6 = netip.Addr{}, gw.Address
 		}
 	}
+	behindNAT := c.LocalGateway() != nil && !c.LocalGateway().HasEndpoint()
 	for _, s := range c.Sites {
 		sc := router.SiteConfig{Name: s.Name}
 		sc.Prefixes = append(sc.Prefixes, s.NodeCIDRs...)
@@ -30,8 +33,8 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 				return nil, fmt.Errorf("site %s gateway %s: publicKey: %w", s.Name, g.Name, err)
 			}
 			sc.Gateways = append(sc.Gateways, router.PeerConfig{
-				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr, Keepalive: s.Keepalive,
-				ProbeInterval: s.ProbeInterval,
+				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr,
+				Keepalive: keepalive(s.Keepalive, behindNAT && g.HasEndpoint()), ProbeInterval: s.ProbeInterval,
 			})
 		}
 		rc.Sites = append(rc.Sites, sc)
@@ -58,4 +61,15 @@ func kernelState(c *config.Config, mtu int) netsetup.Want {
 		w.Tunnel = append(w.Tunnel, s.PodCIDRs...)
 	}
 	return w
+}
+
+// keepalive is the keepalive interval toward a remote gateway: the site's
+// setting, at most transit.NATKeepalive from a gateway behind NAT (no
+// endpoint) toward one with an endpoint, whose sessions must keep the
+// NAT's mapping open (see package transit).
+func keepalive(site time.Duration, throughNAT bool) time.Duration {
+	if throughNAT && (site == 0 || site > transit.NATKeepalive) {
+		return transit.NATKeepalive
+	}
+	return site
 }

@@ -102,7 +102,8 @@
 //
 // A gateway without an endpoint sends to every gateway with an endpoint
 // at least every NATKeepalive (10 s) when nothing else went there: an
-// authenticated keepalive, 32 bytes of payload. The interval is set by
+// authenticated keepalive, 32 bytes of payload (the daemon lowers the
+// site's keepalive setting to it for those peers). The interval is set by
 // the shortest UDP mapping timeout operators meet: some carrier-grade
 // NATs drop an idle UDP mapping after 30 s, which is also Linux
 // conntrack's default for a UDP flow that has not been answered
