@@ -96,6 +96,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkHubs(c, r)
 	checkRelayPlan(c, r, opts)
 	checkKubernetesFiles(c, r, opts)
+	checkFollowedSelf(c, r)
 	if len(r.errs) > 0 {
 		problems = r.errs.sorted()
 	}
@@ -448,6 +449,13 @@ func checkPrivateKey(c *Config, r *reporter, opts CheckOptions) {
 	if !bytes.Equal(pub, listed) {
 		si, gi := localIndexes(c)
 		pkPath := gatewayPath(si, gi, "publicKey")
+		if c.Follows() {
+			// A reimaged gateway with a new key: it registers the key
+			// it has, and the published catalog catches up.
+			r.warnf(field, "the key in %s has public key %s, but the followed catalog lists %s for this gateway (%s); it registers its own key and the catalog catches up",
+				path, base64.StdEncoding.EncodeToString(pub), g.PublicKey, pkPath)
+			return
+		}
 		r.errorf(field, "the key in %s has public key %s, but %s (line %d) is %s",
 			path, base64.StdEncoding.EncodeToString(pub), pkPath, r.line(pkPath), g.PublicKey)
 	}

@@ -216,3 +216,14 @@ func (c *Config) HashWith(data []byte) string {
 	}
 	return hashSources(data, cat)
 }
+
+// checkFollowedSelf (Check, warning): a followed catalog that does not
+// list this gateway yet. The controller lists a Gateway once it has a
+// public key and an endpoint, which the gateway registers itself: it
+// runs meanwhile (routing to the sites it knows), and peers talk to it
+// once the catalog lists it.
+func checkFollowedSelf(c *Config, r *reporter) {
+	if c.Follows() && c.LocalSite() != nil && c.LocalGateway() == nil {
+		r.warnf("gateway", "%q is not in the followed catalog's site %q yet: peers reach it once it has registered its key and endpoint and the controller lists it", c.Gateway, c.Site)
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -292,4 +293,61 @@ func FuzzCatalog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFollowOwnEntry: a followed catalog that does not list this
+// gateway yet, or lists an older key for it (a reimaged instance), is a
+// warning, not a refusal: the gateway registers its key and endpoint,
+// and the controller lists them. Without follow both stay errors.
+func TestFollowOwnEntry(t *testing.T) {
+	path, text, catalog := followFixture(t, followSection)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "kc"), []byte("apiVersion: v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyOpts := func(name string) CheckOptions {
+		return CheckOptions{
+			Stat: func(string) (fs.FileInfo, error) { return fakeInfo{0o600}, nil },
+			ReadFile: func(string) ([]byte, error) {
+				if name != "" {
+					return []byte(name), nil
+				}
+				return []byte(keyA1), nil
+			},
+		}
+	}
+	// Another key than the catalog lists.
+	other := strings.Replace(catalog, "SS8cuFhH/8e7Qnhl9kxegEHsBJmzeh2pRaFbQQKvAn4=", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", 1)
+	notListed := strings.Replace(catalog, "name: gw-a1", "name: gw-a9", 1)
+	for _, tc := range []struct {
+		name, catalog, warn string
+	}{
+		{"older key", other, "the followed catalog lists AQEB"},
+		{"not listed", notListed, `"gw-a1" is not in the followed catalog's site "a" yet`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := testLoader()
+			l.catalog = []byte(tc.catalog)
+			c, err := l.parse(path, []byte(text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems, warnings := Check(c, keyOpts(""))
+			if len(problems) > 0 {
+				t.Fatalf("refused: %v", problems)
+			}
+			if !strings.Contains(warnings.Error(), tc.warn) {
+				t.Errorf("warnings %v, want %q", warnings, tc.warn)
+			}
+		})
+	}
+	// The same catalogs inline, without follow: refused.
+	inline := strings.Join(strings.Split(readFixture(t), "\n")[:18], "\n") + "\n"
+	if c, err := testLoader().parse(fixtureFile, []byte(inline+other)); err != nil {
+		t.Fatal(err)
+	} else if problems, _ := Check(c, keyOpts("")); !strings.Contains(problems.Error(), "privateKeyFile") {
+		t.Errorf("inline, older key: %v", problems)
+	}
+	if _, err := testLoader().parse(fixtureFile, []byte(inline+notListed)); err == nil || !strings.Contains(err.Error(), `"gw-a1" is not a gateway of site "a"`) {
+		t.Errorf("inline, not listed: %v", err)
+	}
 }

@@ -28,6 +28,8 @@ type loader struct {
 	// catalog, when not nil, is the followed catalog's contents, used
 	// instead of reading its file (CheckWithCatalog).
 	catalog []byte
+	// head stops after decoding and defaults (LoadHead).
+	head bool
 }
 
 func defaultLoader() loader {
@@ -41,6 +43,24 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	return Parse(path, data)
+}
+
+// LoadHead reads the config file at path alone: decoded, with defaults,
+// but without its followed catalog (kubernetes.follow) and without the
+// checks of Parse. `bridgehead run` reads the kubernetes section this way
+// to fetch a catalog it does not have yet; everything else uses Load.
+func LoadHead(path string) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	l := defaultLoader()
+	l.head = true
+	c, errs := l.parseAll(path, data)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
 }
 
 // FileError is a config file that cannot be read. Every command (check,
@@ -106,6 +126,12 @@ func (l loader) parseAll(path string, data []byte) (*Config, ErrorList) {
 	c.lines = d.lines
 
 	applyDefaults(c)
+	if l.head {
+		if len(d.errs) > 0 {
+			return c, d.errs.sorted()
+		}
+		return c, nil
+	}
 	if cat := l.readCatalog(c, d); cat != nil {
 		c.hash = hashSources(data, cat)
 	}

@@ -40,7 +40,9 @@ func checkLocalRefs(c *Config, r *reporter) {
 	switch {
 	case c.Gateway == "":
 		r.errorf("gateway", "is required: the name of this gateway")
-	case c.LocalSite() != nil && c.LocalGateway() == nil:
+	case c.LocalSite() != nil && c.LocalGateway() == nil && !c.Follows():
+		// A followed catalog lists a gateway once it has registered
+		// (checkFollowedSelf warns).
 		r.errorf("gateway", "%q is not a gateway of site %q", c.Gateway, c.Site)
 	}
 }

@@ -47,6 +47,15 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// A followed catalog (kubernetes.follow) is fetched first when
+	// there is no file of it yet; its writes reload like file changes.
+	reg := prometheus.NewRegistry()
+	followed := make(chan struct{}, 1)
+	stopFollow, err := startFollow(ctx, o.ConfigPath, reg, followed, log)
+	if err != nil {
+		return err
+	}
+	defer stopFollow()
 	cfg, err := config.Load(o.ConfigPath)
 	if err != nil {
 		return err
@@ -135,7 +144,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("kernel setup: %w", err)
 	}
 
-	g := &gateway{log: log, r: r, kern: ns, m: newMetrics(r, o.Version), id: id, mtu: mtu,
+	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version), id: id, mtu: mtu,
 		version: o.Version, started: time.Now()}
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
@@ -247,6 +256,10 @@ func Run(ctx context.Context, o Options) error {
 				notify.Reloading()
 				g.reload(path, triggerWatch)
 				notify.Ready()
+			case <-followed:
+				notify.Reloading()
+				g.reload(path, triggerFollow)
+				notify.Ready()
 			}
 		}
 	}()
@@ -300,7 +313,9 @@ func identity(cfg *config.Config) (*bhcrypto.Identity, error) {
 	id := bhcrypto.NewIdentity(priv, cipher, bhcrypto.Prologue(cfg.Cluster.Name))
 	if gw := cfg.LocalGateway(); gw != nil && gw.PublicKey != "" {
 		listed, err := bhcrypto.ParsePublicKey(gw.PublicKey)
-		if err == nil && listed != id.Public {
+		// A followed catalog may still list a reimaged gateway's old
+		// key: the gateway registers its new one (check warns).
+		if err == nil && listed != id.Public && !cfg.Follows() {
 			return nil, fmt.Errorf("%s: privateKeyFile %s does not match the publicKey listed for gateway %s (it belongs to %s)",
 				cfg.Path, cfg.PrivateKeyFile, cfg.Gateway, id.Public)
 		}

@@ -26,8 +26,14 @@ type metrics struct {
 
 // newMetrics builds the registry of a gateway around r.
 func newMetrics(r *router.Router, version string) *metrics {
+	return newMetricsOn(prometheus.NewRegistry(), r, version)
+}
+
+// newMetricsOn is newMetrics on reg, a registry made before the router
+// (the catalog follower's metrics are on it from the start).
+func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bridgehead_config_reloads_total", Help: "Config reloads by result (success, error).",
 		}, []string{"result"}),

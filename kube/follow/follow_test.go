@@ -1,0 +1,326 @@
+package follow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/kube/catalog"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const ns = "bridgehead-system"
+
+// Keys of the two sites' gateways (any valid keys: the checks run with
+// SkipPrivateKey).
+const (
+	keyA = "SS8cuFhH/8e7Qnhl9kxegEHsBJmzeh2pRaFbQQKvAn4="
+	keyB = "fqE938us2KE1Qt7OiQiGSG+4Ak0NPMf5Xti7TvrWa3M="
+)
+
+// labSites is sites a and b with n nodes each; b's pod CIDR is bPods.
+func labSites(n int, bPods string) []config.Site {
+	a := config.Site{Name: "a", NodeCIDRs: pfx("10.1.0.0/16"), PodCIDRs: pfx("10.64.0.0/14"),
+		Gateways: []config.Gateway{{Name: "gw-a1", Address: netip.MustParseAddr("10.1.0.2"), Endpoint: "192.0.2.1:51820", PublicKey: keyA}}}
+	b := config.Site{Name: "b", NodeCIDRs: pfx("10.2.0.0/16"), PodCIDRs: pfx(bPods),
+		Gateways: []config.Gateway{{Name: "gw-b1", Address: netip.MustParseAddr("10.2.0.2"), Endpoint: "192.0.2.2:51820", PublicKey: keyB}}}
+	for i := range n {
+		a.Nodes = append(a.Nodes, config.Node{Name: fmt.Sprintf("a-%04d", i),
+			Address: netip.AddrFrom4([4]byte{10, 1, byte(1 + i/250), byte(1 + i%250)}), PodCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(64 + i/256), byte(i), 0}), 24)})
+		b.Nodes = append(b.Nodes, config.Node{Name: fmt.Sprintf("b-%04d", i),
+			Address: netip.AddrFrom4([4]byte{10, 2, byte(1 + i/250), byte(1 + i%250)})})
+	}
+	return []config.Site{a, b}
+}
+
+func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
+
+// publish writes a publication as the controller does: slices first,
+// the base last, then deletes slices the base no longer lists.
+func publish(t *testing.T, cs kubernetes.Interface, sites []config.Site) {
+	t.Helper()
+	cms, err := catalog.Render(sites, catalog.Namespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := map[string]bool{}
+	for _, cm := range append(cms[1:], cms[0]) {
+		keep[cm.Name] = true
+		apply(t, cs, cm)
+	}
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: catalog.CatalogLabel + "=" + catalog.KindNodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		if !keep[cm.Name] {
+			if err := cs.CoreV1().ConfigMaps(ns).Delete(context.Background(), cm.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func apply(t *testing.T, cs kubernetes.Interface, cm *corev1.ConfigMap) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gatewayConfig writes gateway a1's config, following catalog.yaml
+// beside it, and returns the validate function the daemon would pass.
+func gatewayConfig(t *testing.T, dir string) (catalogPath string, validate func([]byte) error) {
+	t.Helper()
+	path := filepath.Join(dir, "a.yaml")
+	text := "site: a\ngateway: gw-a1\nprivateKeyFile: a.key\nkubernetes: {kubeconfig: kc, follow: true}\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, config.DefaultCatalogFile), func(cat []byte) error {
+		_, problems, _ := config.CheckWithCatalog(path, []byte(text), cat, config.CheckOptions{SkipPrivateKey: true})
+		return problems.Err()
+	}
+}
+
+type followerRun struct {
+	f       *Follower
+	reg     *prometheus.Registry
+	changed atomic.Int64
+	stop    func()
+}
+
+func startFollower(t *testing.T, cs kubernetes.Interface, path string, validate func([]byte) error) *followerRun {
+	t.Helper()
+	fr := &followerRun{reg: prometheus.NewRegistry()}
+	f, err := New(Options{Client: cs, Namespace: ns, Site: "a", Path: path, Validate: validate,
+		Changed: func() { fr.changed.Add(1) }, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Registry: fr.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.f = f
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	fr.stop = func() { cancel(); <-done }
+	t.Cleanup(fr.stop)
+	return fr
+}
+
+// waitFor polls cond (a test's view of the file and metrics) every 20 ms.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func fileSites(t *testing.T, path string) []config.Site {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out struct{ Sites []config.Site }
+	// The file is a config's catalog: read it the way the daemon does.
+	dir := filepath.Dir(path)
+	text := "site: a\ngateway: gw-a1\nprivateKeyFile: a.key\nkubernetes: {kubeconfig: kc, follow: true}\n"
+	c, problems, _ := config.CheckWithCatalog(filepath.Join(dir, "a.yaml"), []byte(text), data, config.CheckOptions{SkipPrivateKey: true})
+	if len(problems) > 0 {
+		t.Fatalf("the written catalog does not check: %v", problems)
+	}
+	out.Sites = c.Sites
+	return out.Sites
+}
+
+func nodesOf(sites []config.Site, name string) int {
+	for _, s := range sites {
+		if s.Name == name {
+			return len(s.Nodes)
+		}
+	}
+	return -1
+}
+
+// TestFollow against the real API server: the follower writes its own
+// site's nodes and every site's aggregates; a join rewrites the file; an
+// incomplete publication, a malformed one and one that fails the checks
+// are not written (counted, file kept); an unchanged publication is not
+// written again; a follower restarted on the same file does not rewrite
+// it.
+func TestFollow(t *testing.T) {
+	env := kubetest.Start(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, validate := gatewayConfig(t, dir)
+	fr := startFollower(t, cs, path, validate)
+	writes := func() float64 { return testutil.ToFloat64(fr.f.m.writes) }
+	refused := func(s State) float64 { return testutil.ToFloat64(fr.f.m.refused.WithLabelValues(string(s))) }
+
+	// Nothing published yet: incomplete, no file.
+	waitFor(t, "no base counted as incomplete", 20*time.Second, func() bool { return refused(StateIncomplete) >= 1 })
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("catalog file written without a publication: %v", err)
+	}
+
+	// 600 nodes a site: two slices each; the gateway takes only a's.
+	publish(t, cs, labSites(600, "10.102.0.0/16"))
+	select {
+	case <-fr.f.Written():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not written within 10 s")
+	}
+	sites := fileSites(t, path)
+	if len(sites) != 2 || nodesOf(sites, "a") != 600 || nodesOf(sites, "b") != 0 {
+		t.Fatalf("file: %d sites, a %d nodes, b %d nodes; want 2, 600, 0", len(sites), nodesOf(sites, "a"), nodesOf(sites, "b"))
+	}
+	if writes() != 1 || fr.changed.Load() != 1 {
+		t.Fatalf("%v writes, %d changed calls; want 1", writes(), fr.changed.Load())
+	}
+
+	// A join in a's second slice.
+	joined := labSites(601, "10.102.0.0/16")
+	publish(t, cs, joined)
+	waitFor(t, "the join written", 10*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 601 })
+
+	// Incomplete: a base listing a slice that is not there yet.
+	before, _ := os.ReadFile(path)
+	cms, err := catalog.Render(labSites(602, "10.102.0.0/16"), catalog.Namespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc := refused(StateIncomplete)
+	apply(t, cs, cms[0]) // base only
+	waitFor(t, "the incomplete publication seen", 10*time.Second, func() bool { return refused(StateIncomplete) > inc })
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("an incomplete publication changed the file")
+	}
+	for _, cm := range cms[1:] {
+		apply(t, cs, cm)
+	}
+	waitFor(t, "the completed publication written", 10*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 602 })
+
+	// Fails the gateway's checks: b's pods overlap a's.
+	before, _ = os.ReadFile(path)
+	w := writes()
+	publish(t, cs, labSites(602, "10.65.128.0/17"))
+	waitFor(t, "the overlapping catalog refused", 10*time.Second, func() bool { return refused(StateRefused) >= 1 })
+	if after, _ := os.ReadFile(path); string(after) != string(before) || writes() != w {
+		t.Fatal("a refused catalog changed the file")
+	}
+	if got := testutil.ToFloat64(fr.f.m.states.WithLabelValues(string(StateRefused))); got != 1 {
+		t.Errorf("state refused = %v", got)
+	}
+
+	// Malformed base.
+	bad := cms[0].DeepCopy()
+	bad.Data[catalog.SitesKey] = "sites: [{name: a, bogus: 1}]"
+	apply(t, cs, bad)
+	waitFor(t, "the malformed base refused", 10*time.Second, func() bool { return refused(StateMalformed) >= 1 })
+
+	// Back to the good catalog the file holds: current again, no write;
+	// then the same data again: no write either.
+	publish(t, cs, labSites(602, "10.102.0.0/16"))
+	waitFor(t, "current again", 10*time.Second, func() bool {
+		return testutil.ToFloat64(fr.f.m.states.WithLabelValues(string(StateCurrent))) == 1
+	})
+	ev := testutil.ToFloat64(fr.f.m.evaluations)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, catalog.BaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations = map[string]string{"touched": "yes"} // same data
+	apply(t, cs, cm)
+	waitFor(t, "the touched base evaluated", 10*time.Second, func() bool { return testutil.ToFloat64(fr.f.m.evaluations) > ev })
+	if writes() != w {
+		t.Errorf("an unchanged publication was written again: %v writes", writes()-w)
+	}
+
+	// A new follower on the same file and publication writes nothing.
+	fr.stop()
+	fr2 := startFollower(t, cs, path, validate)
+	select {
+	case <-fr2.f.Written():
+	case <-time.After(10 * time.Second):
+		t.Fatal("restarted follower did not accept the file within 10 s")
+	}
+	if got := testutil.ToFloat64(fr2.f.m.writes); got != 0 {
+		t.Errorf("restarted follower rewrote an unchanged file (%v writes)", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files left in the directory: %s", strings.Join(names, ", "))
+	}
+}
+
+// TestFollowAPIServerGone: with the API server stopped the file stays
+// as it is (watch errors counted); started again, the follower resyncs
+// without a restart and writes what changed.
+func TestFollowAPIServerGone(t *testing.T) {
+	env := kubetest.Start(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path, validate := gatewayConfig(t, t.TempDir())
+	fr := startFollower(t, cs, path, validate)
+	publish(t, cs, labSites(3, "10.102.0.0/16"))
+	waitFor(t, "first write", 20*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 3 })
+	before, _ := os.ReadFile(path)
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Logf("%v (gone either way)", err)
+	}
+	// client-go's reflector retries a refused connection without
+	// reporting it (bridgehead_follow_watch_errors_total counts other
+	// failures): the file must simply stay.
+	time.Sleep(3 * time.Second)
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("the file changed while the API server was away")
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	publish(t, cs, labSites(4, "10.102.0.0/16"))
+	waitFor(t, "the change after the API server came back", 60*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 4 })
+	t.Logf("written %v after the publication that followed the restart", time.Since(start).Round(time.Millisecond))
+	if got := testutil.ToFloat64(fr.f.m.writes); got != 2 {
+		t.Errorf("%v writes, want 2 (one before the stop, one after)", got)
+	}
+}

@@ -1,0 +1,60 @@
+package follow
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are a Follower's bridgehead_follow_* series.
+type metrics struct {
+	evaluations prometheus.Counter
+	writes      prometheus.Counter
+	refused     *prometheus.CounterVec
+	watchErrors prometheus.Counter
+	lastWrite   prometheus.Gauge
+	states      *prometheus.GaugeVec
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	m.evaluations = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bridgehead_follow_evaluations_total",
+		Help: "Times the follower assembled the published catalog after a change of its ConfigMaps.",
+	})
+	m.writes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bridgehead_follow_writes_total",
+		Help: "Times the follower wrote a new catalog file.",
+	})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "bridgehead_follow_refused_total",
+		Help: "Published catalogs not written, by state: incomplete (publication in progress), malformed, refused (failed the gateway's checks), write-failed.",
+	}, []string{"state"})
+	m.watchErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bridgehead_follow_watch_errors_total",
+		Help: "Errors of the catalog's list/watch (API server unreachable, forbidden, ...); the informers retry.",
+	})
+	m.lastWrite = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bridgehead_follow_last_write_timestamp_seconds",
+		Help: "When the follower last wrote the catalog file (0: not since start).",
+	})
+	m.states = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bridgehead_follow_state",
+		Help: "1 for the follower's current state: waiting, current, incomplete, malformed, refused, write-failed.",
+	}, []string{"state"})
+	var errs []error
+	for _, c := range []prometheus.Collector{m.evaluations, m.writes, m.refused, m.watchErrors, m.lastWrite, m.states} {
+		errs = append(errs, reg.Register(c))
+	}
+	return errors.Join(errs...)
+}
+
+// state sets the state gauge: 1 for s, 0 for every other.
+func (m *metrics) state(s State) {
+	for _, x := range allStates {
+		v := 0.0
+		if x == s {
+			v = 1
+		}
+		m.states.WithLabelValues(string(x)).Set(v)
+	}
+}
