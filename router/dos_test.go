@@ -209,7 +209,7 @@ func cookiedInitiation(t *testing.T, h *hotPair, from netip.AddrPort, now time.T
 // fillLimiter fills r's handshake limiter table with distinct sources.
 func fillLimiter(r *Router) {
 	for i := range 1 << 16 {
-		r.limiter.Allow(netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)}))
+		r.hs.gate.limiter.Allow(netip.AddrFrom4([4]byte{100, 64 + byte(i>>16), byte(i >> 8), byte(i)}))
 	}
 }
 
@@ -221,7 +221,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	fillLimiter(h.b)
 	for range HandshakeBurst + 1 { // the peer's own bucket empty, if it has one
-		h.b.limiter.Take(h.bindA.local.Addr())
+		h.b.hs.gate.limiter.Take(h.bindA.local.Addr())
 	}
 	answered := h.b.Handshakes().Answered
 	init := cookiedInitiation(t, h, h.bindA.local, h.now)
@@ -302,7 +302,7 @@ func TestLimiterCleanupEverySecond(t *testing.T) {
 		clock.Advance(time.Second)
 		h.b.hs.timers(clock.Now())
 	}
-	if n := h.b.limiter.Len(); n != 0 {
+	if n := h.b.hs.gate.limiter.Len(); n != 0 {
 		t.Fatalf("%d idle sources still tracked 2 s later", n)
 	}
 }

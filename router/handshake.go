@@ -26,6 +26,8 @@ import (
 type handshaker struct {
 	r    *Router
 	rand io.Reader // receiver indices and jitter
+	// gate decides which handshake messages may cost us work (gate.go).
+	gate *handshakeGate
 
 	// The inbox. The outside loop takes a message from free, fills it
 	// and sends it on queue; the loop handles it and puts it back.
@@ -43,7 +45,6 @@ type handshaker struct {
 	lastDrops  [numDirections][numReasons]uint64
 	lastDropLg int64
 	lastGC     int64
-	lastLoaded time.Time // last time the queue was past the load mark
 }
 
 // handshakeCounters count handshakes this gateway took part in.
@@ -70,9 +71,9 @@ type hsMessage struct {
 
 // newHandshaker returns r's handshaker with an inbox of queueLen
 // messages, allocated now.
-func newHandshaker(r *Router, rand io.Reader, queueLen int) *handshaker {
+func newHandshaker(r *Router, rand io.Reader, queueLen int, gate *handshakeGate) *handshaker {
 	h := &handshaker{
-		r: r, rand: rand,
+		r: r, rand: rand, gate: gate,
 		queue:   make(chan *hsMessage, queueLen),
 		free:    make(chan *hsMessage, queueLen),
 		trigger: make(chan *Peer, 1024),
@@ -103,9 +104,8 @@ func (h *handshaker) receive(msg []byte, from netip.AddrPort) {
 	}
 	// mac1 needs only our public key: whoever lacks it is dropped here,
 	// before taking a queue slot, and never costs Diffie-Hellman.
-	if msg[0] != bhcrypto.MsgCookieReply && !h.r.mac1.Check(msg) {
+	if msg[0] != bhcrypto.MsgCookieReply && !h.gate.checkMAC1(msg, from) {
 		h.r.drops.Add(Outside, ReasonBadMAC, 1)
-		h.r.blocker.note(from)
 		return
 	}
 	var m *hsMessage
@@ -171,17 +171,14 @@ func (h *handshaker) handle(msg []byte, from netip.AddrPort, now time.Time, scra
 	// what we asked for, its receiver index is a random 32-bit value
 	// only the peer (or someone on the path) has seen, and a pending
 	// index is answered at most once, so it cannot be replayed for work.
-	if h.underLoad(now) && !h.answersPending(msg) {
-		if !h.r.cookies.CheckMAC2(msg, from) {
-			h.r.drops.Add(Outside, ReasonCookieRequired, 1)
-			if reply, err := h.r.cookies.CreateReply(msg, from); err == nil {
+	if h.gate.underLoad(len(h.queue), cap(h.queue), now) && !h.answersPending(msg) {
+		known := h.r.state.Load().byEndpoint[from] != nil
+		if reply, drop, ok := h.gate.admit(msg, from, known); !ok {
+			h.r.drops.Add(Outside, drop, 1)
+			if reply != nil {
 				h.count.cookieReplies.Add(1)
 				h.r.bind.Send([][]byte{reply}, from)
 			}
-			return
-		}
-		if h.r.state.Load().byEndpoint[from] == nil && !h.r.limiter.Allow(from.Addr()) {
-			h.r.drops.Add(Outside, ReasonRateLimited, 1)
 			return
 		}
 	}
@@ -192,16 +189,6 @@ func (h *handshaker) handle(msg []byte, from netip.AddrPort, now time.Time, scra
 	case bhcrypto.MsgResponse:
 		h.handleResponse(msg, from, now, scratch)
 	}
-}
-
-// underLoad reports whether the handshake loop is under load at now: its
-// queue is past an eighth full, or was within UnderLoadHoldover.
-func (h *handshaker) underLoad(now time.Time) bool {
-	if len(h.queue) >= cap(h.queue)/8 {
-		h.lastLoaded = now
-		return true
-	}
-	return !h.lastLoaded.IsZero() && now.Sub(h.lastLoaded) < UnderLoadHoldover
 }
 
 // answersPending reports whether msg is a response to one of our pending
@@ -388,7 +375,7 @@ func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 	if p.hs.pending != nil && !retransmit {
 		return
 	}
-	if !retransmit && !h.r.initPace.Allow(netip.IPv4Unspecified()) {
+	if !retransmit && !h.gate.pace() {
 		return
 	}
 	if p.hs.firstAttempt.IsZero() {

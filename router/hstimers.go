@@ -45,9 +45,8 @@ func (h *handshaker) timers(now time.Time) {
 	h.logDrops(now)
 	if h.r.mono.ns(now)-h.lastGC >= int64(limiterGCInterval) {
 		h.lastGC = h.r.mono.ns(now)
-		h.r.limiter.GC()
+		h.gate.gc(now)
 		h.r.icmp.limit.GC()
-		h.r.blocker.gc(now)
 	}
 }
 

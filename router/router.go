@@ -78,19 +78,8 @@ type Router struct {
 	insideBusy, outsideBusy atomic.Int64
 	timersRan               atomic.Int64
 
-	// DoS resistance: under handshake load, initiations and responses
-	// need a cookie (mac2) and pass a per-source token bucket.
-	mac1    *bhcrypto.MAC1Checker // used by the outside loop only
-	cookies *bhcrypto.CookieChecker
-	limiter *ratelimit.Limiter
-	// initPace paces new handshake attempts (one bucket); handshake
-	// loop only.
-	initPace *ratelimit.Limiter
-
 	// filter keeps the kernel early-drop filter in step (filter.go).
 	filter *kernelFilter
-	// blocker blocks sources of bad mac1s in the filter (blocker.go).
-	blocker *sourceBlocker
 
 	// out writes to the TUN (outside loop, ICMP errors); icmp sends the
 	// ICMP errors (icmp.go).
@@ -153,22 +142,18 @@ func New(o Options) (*Router, error) {
 	if hq <= 0 {
 		hq = 256
 	}
-	r.hs = newHandshaker(r, rnd, hq)
 	r.probe = newProber(r)
 	var seed [8]byte
 	if _, err := io.ReadFull(rnd, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
-	r.mac1 = bhcrypto.NewMAC1Checker(r.id.Public)
-	r.cookies = bhcrypto.NewCookieChecker(r.id.Public, rnd, r.clock.Now)
-	r.limiter = ratelimit.New(HandshakeRate, HandshakeBurst, 65536, r.clock.Now)
-	r.initPace = ratelimit.New(InitiationRate, InitiationBurst, 1, r.clock.Now)
 	r.out.dev = r.tun
 	r.icmp = newICMPResponder(&r.out, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
-	r.blocker = newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
+	blocker := newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
+	r.hs = newHandshaker(r, rnd, hq, newHandshakeGate(r.id.Public, rnd, r.clock.Now, blocker))
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil

@@ -1,0 +1,92 @@
+package router
+
+import (
+	"io"
+	"net/netip"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/ratelimit"
+)
+
+// handshakeGate decides which handshake messages may cost this gateway
+// work. Messages without a valid mac1 (keyed by our public key) never
+// take a queue slot, and their sources go to the blocker. While the
+// handshake queue is an eighth full, or was within UnderLoadHoldover, the
+// handshake loop is under load: messages need a valid cookie (mac2), and
+// each source other than a configured peer endpoint is held to
+// HandshakeRate. Our own new initiations are paced to InitiationRate.
+//
+// The outside loop calls checkMAC1; everything else runs in the handshake
+// loop, which owns lastLoaded. mac1, cookies and the limiters are safe for
+// concurrent use.
+type handshakeGate struct {
+	mac1     *bhcrypto.MAC1Checker
+	cookies  *bhcrypto.CookieChecker
+	limiter  *ratelimit.Limiter // handshakes per source under load
+	initPace *ratelimit.Limiter // our new handshake attempts (one bucket)
+	blocker  *sourceBlocker     // sources of bad mac1s
+
+	lastLoaded time.Time // last time the queue was past the load mark
+}
+
+func newHandshakeGate(own bhcrypto.PublicKey, rand io.Reader, now func() time.Time, blocker *sourceBlocker) *handshakeGate {
+	return &handshakeGate{
+		mac1:     bhcrypto.NewMAC1Checker(own),
+		cookies:  bhcrypto.NewCookieChecker(own, rand, now),
+		limiter:  ratelimit.New(HandshakeRate, HandshakeBurst, 65536, now),
+		initPace: ratelimit.New(InitiationRate, InitiationBurst, 1, now),
+		blocker:  blocker,
+	}
+}
+
+// checkMAC1 reports whether msg (an initiation or response of the right
+// size) carries a valid mac1; a source sending bad ones is noted by the
+// blocker. It runs in the outside loop and allocates nothing.
+func (g *handshakeGate) checkMAC1(msg []byte, from netip.AddrPort) bool {
+	if g.mac1.Check(msg) {
+		return true
+	}
+	g.blocker.note(from)
+	return false
+}
+
+// underLoad reports whether the handshake loop is under load at now, with
+// queued of capacity messages waiting: the queue is past an eighth full,
+// or was within UnderLoadHoldover.
+func (g *handshakeGate) underLoad(queued, capacity int, now time.Time) bool {
+	if queued >= capacity/8 {
+		g.lastLoaded = now
+		return true
+	}
+	return !g.lastLoaded.IsZero() && now.Sub(g.lastLoaded) < UnderLoadHoldover
+}
+
+// admit decides, under load, whether msg from `from` may cost
+// Diffie-Hellman; known says whether from is a configured peer endpoint
+// (never rate limited: the per-peer initiation interval bounds it). When
+// it may not, drop is the reason, and reply, when not nil, is a cookie
+// reply to send back.
+func (g *handshakeGate) admit(msg []byte, from netip.AddrPort, known bool) (reply []byte, drop Reason, ok bool) {
+	if !g.cookies.CheckMAC2(msg, from) {
+		reply, err := g.cookies.CreateReply(msg, from)
+		if err != nil {
+			reply = nil
+		}
+		return reply, ReasonCookieRequired, false
+	}
+	if !known && !g.limiter.Allow(from.Addr()) {
+		return nil, ReasonRateLimited, false
+	}
+	return nil, 0, true
+}
+
+// pace reports whether a new handshake attempt of ours may start now.
+func (g *handshakeGate) pace() bool { return g.initPace.Allow(netip.IPv4Unspecified()) }
+
+// gc lets idle sources leave the limiters and forgets expired blocks.
+// Handshake loop.
+func (g *handshakeGate) gc(now time.Time) {
+	g.limiter.GC()
+	g.blocker.gc(now)
+}
