@@ -18,8 +18,9 @@ type workload struct {
 	Spec struct {
 		Template struct {
 			Spec struct {
-				HostNetwork bool `yaml:"hostNetwork"`
-				Tolerations []struct {
+				HostNetwork        bool   `yaml:"hostNetwork"`
+				ServiceAccountName string `yaml:"serviceAccountName"`
+				Tolerations        []struct {
 					Operator string `yaml:"operator"`
 				} `yaml:"tolerations"`
 				NodeSelector map[string]string `yaml:"nodeSelector"`
@@ -164,6 +165,10 @@ func TestKubernetesWorkloads(t *testing.T) {
 				}
 				if site := args["site"]; site == "" || pod.NodeSelector["bridgehead.io/site"] != site {
 					t.Errorf("--site %q, nodeSelector %v: want the Job on a node of the site it checks", site, pod.NodeSelector)
+				}
+				if _, ok := args["report"]; !ok || pod.ServiceAccountName != "bridgehead-verify" || args["node-name"] != "$(NODE_NAME)" {
+					t.Errorf("--report %v, serviceAccountName %q, --node-name %q: want the run published with verify-rbac.yaml's account, named by its node",
+						ok, pod.ServiceAccountName, args["node-name"])
 				}
 			}
 		})

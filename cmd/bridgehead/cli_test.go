@@ -142,6 +142,12 @@ func TestCLIGolden(t *testing.T) {
 			first: "bridgehead verify: --target and --socket go with --on gateway"},
 		{name: "verify --on node unknown site", args: []string{"verify", "--config", cfg, "--on", "node", "--site", "site-z"}, code: 2,
 			first: `bridgehead verify: --site "site-z": ` + cfg + " lists no such site"},
+		{name: "verify --collect with checks", args: []string{"verify", "--config", cfg, "--collect", "--on", "pod"}, code: 2,
+			first: "bridgehead verify: --collect reads the published reports; it runs no check (no --on, --report or check flags)"},
+		{name: "verify --report on a gateway", args: []string{"verify", "--config", cfg, "--report"}, code: 2,
+			first: "bridgehead verify: --report goes with --on node or --on pod"},
+		{name: "verify --collect --format", args: []string{"verify", "--config", cfg, "--collect", "--format", "yaml"}, code: 2,
+			first: `bridgehead verify: --format "yaml": want table or json`},
 		{name: "verify --service without port", args: []string{"verify", "--on", "pod", "--service", "10.96.0.20"}, code: 2,
 			first: `bridgehead verify: invalid value "10.96.0.20" for flag -service: "10.96.0.20" is not ADDR:PORT`},
 	}

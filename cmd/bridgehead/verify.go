@@ -16,6 +16,7 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/control"
 	"github.com/bridgehead/bridgehead/verify"
+	"github.com/bridgehead/bridgehead/verify/kubereport"
 )
 
 // setupVerify declares verify. --on gateway (the default) checks a
@@ -25,6 +26,11 @@ import (
 // pod of a site, what seed 003 asks an operator to verify: pods in other
 // sites and in this one, a Service, cluster DNS, egress and the
 // callback path. Exit 1 when a check fails.
+//
+// --report publishes a node or pod run into the API server (one
+// ConfigMap per site and node, verify/kubereport); --collect reads every
+// published report and prints the cluster's site × check matrix, exit 1
+// when a report fails, is stale or a site has none.
 func setupVerify(fs *flag.FlagSet) action {
 	cfgPath := fs.String("config", defaultConfig, "config `FILE` (sites and their CIDRs; on a gateway, the gateway's own)")
 	on := fs.String("on", "gateway", "where verify runs: `gateway`, node or pod")
@@ -46,7 +52,28 @@ func setupVerify(fs *flag.FlagSet) action {
 	fs.Var(addrPortFlag{&co.egress}, "egress", "node, pod: an `ADDR:PORT` outside the cluster that answers TCP")
 	fs.Var(addrPortFlag{&co.relay}, "callback-relay", "node, pod: the relay `ADDR:PORT` of the site where the API server's egress lives")
 	fs.Var(addrFlag{&co.node}, "node-address", "node, pod: this node's `ADDR` (node default: a local address in the site's nodeCIDRs)")
+	var ko kubeReportFlags
+	fs.BoolVar(&ko.report, "report", false, "node, pod: also publish this run into the API server for verify --collect")
+	fs.BoolVar(&ko.collect, "collect", false, "print the cluster's site × check matrix from every published report (sites from --config)")
+	fs.StringVar(&ko.kubeconfig, "kubeconfig", "", "--report, --collect: kubeconfig `FILE` (default: the pod's service account)")
+	fs.StringVar(&ko.namespace, "report-namespace", kubereport.DefaultNamespace, "--report, --collect: the `NAMESPACE` of the reports")
+	fs.StringVar(&ko.nodeName, "node-name", "", "--report: this node's `NAME` (default: $NODE_NAME, else the host name)")
+	fs.DurationVar(&ko.maxAge, "max-age", time.Hour, "--collect: a report older than `DURATION` is stale (0: never)")
+	fs.StringVar(&ko.format, "format", "table", "--collect: `FORMAT` table or json (--json is json)")
 	return noArgs(func(std *stdio) error {
+		if ko.collect {
+			if *on != "gateway" || co.set() || ko.report || len(targets) > 0 || *socket != "" {
+				return usageError{fmt.Errorf("--collect reads the published reports; it runs no check (no --on, --report or check flags)")}
+			}
+			format := ko.format
+			if *asJSON {
+				format = "json"
+			}
+			return verifyCollect(std.out, std.err, *cfgPath, ko, format)
+		}
+		if ko.report && *on == "gateway" {
+			return usageError{fmt.Errorf("--report goes with --on node or --on pod")}
+		}
 		var relayClient *tls.Config
 		if *relayCert != "" || *relayKey != "" || *relayCA != "" {
 			var err error
@@ -64,7 +91,7 @@ func setupVerify(fs *flag.FlagSet) action {
 			if len(targets) > 0 || *socket != "" {
 				return usageError{fmt.Errorf("--target and --socket go with --on gateway")}
 			}
-			return verifyCluster(std.out, *cfgPath, *on == "pod", *asJSON, *timeout, *port, co, relayClient)
+			return verifyCluster(std.out, *cfgPath, *on, *asJSON, *timeout, *port, co, relayClient, ko)
 		}
 		return usageError{fmt.Errorf("--on %q: want gateway, node or pod", *on)}
 	})
@@ -82,7 +109,8 @@ func (c *clusterFlags) set() bool {
 	return c.site != "" || len(c.pods) > 0 || c.service.IsValid() || c.dns.IsValid() || c.egress.IsValid() || c.relay.IsValid() || c.node.IsValid()
 }
 
-func verifyCluster(stdout io.Writer, cfgPath string, inPod, asJSON bool, timeout time.Duration, port uint, co clusterFlags, relayClient *tls.Config) error {
+func verifyCluster(stdout io.Writer, cfgPath, on string, asJSON bool, timeout time.Duration, port uint, co clusterFlags, relayClient *tls.Config, ko kubeReportFlags) error {
+	inPod := on == "pod"
 	if port == 0 || port > 65535 {
 		return usageError{fmt.Errorf("--port %d: want 1-65535", port)}
 	}
@@ -116,6 +144,12 @@ func verifyCluster(stdout io.Writer, cfgPath string, inPod, asJSON bool, timeout
 		Pods: co.pods, Service: service, DNS: dns, ClusterDomain: co.domain, Egress: co.egress,
 		CallbackRelay: co.relay, NodeAddr: node, KubeletPort: uint16(port), RelayClient: relayClient,
 	})
+	if ko.report {
+		if err := publishReport(ko, site, on, rep); err != nil {
+			writeReport(stdout, rep, asJSON) //nolint:errcheck // the publishing error is the one to return
+			return err
+		}
+	}
 	return writeReport(stdout, rep, asJSON)
 }
 
