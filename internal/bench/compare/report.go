@@ -65,6 +65,9 @@ func Metrics(s Settings) []MetricDef {
 		{MRTTLoad50, "ICMP RTT under load p50", "ms", 3, false},
 		{MRTTLoad99, "ICMP RTT under load p99", "ms", 3, false},
 		{MRTTLoadLoss, "ICMP echoes lost under load", "%", 1, false},
+		{MRRLoad50, "UDP 100 Hz request/response under load p50", "ms", 3, false},
+		{MRRLoad99, "UDP 100 Hz request/response under load p99", "ms", 3, false},
+		{MRRLoadLoss, "UDP requests lost under load", "%", 1, false},
 		{MCPUA, "CPU gateway A per GB", "s/GB", 2, false},
 		{MCPUB, "CPU gateway B per GB", "s/GB", 2, false},
 		{MSoftirq, "softirq, whole machine, per GB", "s/GB", 2, false},
@@ -224,7 +227,7 @@ func (r *Report) Markdown() string {
 		}
 		b.WriteString("\n")
 		for _, m := range r.Metrics {
-			if m.Key == MRetransmits || m.Key == MUDPLoss || m.Key == MRTTLoadLoss {
+			if m.Key == MRetransmits || m.Key == MUDPLoss || m.Key == MRTTLoadLoss || m.Key == MRRLoadLoss {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s |", m.Label)

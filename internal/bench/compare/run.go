@@ -18,6 +18,15 @@ import (
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/results"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
+	"github.com/bridgehead/bridgehead/internal/bench/udprr"
+)
+
+// The UDP request/response series run during the one-stream test: 64-byte
+// requests at 100 Hz, like small API calls or health checks.
+const (
+	rrPort     = 7007
+	rrSize     = 64
+	rrInterval = 10 * time.Millisecond
 )
 
 // Run runs the benchmark and returns its report, complete or as far as it
@@ -136,10 +145,12 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	var (
 		wg     sync.WaitGroup
 		lr     ping.Result
+		rr     udprr.Result
 		lerr   error
+		rerr   error
 		loaded = max(d-time.Second, time.Second)
 	)
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		select {
@@ -149,6 +160,21 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 		}
 		lr, lerr = ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, cfg.PingInterval, loaded)
 	}()
+	// A 100 Hz UDP request/response between two other pods of the same
+	// sites (another flow than the bulk one and the ping).
+	go func() {
+		defer wg.Done()
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+		rr, rerr = udprr.Run(ctx, udprr.Spec{
+			ClientNS: t.NS(lab.ANode), ServerNS: t.NS(lab.BNode),
+			Src: lab.PodA2, Dst: lab.PodB2, Port: rrPort, Size: rrSize,
+			Interval: rrInterval, Duration: loaded,
+		})
+	}()
 	r, err := runClient()
 	wg.Wait()
 	if err != nil {
@@ -156,6 +182,14 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	}
 	if lerr != nil {
 		return s, lerr
+	}
+	if rerr != nil {
+		return s, rerr
+	}
+	s.Values[MRRLoad50] = stats.Percentile(rr.RTTs, 50)
+	s.Values[MRRLoad99] = stats.Percentile(rr.RTTs, 99)
+	if rr.Sent > 0 {
+		s.Values[MRRLoadLoss] = 100 * float64(rr.Lost()) / float64(rr.Sent)
 	}
 	cpu.stop(r.Bytes)
 	s.Values[MTCP1] = r.BitsPerSecond / 1e6
@@ -165,8 +199,9 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	if lr.Sent > 0 {
 		s.Values[MRTTLoadLoss] = 100 * float64(lr.Lost()) / float64(lr.Sent)
 	}
-	say("  %.0f Mbit/s (%.0f retransmits); RTT under load p50 %.3f ms, p99 %.3f ms (%d/%d replies)",
-		s.Values[MTCP1], r.Retransmits, s.Values[MRTTLoad50], s.Values[MRTTLoad99], len(lr.RTTs), lr.Sent)
+	say("  %.0f Mbit/s (%.0f retransmits); RTT under load p50 %.3f ms, p99 %.3f ms (%d/%d replies); UDP request/response p50 %.3f ms, p99 %.3f ms (%d/%d)",
+		s.Values[MTCP1], r.Retransmits, s.Values[MRTTLoad50], s.Values[MRTTLoad99], len(lr.RTTs), lr.Sent,
+		s.Values[MRRLoad50], s.Values[MRRLoad99], len(rr.RTTs), rr.Sent)
 	if err := checkGW(); err != nil {
 		return s, err
 	}

@@ -25,8 +25,13 @@ import (
 // The address plan is the one of deploy/lab/lab.sh, so that a bridgehead
 // config written for the benchmark reads like the lab's.
 var (
-	PodA    = netip.MustParseAddr("10.244.1.10")
-	PodB    = netip.MustParseAddr("10.245.1.10")
+	PodA = netip.MustParseAddr("10.244.1.10")
+	PodB = netip.MustParseAddr("10.245.1.10")
+	// PodA2 and PodB2 are second pods on the same nodes (addresses on
+	// the node namespaces' lo, like PodA and PodB): the small flows that
+	// are measured while PodA and PodB carry a bulk one.
+	PodA2   = netip.MustParseAddr("10.244.1.11")
+	PodB2   = netip.MustParseAddr("10.245.1.11")
 	nodeA   = "10.224.0.5"
 	nodeB   = "192.168.50.5"
 	gwALAN  = "10.224.0.4"
@@ -179,6 +184,9 @@ func (t *Topology) Up(ctx context.Context) error {
 	}
 	a, b, ga, gb := t.NS(ANode), t.NS(BNode), t.NS(AGW), t.NS(BGW)
 	cmds := labLinks(a, b, ga, gb, wanMTU)
+	cmds = append(cmds,
+		[]string{"-n", a, "addr", "add", PodA2.String() + "/32", "dev", "lo"},
+		[]string{"-n", b, "addr", "add", PodB2.String() + "/32", "dev", "lo"})
 	// Pods: only static routes toward their own gateway, the routes
 	// `bridgehead routes --format ip` prints for the lab.
 	for _, p := range siteBPrefixes4 {

@@ -1,0 +1,52 @@
+package udprr
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestLoopback runs a short series between two addresses of one new
+// namespace's loopback: every request is answered.
+func TestLoopback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root (CI is set: not skipping)")
+		}
+		t.Skip("needs root")
+	}
+	ns := "bhrrtest" + strconv.Itoa(os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v %s", err, out)
+	}
+	r, err := Run(context.Background(), Spec{
+		ClientNS: ns, ServerNS: ns,
+		Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.2"),
+		Port: 7007, Size: 64, Interval: 10 * time.Millisecond, Duration: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sent < 15 || r.Lost() != 0 || len(r.RTTs) != r.Sent {
+		t.Fatalf("sent %d, %d responses", r.Sent, len(r.RTTs))
+	}
+	for _, x := range r.RTTs {
+		if x <= 0 || x > 1000 {
+			t.Fatalf("RTT %v ms", x)
+		}
+	}
+}
+
+func TestRejectsSmallSize(t *testing.T) {
+	if _, err := Run(context.Background(), Spec{Size: 8, Interval: time.Millisecond}); err == nil {
+		t.Fatal("size 8 accepted")
+	}
+}
