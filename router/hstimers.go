@@ -13,7 +13,7 @@ import (
 // timers retransmits and abandons handshakes, forgets dead sessions and
 // logs drop summaries.
 func (h *handshaker) timers(now time.Time) {
-	h.r.timersRan.Store(h.r.mono.ns(now))
+	h.r.health.timers.Store(h.r.mono.ns(now))
 	st := h.r.state.Load()
 	for _, p := range h.pending {
 		if p.removed.Load() {

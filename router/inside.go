@@ -179,13 +179,13 @@ drain:
 		return
 	}
 	now := r.clock.Now()
-	r.insideBusy.Store(r.mono.ns(now))
+	r.health.inside.Store(r.mono.ns(now))
 	p.run.now = r.mono.ns(now)
 	for _, b := range taken {
 		r.route(b, b.n, now)
 	}
 	r.flushInside(p.run)
-	r.insideBusy.Store(0)
+	r.health.inside.Store(0)
 	for i, b := range taken {
 		b.n = 0
 		p.free <- b

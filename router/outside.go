@@ -68,9 +68,9 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 			failures = 0
 		}
 		now := r.clock.Now()
-		r.outsideBusy.Store(r.mono.ns(now))
+		r.health.outside.Store(r.mono.ns(now))
 		r.receiveBatch(b, n, now)
-		r.outsideBusy.Store(0)
+		r.health.outside.Store(0)
 	}
 }
 

@@ -72,11 +72,8 @@ type Router struct {
 	// hs is the handshake loop and its state (handshake.go).
 	hs *handshaker
 
-	// Loop liveness for the watchdog: when each data loop started the
-	// batch it is working on (0 while it waits for input), and when the
-	// handshake loop last ran its timers.
-	insideBusy, outsideBusy atomic.Int64
-	timersRan               atomic.Int64
+	// health is the loops' progress for the watchdog (Healthy).
+	health loopHealth
 
 	// filter keeps the kernel early-drop filter in step (filter.go).
 	filter *kernelFilter
@@ -208,27 +205,11 @@ func (r *Router) retire(kps ...*bhcrypto.Keypair) {
 	r.index.remove(kps...)
 }
 
-// StuckAfter is how long a loop may spend on one batch, or the handshake
-// loop go without running its timers, before Healthy reports it wedged.
-const StuckAfter = 10 * time.Second
-
 // Healthy reports whether every loop is making progress at now: a data
 // loop waiting for input is healthy, one stuck in a batch for StuckAfter
 // is not; the handshake loop must have run its timers within StuckAfter.
 // The daemon feeds the systemd watchdog only while this returns nil.
-func (r *Router) Healthy(now time.Time) error {
-	ns := r.mono.ns(now)
-	if t := r.insideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
-		return fmt.Errorf("inside loop stuck on one batch for %s", time.Duration(ns-t))
-	}
-	if t := r.outsideBusy.Load(); t != 0 && ns-t > int64(StuckAfter) {
-		return fmt.Errorf("outside loop stuck on one batch for %s", time.Duration(ns-t))
-	}
-	if t := r.timersRan.Load(); t != 0 && ns-t > int64(StuckAfter) {
-		return fmt.Errorf("handshake loop has not run for %s", time.Duration(ns-t))
-	}
-	return nil
-}
+func (r *Router) Healthy(now time.Time) error { return r.health.check(r.mono.ns(now)) }
 
 // Drops returns the drop counters.
 func (r *Router) Drops() *Drops { return &r.drops }
