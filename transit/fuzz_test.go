@@ -45,6 +45,12 @@ func FuzzForward(f *testing.F) {
 		if _, _, _, r := w.relay[gwE2].Unwrap(bytes.Clone(msg)); r == Forwarded {
 			t.Fatal("Unwrap says forwarded")
 		}
+		for _, g := range []GatewayID{gwHub2, gwE1} {
+			res := w.relay[g].Receive(bytes.Clone(msg))
+			if (res.Reason == Forwarded) != (res.Out != nil) || (res.Reason == Delivered) != (res.Inner != nil) {
+				t.Fatalf("Receive at %d: %v with out %d bytes, inner %d bytes", g, res.Reason, len(res.Out), len(res.Inner))
+			}
+		}
 	})
 }
 

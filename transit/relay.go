@@ -22,13 +22,18 @@ type Sessions interface {
 	Current(gw GatewayID) (kp *bhcrypto.Keypair, to netip.AddrPort, ok bool)
 }
 
-// Result is what became of a relay message at a hub.
+// Result is what became of a relay message.
 type Result struct {
 	// Out is the relay message to send, rewritten in place in the
 	// buffer Forward was given, and To where to send it. Set only when
 	// Reason is Forwarded.
 	Out []byte
 	To  netip.AddrPort
+	// Inner is the relayed datagram (aliasing the message) when Reason
+	// is Delivered, Origin the gateway that sealed it and Via the hub
+	// gateway that passed it on (Receive only).
+	Inner       []byte
+	Origin, Via GatewayID
 	// From is the gateway that sent it, once its tag has verified
 	// (None before): the router notes it as traffic from that gateway,
 	// which it follows to a new source address as for any datagram.
@@ -135,6 +140,43 @@ func (r *Relay) forward(msg []byte) Result {
 		return Result{From: src, Reason: ReasonSealFailed}
 	}
 	return Result{Out: out, To: to, From: src, Reason: Forwarded}
+}
+
+// Receive handles any relay message: a hub's (Forward) when the local
+// gateway may relay from its sender to the gateway it names, a spoke's
+// (Unwrap) when the sender is a hub of the named gateway's site and the
+// message is for the local gateway. The two never apply to the same
+// message: a hub's site is neither the source's nor the destination's.
+// The message is authenticated once. It does not allocate.
+func (r *Relay) Receive(msg []byte) Result {
+	v := r.view.Load()
+	if v == nil {
+		r.counts.add(ReasonNotAllowed, 0)
+		return Result{From: None, Origin: None, Via: None, Reason: ReasonNotAllowed}
+	}
+	inner, sender, named, reason := r.open(v, msg)
+	res := Result{From: sender, Origin: None, Via: None, Reason: reason}
+	switch {
+	case reason != Delivered:
+	case v.plan.Allowed(v.self, sender, named):
+		kp, to, ok := r.sessions.Current(named)
+		if !ok {
+			res.Reason = ReasonNoSession
+			break
+		}
+		out, err := kp.SealRelay(msg, len(inner), v.plan.KeyID(sender))
+		if err != nil {
+			res.Reason = ReasonSealFailed
+			break
+		}
+		res.Out, res.To, res.Reason = out, to, Forwarded
+	case named != v.self && v.plan.Allowed(sender, named, v.self):
+		res.Inner, res.Origin, res.Via = inner, named, sender
+	default:
+		res.Reason = ReasonNotAllowed
+	}
+	r.counts.add(res.Reason, len(inner))
+	return res
 }
 
 // Wrap is a spoke's send side: pkt[bhcrypto.RelayHeaderSize:][:innerLen]

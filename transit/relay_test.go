@@ -261,3 +261,58 @@ bridgehead_transit_dropped_total{reason="unknown_index"} 0
 		t.Fatalf("%d series (%v), want 13", n, err)
 	}
 }
+
+// TestReceive: one entry point takes both roles, each where it applies.
+func TestReceive(t *testing.T) {
+	w := newWorld(t, bhcrypto.AESGCM)
+	msg := w.wrap(t, gwE1, gwHub2, gwE2, w.e2e[0], []byte("both roles"))
+	res := w.relay[gwHub2].Receive(msg)
+	if res.Reason != Forwarded || res.From != gwE1 || res.To != addr(gwE2) || res.Inner != nil {
+		t.Fatalf("at the hub: %+v", res)
+	}
+	res = w.relay[gwE2].Receive(res.Out)
+	if res.Reason != Delivered || res.From != gwHub2 || res.Origin != gwE1 || res.Via != gwHub2 || res.Out != nil {
+		t.Fatalf("at the spoke: %+v", res)
+	}
+	got, _, err := w.e2e[1].Open(res.Inner)
+	if err != nil || !bytes.HasPrefix(got, []byte("both roles")) {
+		t.Fatalf("E2 opens %q: %v", got, err)
+	}
+	// A hub does not deliver to itself, a spoke does not forward.
+	buf := make([]byte, bhcrypto.RelayOverhead+32)
+	self, err := w.hubSession(gwE1, gwHub).SealRelay(buf, 32, w.plan.KeyID(gwHub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := w.relay[gwHub].Receive(self); res.Reason != ReasonNotAllowed {
+		t.Fatalf("relay message naming the hub itself: %v", res.Reason)
+	}
+	e2ToE1 := w.e2e[1]
+	buf = make([]byte, bhcrypto.RelayOverhead+32)
+	fwd, err := e2ToE1.SealRelay(buf, 32, w.plan.KeyID(gwX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := w.relay[gwE1].Receive(fwd); res.Reason != ReasonNotAllowed {
+		t.Fatalf("a spoke asked to forward: %v", res.Reason)
+	}
+	// Both roles through Receive allocate nothing.
+	msg = w.wrap(t, gwE1, gwHub, gwE2, w.e2e[0], make([]byte, 1380))
+	work := make([]byte, len(msg))
+	hub := w.hubSession(gwE1, gwHub)
+	allocs := testing.AllocsPerRun(200, func() {
+		copy(work, msg)
+		if _, err := hub.SealRelay(work, len(work)-bhcrypto.RelayOverhead, w.plan.KeyID(gwE2)); err != nil {
+			panic(err)
+		}
+		if res := w.relay[gwHub].Receive(work); res.Reason != Forwarded {
+			panic(res.Reason.String())
+		}
+		if res := w.relay[gwE2].Receive(work); res.Reason != Delivered {
+			panic(res.Reason.String())
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Receive allocates %.1f times per datagram", allocs)
+	}
+}
