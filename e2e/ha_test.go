@@ -413,7 +413,9 @@ func TestHAShareAndReturn(t *testing.T) {
 	l.fail("gw-b1", "kill")
 	l.waitPeers("down", "gw-b1")
 	time.Sleep(time.Second)
-	if during := l.txRates(time.Second); during["gw-b1"] != 0 || during["gw-b2"] < total*9/10 {
+	// gw-b2 carries it all; three quarters of the earlier rate allows
+	// for a loaded machine, where one second's rate varies that much.
+	if during := l.txRates(time.Second); during["gw-b1"] != 0 || during["gw-b2"] < total*3/4 {
 		t.Errorf("after gw-b1 died: %v packets in 1 s, want all %d on gw-b2", during, total)
 	}
 	l.restore("gw-b1", "kill")
@@ -429,20 +431,34 @@ func TestHAShareAndReturn(t *testing.T) {
 	if len(flows) != 64 {
 		t.Fatalf("%d flows arrived, want 64", len(flows))
 	}
-	moved, steady := 0, 0
+	// 100 packets/s: 10 ms apart. A flow of gw-b1's loses what was sent
+	// during the detection (about 600 ms: some 60 datagrams); one of
+	// gw-b2's must lose nothing to the failure. Loss, not the longest
+	// gap, tells them apart: on a loaded machine the sender can stall
+	// for hundreds of ms, which delays every flow and loses nothing. The
+	// loaded machine's own loss (a starved sink overflowing its socket
+	// buffer) hits every flow alike, so it is measured by the flow that
+	// lost least, which is one of gw-b2's.
+	losses := make([]int, 0, len(flows))
+	maxGap := 0.0
 	for f, st := range flows {
 		if st.Duplicates != 0 {
 			t.Errorf("flow %s: %d datagrams delivered twice", f, st.Duplicates)
 		}
-		// 100 packets/s: 10 ms apart. A flow of gw-b1's waits out its
-		// detection (about 600 ms); one of gw-b2's must not notice.
-		if st.MaxGapMs > 400 {
+		losses = append(losses, int(st.Lost))
+		maxGap = max(maxGap, st.MaxGapMs)
+	}
+	slices.Sort(losses)
+	moved, steady := 0, 0
+	for _, n := range losses {
+		if n >= losses[0]+20 {
 			moved++
 		} else {
 			steady++
 		}
 	}
-	t.Logf("flows interrupted by the failure: %d; never interrupted: %d", moved, steady)
+	t.Logf("datagrams lost per flow, sorted: %v; longest gap of any flow %.0f ms", losses, maxGap)
+	t.Logf("flows that lost 20 or more datagrams more than the least hit flow: %d; that did not: %d", moved, steady)
 	share1 := int(64 * share["gw-b1"] / max(total, 1))
 	if moved < share1/2 || moved > share1+share1/2+2 || steady == 0 {
 		t.Errorf("%d flows interrupted and %d not, want about %d (gw-b1's share) interrupted", moved, steady, share1)
@@ -476,6 +492,9 @@ func TestHAMTUBlackHole(t *testing.T) {
 		ip daddr %s udp dport 51820 meta length > 1228 drop
 	}
 }`, haGateways[carrier].wan)
+	// Downs counts from the gateway's start: a flap before the limit (a
+	// loaded machine delays probes) is not the black hole's doing.
+	before := l.peersAtA()[carrier].Live.Downs
 	c := exec.Command("ip", "netns", "exec", l.ns("a-gw"), "nft", "-f", "-")
 	c.Stdin = strings.NewReader(rules)
 	if out, err := c.CombinedOutput(); err != nil {
@@ -496,8 +515,8 @@ func TestHAMTUBlackHole(t *testing.T) {
 	found := time.Since(failedAt)
 	streamDone()
 	stats := results()["0"]
-	if st.Live.State != "up" || st.Live.Downs != 0 {
-		t.Errorf("%s at gw-a1 behind an MTU black hole: %+v, want up (small probes pass)", carrier, st.Live)
+	if st.Live.State != "up" || st.Live.Downs != before {
+		t.Errorf("%s at gw-a1 behind an MTU black hole: %+v (%d downs before the limit), want up (small probes pass)", carrier, st.Live, before)
 	}
 	if st.Live.PathMTU > 1168 || st.Live.PathMTU < 1152 {
 		t.Errorf("%s path MTU %d, want 1152..1168 (1200 bytes of UDP payload less 32 of overhead)", carrier, st.Live.PathMTU)
