@@ -50,14 +50,18 @@ type Relay struct {
 	counts   Counts
 }
 
-// view is a Plan and the local gateway in it, swapped together.
+// view is a Plan and the local gateway in it, swapped together, with
+// the hub gateways the local gateway relays through toward each
+// gateway.
 type view struct {
 	plan *Plan
 	self GatewayID
+	hubs [][]GatewayID // by destination
 }
 
 // New returns a Relay over the router's sessions and registers its
-// metrics on reg (nil: none). It relays nothing until SetPlan.
+// metrics on reg (nil: none). It relays nothing until SetPlan. sessions
+// may be nil when the Relay goes to NewBind, which sets them.
 func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
 	r := &Relay{sessions: sessions}
 	if reg != nil {
@@ -69,7 +73,13 @@ func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
 }
 
 // SetPlan installs the catalog's Plan; self is the local gateway.
-func (r *Relay) SetPlan(p *Plan, self GatewayID) { r.view.Store(&view{p, self}) }
+func (r *Relay) SetPlan(p *Plan, self GatewayID) {
+	v := &view{plan: p, self: self, hubs: make([][]GatewayID, p.Len())}
+	for dst := range v.hubs {
+		v.hubs[dst] = p.Hubs(self, GatewayID(dst))
+	}
+	r.view.Store(v)
+}
 
 // Plan returns the current Plan and the local gateway (nil, None before
 // SetPlan).

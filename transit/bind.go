@@ -1,0 +1,333 @@
+package transit
+
+import (
+	"net/netip"
+	"sync"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// Relayed paths as endpoints. The router knows gateways by the endpoint
+// it sends to and hears from. A gateway reached through a hub gets a
+// pseudo endpoint, [100::id]:1 (100::/64 is the discard-only prefix of
+// RFC 6666, so no real datagram ever goes there): Bind wraps what the
+// router sends there in a relay message for a hub, and reports what a hub
+// delivers from that gateway as coming from there. The router's own
+// rules then apply unchanged: sessions, roaming (a relayed datagram moves
+// the gateway to its pseudo endpoint, a direct one back to a real
+// address), probes, anti-spoofing by the session's gateway.
+
+var pseudoPrefix = netip.MustParsePrefix("100::/64")
+
+// PseudoEndpoint is the endpoint standing for gateway id reached through
+// a hub.
+func PseudoEndpoint(id GatewayID) netip.AddrPort {
+	a := [16]byte{0: 0x01}
+	a[12], a[13], a[14], a[15] = byte(id>>24), byte(id>>16), byte(id>>8), byte(id)
+	return netip.AddrPortFrom(netip.AddrFrom16(a), 1)
+}
+
+// PseudoGateway returns the gateway a pseudo endpoint stands for.
+func PseudoGateway(ep netip.AddrPort) (GatewayID, bool) {
+	a := ep.Addr()
+	if !a.Is6() || !pseudoPrefix.Contains(a) || ep.Port() != 1 {
+		return None, false
+	}
+	b := a.As16()
+	return GatewayID(uint32(b[12])<<24 | uint32(b[13])<<16 | uint32(b[14])<<8 | uint32(b[15])), true
+}
+
+// SessionTable is what Bind needs of the router: sessions by receiver
+// index and the current one per gateway, by static key. Both are called
+// from the data path, concurrently, and must not allocate.
+type SessionTable interface {
+	// SessionByIndex returns the session whose LocalIndex is idx and
+	// the key of the gateway it is with.
+	SessionByIndex(idx uint32) (*bhcrypto.Keypair, bhcrypto.PublicKey, bool)
+	// CurrentSession returns the session to send to the gateway of key
+	// on, and where it is.
+	CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, netip.AddrPort, bool)
+}
+
+// keyedSessions is Sessions over a SessionTable and the Relay's Plan.
+type keyedSessions struct {
+	table SessionTable
+	relay *Relay
+}
+
+func (s keyedSessions) Session(index uint32) (*bhcrypto.Keypair, GatewayID, bool) {
+	kp, key, ok := s.table.SessionByIndex(index)
+	if !ok {
+		return nil, None, false
+	}
+	plan, _ := s.relay.Plan()
+	if plan == nil {
+		return nil, None, false
+	}
+	id, ok := plan.ByKey(key)
+	return kp, id, ok
+}
+
+// Current refuses a gateway the local one reaches through a hub itself:
+// relays go one hop.
+func (s keyedSessions) Current(gw GatewayID) (*bhcrypto.Keypair, netip.AddrPort, bool) {
+	plan, _ := s.relay.Plan()
+	if plan == nil || gw < 0 || int(gw) >= plan.Len() {
+		return nil, netip.AddrPort{}, false
+	}
+	kp, to, ok := s.table.CurrentSession(plan.Gateway(gw).Key)
+	if !ok || !to.IsValid() {
+		return nil, netip.AddrPort{}, false
+	}
+	if _, pseudo := PseudoGateway(to); pseudo {
+		return nil, netip.AddrPort{}, false
+	}
+	return kp, to, true
+}
+
+// Bind is a udp.Bind with the relay path under it: the router gets it in
+// place of the socket's bind.
+//
+//   - Send to a PseudoEndpoint wraps each datagram in a relay message
+//     for the first hub gateway of the destination that has a session
+//     (Plan order) and sends it there.
+//   - Receive hands the router what it should see: relay messages for
+//     which this gateway is the hub are forwarded at once and not
+//     returned; ones a hub delivers come back as the datagram they carry,
+//     moved to the start of the buffer, from the origin's pseudo endpoint
+//     (a relayed transport message whose session is with another gateway
+//     than the hub names is dropped, ReasonOriginMismatch); dropped ones
+//     are not returned. Everything else passes through.
+//
+// Concurrency: Receive is called by one goroutine (the router's outside
+// loop); Send and SendMany by any, concurrently.
+type Bind struct {
+	inner udp.Bind
+	relay *Relay
+	sess  keyedSessions
+	// pool holds send scratch for wrapping (no allocation in steady
+	// state).
+	pool sync.Pool
+	// Owned by Receive: the forwards of one batch.
+	fwdBufs [][]byte
+	fwdEps  []netip.AddrPort
+}
+
+// manySender is a bind that sends to several endpoints in one call.
+type manySender interface {
+	SendMany(bufs [][]byte, eps []netip.AddrPort) error
+}
+
+// sendScratch is one Send's wrapped copies.
+type sendScratch struct {
+	bufs [][]byte
+	eps  []netip.AddrPort
+	mem  [][]byte
+}
+
+// NewBind returns inner with the relay path of relay, whose sessions are
+// table's. mtu bounds the datagrams to wrap (the router's largest
+// datagram).
+func NewBind(inner udp.Bind, table SessionTable, relay *Relay, mtu int) *Bind {
+	b := &Bind{inner: inner, relay: relay}
+	b.sess = keyedSessions{table: table, relay: relay}
+	relay.sessions = b.sess
+	size := mtu + bhcrypto.TransportOverhead + bhcrypto.PaddingMultiple + bhcrypto.RelayOverhead
+	batch := max(inner.BatchSize(), 1)
+	b.pool.New = func() any {
+		s := &sendScratch{mem: make([][]byte, batch)}
+		for i := range s.mem {
+			s.mem[i] = make([]byte, size)
+		}
+		return s
+	}
+	return b
+}
+
+var _ udp.Bind = (*Bind)(nil)
+
+// BatchSize is the inner bind's.
+func (b *Bind) BatchSize() int { return b.inner.BatchSize() }
+
+// LocalAddr is the inner bind's.
+func (b *Bind) LocalAddr() netip.AddrPort { return b.inner.LocalAddr() }
+
+// Close closes the inner bind.
+func (b *Bind) Close() error { return b.inner.Close() }
+
+// hub returns the session and address of the hub gateway to relay
+// through toward dst.
+func (b *Bind) hub(dst GatewayID) (*bhcrypto.Keypair, netip.AddrPort, bool) {
+	v := b.relay.view.Load()
+	if v == nil || dst < 0 || int(dst) >= len(v.hubs) {
+		return nil, netip.AddrPort{}, false
+	}
+	for _, h := range v.hubs[dst] {
+		if kp, to, ok := b.sess.Current(h); ok {
+			return kp, to, true
+		}
+	}
+	return nil, netip.AddrPort{}, false
+}
+
+// wrap copies msg into buf behind a relay header for dst and seals it
+// with the hub's session.
+func (b *Bind) wrap(buf, msg []byte, kp *bhcrypto.Keypair, dst GatewayID) ([]byte, error) {
+	if len(msg)+bhcrypto.RelayOverhead > cap(buf) {
+		return nil, errTooBig
+	}
+	n := copy(buf[bhcrypto.RelayHeaderSize:cap(buf)], msg)
+	return b.relay.Wrap(buf[:cap(buf)], n, kp, dst)
+}
+
+// Send sends bufs to ep, through a hub when ep is a PseudoEndpoint.
+func (b *Bind) Send(bufs [][]byte, ep netip.AddrPort) error {
+	dst, pseudo := PseudoGateway(ep)
+	if !pseudo {
+		return b.inner.Send(bufs, ep)
+	}
+	kp, to, ok := b.hub(dst)
+	if !ok {
+		return errNoHub
+	}
+	s := b.pool.Get().(*sendScratch)
+	defer b.put(s)
+	for len(bufs) > 0 {
+		n := min(len(bufs), len(s.mem))
+		for i, m := range bufs[:n] {
+			w, err := b.wrap(s.mem[i], m, kp, dst)
+			if err != nil {
+				return err
+			}
+			s.bufs = append(s.bufs, w)
+		}
+		if err := b.inner.Send(s.bufs, to); err != nil {
+			return err
+		}
+		s.bufs = s.bufs[:0]
+		bufs = bufs[n:]
+	}
+	return nil
+}
+
+func (b *Bind) put(s *sendScratch) {
+	clear(s.bufs)
+	s.bufs, s.eps = s.bufs[:0], s.eps[:0]
+	b.pool.Put(s)
+}
+
+// SendMany sends bufs[i] to eps[i], wrapping those for pseudo endpoints,
+// in one call of the inner bind where it can.
+func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
+	ms, many := b.inner.(manySender)
+	s := b.pool.Get().(*sendScratch)
+	defer b.put(s)
+	var firstErr error
+	used := 0
+	for i, m := range bufs {
+		to := eps[i]
+		if dst, pseudo := PseudoGateway(to); pseudo {
+			kp, hubEP, ok := b.hub(dst)
+			if !ok {
+				firstErr = cmpErr(firstErr, errNoHub)
+				continue
+			}
+			if used == len(s.mem) {
+				s.mem = append(s.mem, make([]byte, cap(s.mem[0])))
+			}
+			w, err := b.wrap(s.mem[used], m, kp, dst)
+			if err != nil {
+				firstErr = cmpErr(firstErr, err)
+				continue
+			}
+			used++
+			m, to = w, hubEP
+		}
+		if !many {
+			if err := b.inner.Send([][]byte{m}, to); err != nil {
+				firstErr = cmpErr(firstErr, err)
+			}
+			continue
+		}
+		s.bufs, s.eps = append(s.bufs, m), append(s.eps, to)
+	}
+	if many && len(s.bufs) > 0 {
+		if err := ms.SendMany(s.bufs, s.eps); err != nil {
+			firstErr = cmpErr(firstErr, err)
+		}
+	}
+	return firstErr
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// Receive reads a batch from the inner bind and returns what the router
+// should see of it (see Bind). It may return 0 datagrams.
+func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
+	n, err := b.inner.Receive(bufs, sizes, eps)
+	w := 0
+	for i := range n {
+		msg := bufs[i][:sizes[i]]
+		keep := true
+		if len(msg) > 0 && msg[0] == bhcrypto.MsgRelay {
+			keep = b.receiveRelay(msg, &sizes[i], &eps[i])
+		}
+		if keep {
+			bufs[w], bufs[i] = bufs[i], bufs[w]
+			sizes[w], eps[w] = sizes[i], eps[i]
+			w++
+		}
+	}
+	b.flush()
+	return w, err
+}
+
+// receiveRelay handles one relay message of a batch and reports whether
+// the router gets something from it (then in place of msg).
+func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
+	res := b.relay.Receive(msg)
+	switch res.Reason {
+	case Forwarded:
+		b.fwdBufs, b.fwdEps = append(b.fwdBufs, res.Out), append(b.fwdEps, res.To)
+		return false
+	case Delivered:
+		inner := res.Inner
+		if rcv, _, ok := bhcrypto.ParseTransportHeader(inner); ok {
+			if _, opened, ok := b.sess.Session(rcv); ok && !b.relay.CheckOrigin(res.Origin, opened) {
+				return false
+			}
+		}
+		*size = copy(msg, inner)
+		*ep = PseudoEndpoint(res.Origin)
+		return true
+	}
+	return false
+}
+
+// flush sends the batch's forwards. They alias the batch's buffers, so
+// this runs before Receive returns them.
+func (b *Bind) flush() {
+	if len(b.fwdBufs) == 0 {
+		return
+	}
+	if ms, ok := b.inner.(manySender); ok {
+		ms.SendMany(b.fwdBufs, b.fwdEps)
+	} else {
+		for i := range b.fwdBufs {
+			b.inner.Send(b.fwdBufs[i:i+1], b.fwdEps[i])
+		}
+	}
+	clear(b.fwdBufs)
+	b.fwdBufs, b.fwdEps = b.fwdBufs[:0], b.fwdEps[:0]
+}
+
+const (
+	errNoHub  = errorString("transit: no hub gateway with a session toward the destination")
+	errTooBig = errorString("transit: datagram too large to relay")
+)

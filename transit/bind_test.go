@@ -1,0 +1,217 @@
+package transit
+
+import (
+	"bytes"
+	"net/netip"
+	"sync"
+	"testing"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// fakeNet is a lossless switchboard of binds by address; Receive does not
+// block.
+type fakeNet struct {
+	mu sync.Mutex
+	q  map[netip.AddrPort][]fakeDatagram
+}
+
+type fakeDatagram struct {
+	b    []byte
+	from netip.AddrPort
+}
+
+type fakeBind struct {
+	net  *fakeNet
+	addr netip.AddrPort
+}
+
+func (f *fakeBind) Send(bufs [][]byte, ep netip.AddrPort) error {
+	f.net.mu.Lock()
+	defer f.net.mu.Unlock()
+	for _, b := range bufs {
+		f.net.q[ep] = append(f.net.q[ep], fakeDatagram{bytes.Clone(b), f.addr})
+	}
+	return nil
+}
+
+func (f *fakeBind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
+	f.net.mu.Lock()
+	defer f.net.mu.Unlock()
+	n := 0
+	for n < len(bufs) && len(f.net.q[f.addr]) > 0 {
+		d := f.net.q[f.addr][0]
+		f.net.q[f.addr] = f.net.q[f.addr][1:]
+		sizes[n], eps[n] = copy(bufs[n], d.b), d.from
+		n++
+	}
+	return n, nil
+}
+
+func (f *fakeBind) BatchSize() int            { return 8 }
+func (f *fakeBind) LocalAddr() netip.AddrPort { return f.addr }
+func (f *fakeBind) Close() error              { return nil }
+
+var _ udp.Bind = (*fakeBind)(nil)
+
+// keyTable is one world gateway's sessions as the router's SessionTable.
+type keyTable struct {
+	w  *world
+	gw GatewayID
+}
+
+func (k keyTable) SessionByIndex(idx uint32) (*bhcrypto.Keypair, bhcrypto.PublicKey, bool) {
+	e, ok := k.w.sess[k.gw].byIndex[idx]
+	if !ok {
+		return nil, bhcrypto.PublicKey{}, false
+	}
+	return e.kp, k.w.plan.Gateway(e.gw).Key, true
+}
+
+func (k keyTable) CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, netip.AddrPort, bool) {
+	id, ok := k.w.plan.ByKey(key)
+	if !ok {
+		return nil, netip.AddrPort{}, false
+	}
+	e, ok := k.w.sess[k.gw].current[id]
+	return e.kp, e.to, ok
+}
+
+// bindWorld gives each world gateway a Bind on a fakeNet.
+func bindWorld(t *testing.T) (*world, *fakeNet, [numTestGateways]*Bind) {
+	w := newWorld(t, bhcrypto.ChaChaPoly)
+	net := &fakeNet{q: map[netip.AddrPort][]fakeDatagram{}}
+	var binds [numTestGateways]*Bind
+	for g := range numTestGateways {
+		r, err := New(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		binds[g] = NewBind(&fakeBind{net, addr(g)}, keyTable{w, g}, r, 1420)
+		r.SetPlan(w.plan, g)
+		w.relay[g] = r
+	}
+	return w, net, binds
+}
+
+func receiveAll(t *testing.T, b *Bind) ([][]byte, []netip.AddrPort) {
+	t.Helper()
+	bufs := make([][]byte, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 2048)
+	}
+	sizes, eps := make([]int, 8), make([]netip.AddrPort, 8)
+	n, err := b.Receive(bufs, sizes, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for i := range n {
+		out = append(out, bufs[i][:sizes[i]])
+	}
+	return out, eps[:n]
+}
+
+// TestBindRelay: what E1's router sends to E2's pseudo endpoint reaches
+// E2's router as sent, from E1's pseudo endpoint, through the hub, whose
+// router sees nothing of it; direct traffic passes untouched.
+func TestBindRelay(t *testing.T) {
+	w, _, binds := bindWorld(t)
+	buf, n := sealInner(t, w.e2e[0], []byte("pod e1 to pod e2"))
+	datagram := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	if err := binds[gwE1].Send([][]byte{datagram, datagram}, PseudoEndpoint(gwE2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := binds[gwE1].Send([][]byte{[]byte("direct")}, addr(gwHub)); err != nil {
+		t.Fatal(err)
+	}
+	got, eps := receiveAll(t, binds[gwHub])
+	if len(got) != 1 || string(got[0]) != "direct" || eps[0] != addr(gwE1) {
+		t.Fatalf("the hub's router got %q from %v, want only the direct datagram", got, eps)
+	}
+	got, eps = receiveAll(t, binds[gwE2])
+	if len(got) != 2 {
+		t.Fatalf("E2 got %d datagrams", len(got))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], datagram) || eps[i] != PseudoEndpoint(gwE1) {
+			t.Fatalf("E2 got %x from %v", got[i], eps[i])
+		}
+	}
+	// The second copy repeats the inner counter: the router's replay
+	// window, not the relay, refuses it. The relay counted both.
+	if d := w.relay[gwE2].Counts().Get(Delivered); d != 2 {
+		t.Fatalf("delivered %d", d)
+	}
+	if f := w.relay[gwHub].Counts().Get(Forwarded); f != 2 {
+		t.Fatalf("forwarded %d", f)
+	}
+
+	// SendMany mixes both.
+	if err := binds[gwE2].SendMany([][]byte{datagram, []byte("to the hub")}, []netip.AddrPort{PseudoEndpoint(gwE1), addr(gwHub)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = receiveAll(t, binds[gwHub])
+	if len(got) != 1 || string(got[0]) != "to the hub" {
+		t.Fatalf("hub got %q", got)
+	}
+	got, eps = receiveAll(t, binds[gwE1])
+	if len(got) != 1 || !bytes.Equal(got[0], datagram) || eps[0] != PseudoEndpoint(gwE2) {
+		t.Fatalf("E1 got %q from %v", got, eps)
+	}
+
+	// No hub for a site that relays through none.
+	if err := binds[gwX].Send([][]byte{datagram}, PseudoEndpoint(gwE2)); err == nil {
+		t.Fatal("X relayed without a hub")
+	}
+}
+
+// TestBindOriginMismatch: a hub naming another origin than the gateway
+// whose session the datagram is for is caught at the spoke.
+func TestBindOriginMismatch(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	// The hub passes a datagram of E1's session with E2 on as if it
+	// came from X, which for this test relays through the hub too.
+	plan, err := NewPlan(func() []Gateway {
+		var gws []Gateway
+		for g := range numTestGateways {
+			gws = append(gws, w.plan.Gateway(g))
+		}
+		return gws
+	}(), map[string][]string{"e1": {"aks"}, "e2": {"aks"}, "x": {"aks"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.plan = plan
+	for g := range numTestGateways {
+		w.relay[g].SetPlan(plan, g)
+	}
+	buf, n := sealInner(t, w.e2e[0], []byte("sealed by e1"))
+	hubToE2, _, _ := w.sess[gwHub].Current(gwE2)
+	msg, err := hubToE2.SealRelay(buf, n, plan.KeyID(gwX))
+	if err != nil {
+		t.Fatal(err)
+	}
+	net.q[addr(gwE2)] = append(net.q[addr(gwE2)], fakeDatagram{msg, addr(gwHub)})
+	if got, _ := receiveAll(t, binds[gwE2]); len(got) != 0 {
+		t.Fatalf("E2's router got %q", got)
+	}
+	if m := w.relay[gwE2].Counts().Get(ReasonOriginMismatch); m != 1 {
+		t.Fatalf("origin mismatches %d", m)
+	}
+}
+
+func TestPseudoEndpoint(t *testing.T) {
+	for _, id := range []GatewayID{0, 1, 255, 256, 1<<31 - 1} {
+		ep := PseudoEndpoint(id)
+		if got, ok := PseudoGateway(ep); !ok || got != id {
+			t.Fatalf("%d -> %v -> %d %v", id, ep, got, ok)
+		}
+	}
+	for _, ep := range []string{"[100::1]:2", "[101::1]:1", "1.0.0.1:1", "[2001:db8::1]:1"} {
+		if _, ok := PseudoGateway(netip.MustParseAddrPort(ep)); ok {
+			t.Fatalf("%s taken for a pseudo endpoint", ep)
+		}
+	}
+}
