@@ -551,7 +551,11 @@ func (v *run) relay(ctx context.Context) {
 	}
 	status, err := connect(ctx, v.o.Net, addr, dst, tlsConf, v.o.Timeout)
 	took := time.Since(start)
+	var dialErr *relayDialError
 	switch {
+	case errors.As(err, &dialErr):
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(dialErr.err)
+		chk.Detail = fmt.Sprintf("%v: is the relay listening on %s (bridgehead status shows it)? a firewall between the API server and it?", err, addr)
 	case isTimeout(err):
 		chk.Result, chk.Figure = Fail, fmt.Sprintf("no answer in %s", 4*v.o.Timeout)
 		chk.Detail = fmt.Sprintf("the relay did not answer the CONNECT to %s: it is still dialing, so the node does not answer through the tunnel (node checks above)", dst)
@@ -567,12 +571,20 @@ func (v *run) relay(ctx context.Context) {
 	v.rep.add(chk)
 }
 
+// relayDialError is connect failing to reach the relay at all: a timeout
+// here is the path to the relay (or the relay's gateway) being down, not
+// the relay's own dial being slow.
+type relayDialError struct{ err error }
+
+func (e *relayDialError) Error() string { return "cannot connect to the relay: " + e.err.Error() }
+func (e *relayDialError) Unwrap() error { return e.err }
+
 // connect sends one CONNECT through the relay at relayAddr (with TLS
 // when tlsConf is not nil) and returns its status.
 func connect(ctx context.Context, nw Network, relayAddr, dst netip.AddrPort, tlsConf *tls.Config, timeout time.Duration) (int, error) {
 	conn, err := nw.Dial(ctx, netip.Addr{}, relayAddr, timeout)
 	if err != nil {
-		return 0, fmt.Errorf("cannot connect to the relay: %w", err)
+		return 0, &relayDialError{err}
 	}
 	defer conn.Close()
 	// The relay answers once its own dial is done: a few round trips.

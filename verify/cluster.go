@@ -344,7 +344,12 @@ func (c *clusterRun) callback(ctx context.Context) {
 	start := time.Now()
 	status, err := connect(ctx, c.o.Net, c.o.CallbackRelay, dst, c.o.RelayClient, c.o.Timeout)
 	took := time.Since(start)
+	var dialErr *relayDialError
 	switch {
+	case errors.As(err, &dialErr):
+		// Not even the relay answered: its gateway, or the way there.
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(dialErr.err)
+		chk.Detail = fmt.Sprintf("%v: is the relay listening on %s, and is its gateway up (bridgehead status there)? this node reaches it through its own site's gateways", err, c.o.CallbackRelay)
 	case isTimeout(err):
 		chk.Result, chk.Figure = Fail, fmt.Sprintf("no answer in %s", 4*c.o.Timeout)
 		chk.Detail = fmt.Sprintf("the relay got the CONNECT but its dial to %s did not complete: is the kubelet listening on this node's %s, and do this site's routes lead back to the relay's site (bridgehead routes)?", dst, dst)

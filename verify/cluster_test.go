@@ -22,7 +22,7 @@ type clusterNet struct {
 	tcp     map[netip.AddrPort]error
 	dns     map[string][]netip.Addr
 	dnsErr  error
-	relay   int // CONNECT answer of the relay at 10.224.0.4:8131; 0: refused
+	relay   int // CONNECT answer of the relay at 10.224.0.4:8131; 0: refused; <0: no answer
 	// tooBigFrom, when set, answers packets over pathMTU with ICMP too-big.
 	tooBigFrom netip.Addr
 }
@@ -61,6 +61,9 @@ func (f *clusterNet) Dial(_ context.Context, _ netip.Addr, dst netip.AddrPort, _
 	if dst == netip.MustParseAddrPort("10.224.0.4:8131") {
 		if f.relay == 0 {
 			return nil, syscall.ECONNREFUSED
+		}
+		if f.relay < 0 {
+			return nil, errTimeout{}
 		}
 		client, server := net.Pipe()
 		go func() {
@@ -172,6 +175,14 @@ func TestClusterFailures(t *testing.T) {
 		}, map[string][2]string{"service": {"FAIL", "no ready endpoint"}}},
 		{"kubelet down", func(n *clusterNet, o *ClusterOptions) { n.relay = 502 }, map[string][2]string{
 			"callback": {"FAIL", "is the kubelet listening on 192.168.50.5:10250?"},
+		}},
+		// Only the callback goes to site-a: its gateway (and relay) down
+		// is a relay that cannot be reached, not a slow kubelet dial.
+		{"relay unreachable", func(n *clusterNet, o *ClusterOptions) {
+			n.relay = -1
+			o.Pods = o.Pods[1:]
+		}, map[string][2]string{
+			"callback": {"FAIL", "cannot connect to the relay: i/o timeout: is the relay listening on 10.224.0.4:8131, and is its gateway up"},
 		}},
 		{"pod outside the cluster", func(n *clusterNet, o *ClusterOptions) { o.Pods = append(o.Pods, a("172.31.0.9")) }, map[string][2]string{
 			"pod": {"FAIL", "in no site's CIDRs"},
