@@ -51,7 +51,7 @@ func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
 	refs := map[string][]SliceRef{}
 	var out []*corev1.ConfigMap
 	for i, s := range sites {
-		if err := checkSiteName(s.Name); err != nil {
+		if err := CheckSiteName(s.Name); err != nil {
 			return nil, fmt.Errorf("catalog: sites[%d]: %w", i, err)
 		}
 		if _, dup := refs[s.Name]; dup {
@@ -130,8 +130,8 @@ func checkSize(cm *corev1.ConfigMap) error {
 	return nil
 }
 
-// checkSiteName refuses a site name that cannot name a slice or label it.
-func checkSiteName(name string) error {
+// CheckSiteName refuses a site name that cannot name a slice or label it.
+func CheckSiteName(name string) error {
 	if errs := validation.IsValidLabelValue(name); name == "" || len(errs) > 0 {
 		return fmt.Errorf("site name %q is not a valid label value: %s", name, strings.Join(errs, "; "))
 	}
