@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/controller/ipam"
 	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+	"github.com/bridgehead/bridgehead/kube/catalog"
 )
 
 // Names the controller writes on Nodes. The node side reads the annotation.
@@ -60,7 +62,7 @@ type Options struct {
 	Logger   *slog.Logger
 	Registry prometheus.Registerer
 
-	// Namespace holds the Lease.
+	// Namespace holds the Lease and the catalog ConfigMaps (required).
 	Namespace string
 	// Identity names this replica in the Lease (default: a random name).
 	Identity string
@@ -80,6 +82,10 @@ type Options struct {
 	// StatusInterval is the least time between two status writes of one
 	// Site (default 1 s).
 	StatusInterval time.Duration
+	// CatalogInterval is the least time from the end of one catalog
+	// publication to the start of the next, so no catalog object is
+	// written more often (default 1 s).
+	CatalogInterval time.Duration
 	// Now is the clock of the allocator's release grace (default time.Now).
 	Now func() time.Time
 }
@@ -105,6 +111,12 @@ type Controller struct {
 
 	nodeQueue workqueue.TypedRateLimitingInterface[string]
 	siteQueue workqueue.TypedRateLimitingInterface[string]
+	// catalogQueue holds catalogKey at most once (see publish.go).
+	catalogQueue workqueue.TypedRateLimitingInterface[string]
+
+	cmFactory  informers.SharedInformerFactory // catalog ConfigMaps in Namespace
+	configMaps listersv1.ConfigMapLister
+	cmSynced   cache.InformerSynced
 
 	broadcaster events.EventBroadcaster
 	recorder    events.EventRecorder
@@ -126,12 +138,27 @@ type Controller struct {
 	unassigned   map[string]string          // node -> reason (no_site, ambiguous)
 	waiting      map[string]map[string]bool // site -> nodes waiting for a block
 	reported     map[string]string          // object key -> last problem reported as an Event
+	// catalogProblems: Sites the last catalog plan left out, with the
+	// problem (their Valid=False message); written by the catalog worker.
+	catalogProblems map[string]string
+
+	// catalogMu guards catalogWritten, the catalog objects as this leader
+	// last wrote them (the catalog worker writes, informer handlers read).
+	catalogMu      sync.Mutex
+	catalogWritten map[string]*corev1.ConfigMap
+	// catalogLast is when the last publication ended (UnixNano, 0: none);
+	// catalogPublished is owned by the catalog worker.
+	catalogLast      atomic.Int64
+	catalogPublished bool
 }
 
 // New builds a Controller; nothing runs until Run.
 func New(o Options) (*Controller, error) {
-	if o.Client == nil || o.Dynamic == nil || o.Logger == nil || o.Registry == nil {
-		return nil, errors.New("controller: Client, Dynamic, Logger and Registry are required")
+	if o.Client == nil || o.Dynamic == nil || o.Logger == nil || o.Registry == nil || o.Namespace == "" {
+		return nil, errors.New("controller: Client, Dynamic, Logger, Registry and Namespace are required")
+	}
+	if o.CatalogInterval <= 0 {
+		o.CatalogInterval = time.Second
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
@@ -159,12 +186,17 @@ func New(o Options) (*Controller, error) {
 		unassigned:   map[string]string{},
 		waiting:      map[string]map[string]bool{},
 		reported:     map[string]string{},
+
+		catalogProblems: map[string]string{},
+		catalogWritten:  map[string]*corev1.ConfigMap{},
 	}
 	c.matcher.Store(newMatcher(nil, nil))
 	c.nodeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_nodes"})
 	c.siteQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_sites"})
+	c.catalogQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_catalog"})
 	o.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bridgehead_controller_queue_depth", Help: "Keys waiting in the node queue.",
 			ConstLabels: prometheus.Labels{"queue": "nodes"}}, func() float64 { return float64(c.nodeQueue.Len()) }),
@@ -176,9 +208,9 @@ func New(o Options) (*Controller, error) {
 	ni := c.nodeFactory.Core().V1().Nodes()
 	c.nodes, c.nodesSynced = ni.Lister(), ni.Informer().HasSynced
 	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueueNode(obj) },
+		AddFunc:    func(obj any) { c.nodeAddedOrDeleted(obj) },
 		UpdateFunc: func(old, cur any) { c.nodeUpdated(old, cur) },
-		DeleteFunc: func(obj any) { c.enqueueNode(obj) },
+		DeleteFunc: func(obj any) { c.nodeAddedOrDeleted(obj) },
 	}); err != nil {
 		return nil, err
 	}
@@ -196,8 +228,19 @@ func New(o Options) (*Controller, error) {
 	c.gws, c.gwsSynced = gi.Lister(), gi.Informer().HasSynced
 	if _, err := gi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.gatewayChanged(obj) },
-		UpdateFunc: func(_, cur any) { c.gatewayChanged(cur) },
+		UpdateFunc: func(old, cur any) { c.gatewayUpdated(old, cur) },
 		DeleteFunc: func(obj any) { c.gatewayChanged(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	c.cmFactory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = catalog.CatalogLabel }))
+	ci := c.cmFactory.Core().V1().ConfigMaps()
+	c.configMaps, c.cmSynced = ci.Lister(), ci.Informer().HasSynced
+	if _, err := ci.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.configMapChanged(obj, false) },
+		UpdateFunc: func(_, cur any) { c.configMapChanged(cur, false) },
+		DeleteFunc: func(obj any) { c.configMapChanged(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
@@ -234,13 +277,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.broadcaster.Shutdown()
 	c.nodeFactory.Start(ctx.Done())
 	c.dynFactory.Start(ctx.Done())
+	c.cmFactory.Start(ctx.Done())
 	defer func() {
 		cancel()
 		c.nodeFactory.Shutdown()
 		c.dynFactory.Shutdown()
+		c.cmFactory.Shutdown()
 	}()
 	start := time.Now()
-	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.sitesSynced, c.gwsSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.nodesSynced, c.sitesSynced, c.gwsSynced, c.cmSynced) {
 		return ctx.Err()
 	}
 	c.ready.Store(true)
@@ -334,14 +379,17 @@ func (c *Controller) lead(ctx context.Context) error {
 	for _, s := range c.siteNames() {
 		c.siteQueue.Add(s)
 	}
+	c.catalogQueue.Add(catalogKey)
 	var wg sync.WaitGroup
 	for i := 0; i < c.opts.Workers; i++ {
 		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", c.reconcileNode) })
 	}
 	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
+	wg.Go(func() { c.work(ctx, c.catalogQueue, "catalog", c.reconcileCatalog) })
 	<-ctx.Done()
 	c.nodeQueue.ShutDown()
 	c.siteQueue.ShutDown()
+	c.catalogQueue.ShutDown()
 	wg.Wait()
 	return nil
 }

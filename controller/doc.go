@@ -51,9 +51,39 @@
 // churn: node changes add its key with a one-second delay, which the
 // queue coalesces.
 //
+// # The catalog (publish.go, plan.go)
+//
+// The leader publishes what gateways read as kube/catalog ConfigMaps in
+// --namespace: the base (every published Site with its registered
+// Gateways, no nodes) and each site's node slices of at most 500 nodes.
+// buildPlan makes it from the informer caches alone: the Sites, the
+// Gateways with a public key and endpoint (spec, else what the gateway
+// registered in status), and the Nodes that carry the site label and the
+// pod-cidrs annotation (their first InternalIP of each family; a block of
+// a family the node has no address of is left out, with an Event).
+//
+// The whole plan goes through the checks of `bridgehead check`
+// (kube.CheckPlan). A Site that fails them (or failed the site sync) is
+// left out, Gateways, Nodes and all, and its Valid condition says which
+// object and field; a Node that fails them is left out with an Event; the
+// rest is checked again until clean. A problem that belongs to no Site
+// publishes nothing: all or nothing. Gateway hostnames are not looked up
+// (the gateways resolve them), so a DNS failure here withdraws no site.
+//
+// Writes: only objects whose labels or data changed, slices first, the
+// base (the commit point, which lists each slice's hash) last, then the
+// slices no longer listed are deleted. One worker publishes, and the next
+// publication that writes starts no sooner than --catalog-interval (1 s)
+// after the end of the last one that did, so under churn every object is
+// written at most once a second; events only add the one catalog key to
+// a delaying queue, which coalesces them. The worker compares with what
+// it last wrote (else the ConfigMap cache); a ConfigMap changed or
+// deleted by anyone else brings a new publication.
+//
 // # Events
 //
 // Events use events.k8s.io/v1. Nodes and Sites are cluster-scoped, and the
 // API accepts Events about cluster-scoped objects only in the "default"
-// namespace, so that is where they go; --namespace holds the Lease.
+// namespace, so that is where they go; --namespace holds the Lease and
+// the catalog.
 package controller

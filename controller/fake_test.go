@@ -48,7 +48,7 @@ func TestFakeReconcile(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"},
 		&unstructured.Unstructured{Object: u})
-	c, err := New(Options{Client: cs, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Workers: 1})
+	c, err := New(Options{Client: cs, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Namespace: "bh", Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

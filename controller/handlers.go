@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +25,23 @@ func (c *Controller) enqueueNode(obj any) {
 	}
 }
 
+// nodeAddedOrDeleted enqueues the node, and the catalog when the node is
+// in it (it has a site and blocks).
+func (c *Controller) nodeAddedOrDeleted(obj any) {
+	c.enqueueNode(obj)
+	n, ok := obj.(*corev1.Node)
+	if d, tomb := obj.(cache.DeletedFinalStateUnknown); tomb {
+		n, ok = d.Obj.(*corev1.Node)
+	}
+	if !ok || inCatalog(n) {
+		c.enqueueCatalog()
+	}
+}
+
+func inCatalog(n *corev1.Node) bool {
+	return n.Labels[LabelSite] != "" && n.Annotations[AnnotationPodCIDRs] != ""
+}
+
 // nodeUpdated enqueues a node when a field the reconcile reads changed
 // (kubelet's periodic status writes change none of them).
 func (c *Controller) nodeUpdated(old, cur any) {
@@ -38,6 +56,12 @@ func (c *Controller) nodeUpdated(old, cur any) {
 		return
 	}
 	c.enqueueNode(cur)
+	// What the catalog reads: the site, the blocks, the InternalIPs.
+	if ok1 && ok2 && (inCatalog(o) || inCatalog(n)) && (o.Labels[LabelSite] != n.Labels[LabelSite] ||
+		o.Annotations[AnnotationPodCIDRs] != n.Annotations[AnnotationPodCIDRs] ||
+		!slices.Equal(internalIPs(o), internalIPs(n))) {
+		c.enqueueCatalog()
+	}
 }
 
 func siteCondition(n *corev1.Node) corev1.NodeCondition {
@@ -60,6 +84,7 @@ func (c *Controller) siteChanged(any) {
 	for _, s := range c.siteNames() {
 		c.siteQueue.Add(s)
 	}
+	c.enqueueCatalog()
 }
 
 // siteUpdated ignores the controller's own status writes (the generation
@@ -71,6 +96,25 @@ func (c *Controller) siteUpdated(old, cur any) {
 		return
 	}
 	c.siteChanged(cur)
+}
+
+// gatewayUpdated skips updates that change neither the spec, the
+// registered key and endpoint, nor the conditions (a gateway's periodic
+// remote counts).
+func (c *Controller) gatewayUpdated(old, cur any) {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := cur.(*unstructured.Unstructured)
+	if ok1 && ok2 {
+		same := func(path ...string) bool {
+			a, _, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
+			b, _, _ := unstructured.NestedFieldNoCopy(n.Object, path...)
+			return equality.Semantic.DeepEqual(a, b)
+		}
+		if same("spec") && same("status", "publicKey") && same("status", "endpoint") && same("status", "conditions") {
+			return
+		}
+	}
+	c.gatewayChanged(cur)
 }
 
 // gatewayChanged refreshes the status of the gateway's site (the gateway
@@ -89,6 +133,7 @@ func (c *Controller) gatewayChanged(obj any) {
 	if s, _, _ := unstructured.NestedString(u.Object, "spec", "site"); s != "" {
 		c.siteQueue.AddAfter(s, c.opts.StatusInterval)
 	}
+	c.enqueueCatalog()
 }
 
 func everything() labels.Selector { return labels.Everything() }

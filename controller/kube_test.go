@@ -307,6 +307,8 @@ func TestKubeJoin(t *testing.T) {
 	podA := []string{"10.100.0.0/16", "fd99:a::/56"}
 	h.createSite(t, "site-a", []string{"10.10.0.0/16", "fd10::/64"}, podA, 24, 64)
 	h.createSite(t, "site-b", []string{"10.20.0.0/16"}, []string{"10.200.0.0/16"}, 24, 64)
+	h.createGateway(t, "site-a", "gw1", "10.10.0.1", "192.0.2.1:51820") // Valid needs a gateway
+	h.createGateway(t, "site-b", "gw1", "10.20.0.1", "192.0.2.2:51820")
 	h.obs.ready = allocated
 	in := h.start(t, "bhc-join", nil)
 	waitLeader(t, h, in, 30*time.Second)
@@ -424,7 +426,9 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	const sites, perSite = 10, 100
 	for s := 1; s <= sites; s++ {
 		h.createSite(t, fmt.Sprintf("churn-%02d", s), []string{fmt.Sprintf("10.%d.0.0/16", s)}, []string{fmt.Sprintf("10.%d.0.0/16", 100+s)}, 24, 64)
+		h.createGateway(t, fmt.Sprintf("churn-%02d", s), "gw1", fmt.Sprintf("10.%d.255.1", s), fmt.Sprintf("192.0.2.%d:51820", s))
 	}
+	cw := watchCatalog(t, h.cs)
 	lease := func(o *Options) { o.KeepLeaseOnStop = true } // a stop is a crash: the lease stays held
 	a := h.start(t, "bhc-a", lease)
 	waitLeader(t, h, a, 30*time.Second)
@@ -474,6 +478,43 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	if n := checkNoDuplicates(t, h.cs); n != sites*perSite {
 		t.Errorf("%d distinct blocks over 1,000 nodes", n)
 	}
+	// The catalog: every node exactly once, in its site's view, with the
+	// blocks its Node records; no object written twice within a second.
+	cw.waitFor(t, 30*time.Second, "1,000 nodes in the catalog", func() bool {
+		n := 0
+		for s := 1; s <= sites; s++ {
+			n += len(cw.siteNodes(fmt.Sprintf("churn-%02d", s)))
+		}
+		return n == sites*perSite
+	})
+	t.Logf("catalog complete %s after the first create", time.Since(t0).Round(time.Millisecond))
+	inCatalog := map[string]bool{}
+	for s := 1; s <= sites; s++ {
+		site := fmt.Sprintf("churn-%02d", s)
+		for _, cn := range cw.siteNodes(site) {
+			n := h.obs.node(cn.Name)
+			if inCatalog[cn.Name] || n == nil || n.Labels[LabelSite] != site || cn.PodCIDR.String() != n.Annotations[AnnotationPodCIDRs] {
+				t.Fatalf("catalog entry %+v of site %s: twice %v, node %v", cn, site, inCatalog[cn.Name], n)
+			}
+			inCatalog[cn.Name] = true
+		}
+	}
+	gap, obj, writes := cw.minGap()
+	t.Logf("catalog under churn: %d writes seen by a watch over %d objects; shortest gap between two writes of one object %s (%s); leader's publications %v",
+		writes, len(cw.store.ListKeys()), gap.Round(time.Millisecond), obj, testutil.ToFloat64(a.c.metrics.catalogPublishes.WithLabelValues("ok")))
+	// The watch sees a write some time after it is made; the controller
+	// spaces its writes by a second, the jitter of delivery is what is
+	// allowed on top.
+	if gap < 900*time.Millisecond {
+		t.Errorf("object %s written twice within %s", obj, gap)
+	}
+	catalogWrites := func(in *inst) float64 {
+		n := 0.0
+		for _, op := range []string{"create", "update", "delete"} {
+			n += testutil.ToFloat64(in.c.metrics.catalogWrites.WithLabelValues(op))
+		}
+		return n
+	}
 	if b.c.Leading() || b.nodeWrites() != 0 {
 		t.Fatalf("standby led or wrote (%v writes)", b.nodeWrites())
 	}
@@ -498,6 +539,12 @@ func TestKubeChurnFailoverRestart(t *testing.T) {
 	waitTrue(t, 60*time.Second, "the new leader reconciled every node", func() bool { return b.nodeReconciles() >= sites*perSite })
 	if w := b.nodeWrites(); w != 0 {
 		t.Errorf("new leader wrote %v node patches; want none", w)
+	}
+	waitTrue(t, 30*time.Second, "the new leader's first catalog publication", func() bool {
+		return testutil.ToFloat64(b.c.metrics.catalogPublishes.WithLabelValues("ok")) >= 1
+	})
+	if w := catalogWrites(b); w != 0 {
+		t.Errorf("new leader wrote %v catalog objects of an unchanged catalog; want none", w)
 	}
 	if after := h.obs.snapshot(); !mapsEqual(before, after) {
 		t.Errorf("allocations changed across the failover")
@@ -574,6 +621,7 @@ func TestKubeUnmatchedAndExhausted(t *testing.T) {
 	h := startKube(t)
 	h.createSite(t, "tiny", []string{"10.30.0.0/24"}, []string{"10.130.0.0/23"}, 24, 64) // 2 blocks
 	h.createSite(t, "six", []string{"fd20::/64"}, []string{"fd21::/120"}, 24, 124)
+	h.createGateway(t, "tiny", "gw1", "10.30.0.1", "192.0.2.1:51820") // Valid needs a gateway
 	in := h.start(t, "bhc-edge", nil)
 	waitLeader(t, h, in, 30*time.Second)
 	ctx := context.Background()

@@ -15,9 +15,17 @@ type metrics struct {
 	problems     *prometheus.CounterVec // reason (ipam.Reason)
 	reconciles   *prometheus.CounterVec // kind (node, site), result (ok, error)
 	reconcileDur *prometheus.HistogramVec
-	writes       *prometheus.CounterVec // object (node, node_status, site_status), result
+	writes       *prometheus.CounterVec // object (node, node_status, site_status, configmap), result
 	rebuildNodes prometheus.Gauge
 	rebuildSecs  prometheus.Gauge
+
+	catalogPublishes    *prometheus.CounterVec // result: ok, error, invalid
+	catalogWrites       *prometheus.CounterVec // op: create, update, delete
+	catalogBytesWritten prometheus.Counter
+	catalogBytes        *prometheus.GaugeVec // object: base, slices
+	catalogObjects      prometheus.Gauge
+	catalogLeftOut      *prometheus.GaugeVec // kind: site, node
+	catalogRender       prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,11 +48,33 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Reconcile duration by kind, API writes included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}, []string{"kind"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_api_writes_total",
-			Help: "API writes by object (node, node_status, site_status) and result (ok, error)."}, []string{"object", "result"}),
+			Help: "API writes by object (node, node_status, site_status, configmap) and result (ok, error)."}, []string{"object", "result"}),
 		rebuildNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_nodes",
 			Help: "Nodes listed at the last rebuild of the allocation state."}),
 		rebuildSecs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_seconds",
 			Help: "Duration of the last rebuild (List of all Nodes included)."}),
+		catalogPublishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_publishes_total",
+			Help: "Catalog publications by result: ok, error (an API write failed; retried), invalid (the plan failed its checks; nothing written)."}, []string{"result"}),
+		catalogWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_objects_written_total",
+			Help: "Catalog ConfigMaps written, by op: create, update, delete (stale slices)."}, []string{"op"}),
+		catalogBytesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_written_bytes_total",
+			Help: "Data bytes of the catalog ConfigMaps created or updated."}),
+		catalogBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_bytes",
+			Help: "Data bytes of the last published catalog: the base, and all node slices together."}, []string{"object"}),
+		catalogObjects: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_objects",
+			Help: "ConfigMaps of the last published catalog (the base and the node slices)."}),
+		catalogLeftOut: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_left_out",
+			Help: "Sites and Nodes the last catalog plan left out because they fail its checks."}, []string{"kind"}),
+		catalogRender: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bridgehead_controller_catalog_render_seconds",
+			Help:    "Time to build, check and render the catalog from the caches (API writes excluded).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+	}
+	reg.MustRegister(m.catalogPublishes, m.catalogWrites, m.catalogBytesWritten, m.catalogBytes, m.catalogObjects, m.catalogLeftOut, m.catalogRender)
+	for _, r := range []string{"ok", "error", "invalid"} {
+		m.catalogPublishes.WithLabelValues(r)
+	}
+	for _, op := range []string{"create", "update", "delete"} {
+		m.catalogWrites.WithLabelValues(op)
 	}
 	reg.MustRegister(m.leader, m.unassigned, m.siteNodes, m.siteBlocks, m.allocations, m.problems,
 		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs)
@@ -54,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"allocated", "adopted", "exhausted"} {
 		m.allocations.WithLabelValues(r)
 	}
-	for _, k := range []string{"node", "site"} {
+	for _, k := range []string{"node", "site", "catalog"} {
 		for _, r := range []string{"ok", "error"} {
 			m.reconciles.WithLabelValues(k, r)
 		}

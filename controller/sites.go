@@ -137,6 +137,9 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 	st := c.alloc.Stats(name)
 	c.mu.Lock()
 	problem := c.siteProblems[name]
+	if problem == "" {
+		problem = c.catalogProblems[name] // left out of the catalog
+	}
 	nodes := c.siteCount[name]
 	var waiting []string
 	for n := range c.waiting[name] {
@@ -153,7 +156,7 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 	status.FreeBlocks6 = int64(st.V6.Free)
 	status.Gateways, status.GatewaysReady = gws, gwsReady
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: "Valid",
-		Message: "the spec parses and overlaps no other Site", ObservedGeneration: s.Generation}
+		Message: "the spec parses, overlaps no other Site and passes the catalog checks", ObservedGeneration: s.Generation}
 	if problem != "" {
 		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, "Invalid", problem
 	}

@@ -410,8 +410,9 @@ func checkVerifyReporterCredential(t *testing.T, env *kubetest.Env) {
 }
 
 // checkControllerCredential: the controller's ServiceAccount may patch
-// Nodes and hold its Lease, and may not delete Nodes, read Secrets or
-// write Leases elsewhere.
+// Nodes, hold its Lease and publish the catalog ConfigMaps in its
+// namespace, and may not delete Nodes, read Secrets or write Leases or
+// ConfigMaps elsewhere.
 func checkControllerCredential(t *testing.T, env *kubetest.Env) {
 	t.Helper()
 	ctx := context.Background()
@@ -432,6 +433,16 @@ func checkControllerCredential(t *testing.T, env *kubetest.Env) {
 	if _, err := cs.CoordinationV1().Leases("bridgehead-system").Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Errorf("controller creates its Lease: %v", err)
 	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-catalog"}, Data: map[string]string{"sites.yaml": "sites: []\n"}}
+	if _, err := cs.CoreV1().ConfigMaps("bridgehead-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Errorf("controller publishes the catalog: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("bridgehead-system").List(ctx, metav1.ListOptions{LabelSelector: "bridgehead.io/catalog"}); err != nil {
+		t.Errorf("controller lists the catalog: %v", err)
+	}
+	if err := cs.CoreV1().ConfigMaps("bridgehead-system").Delete(ctx, "bridgehead-catalog", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("controller deletes a stale catalog slice: %v", err)
+	}
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-ev", Namespace: "default"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "bhk-node1"}, Reason: "Test", Message: "m"}
 	if _, err := cs.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		t.Errorf("controller records an Event in default: %v", err)
@@ -440,6 +451,7 @@ func checkControllerCredential(t *testing.T, env *kubetest.Env) {
 	refused["delete a Node"] = cs.CoreV1().Nodes().Delete(ctx, "bhk-node1", metav1.DeleteOptions{})
 	_, refused["list Secrets"] = cs.CoreV1().Secrets("bridgehead-system").List(ctx, metav1.ListOptions{})
 	_, refused["a Lease in default"] = cs.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{})
+	_, refused["a ConfigMap in default"] = cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
 	_, refused["create a Site"] = dyn(t, env.Impersonate(user, groups...)).Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource)).Create(ctx,
 		&unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Site", "metadata": map[string]any{"name": "rogue"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
 	for what, err := range refused {

@@ -29,7 +29,7 @@ type controllerFlags struct {
 	kubeconfig, namespace, metricsListen, identity string
 	leaderElect                                    bool
 	leaseDuration, renewDeadline, retryPeriod      time.Duration
-	releaseGrace                                   time.Duration
+	releaseGrace, catalogInterval                  time.Duration
 	workers                                        int
 	qps                                            float64
 	burst                                          int
@@ -41,13 +41,14 @@ type controllerFlags struct {
 func setupController(fs *flag.FlagSet) action {
 	f := &controllerFlags{}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (empty: the in-cluster service account)")
-	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
+	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease and the catalog ConfigMaps (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9643", "`ADDR` serving /metrics, /healthz and /readyz (empty: none)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "compete for the Lease; run one replica only with false")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (`DURATION`)")
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader gives up leading when it cannot renew for this `DURATION`")
 	fs.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "interval of lease renewals and acquisition tries (`DURATION`)")
 	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
+	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, so no catalog object is written more often (`DURATION`)")
 	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
 	fs.IntVar(&f.workers, "workers", 4, "node reconcile `WORKERS`")
 	fs.Float64Var(&f.qps, "kube-api-qps", 50, "client-side limit of API requests per second (`QPS`)")
@@ -95,7 +96,7 @@ func runController(ctx context.Context, f *controllerFlags, log *slog.Logger) er
 		Client: client, Dynamic: dyn, Logger: log, Registry: reg,
 		Namespace: f.namespace, Identity: f.identity, LeaderElect: f.leaderElect,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		ReleaseGrace: f.releaseGrace, Workers: f.workers,
+		ReleaseGrace: f.releaseGrace, Workers: f.workers, CatalogInterval: f.catalogInterval,
 	})
 	if err != nil {
 		return err
