@@ -10,6 +10,9 @@
 //     which needs buffers with spare capacity: cap(bufs[i])-offset up to
 //     OffloadWriteBufferSize. OpenOffload fails cleanly where the kernel or
 //     the environment does not allow it; fall back to Water then.
+//     OpenOffloadQueues opens several queues of one interface
+//     (IFF_MULTI_QUEUE), one per router lane; the kernel spreads flows
+//     over them.
 //   - Water (Linux): a TUN opened through github.com/songgao/water
 //     (portable, one packet per system call).
 //   - Channel: an in-memory device for tests.

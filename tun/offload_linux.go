@@ -121,28 +121,47 @@ func OpenOffload(cfg OffloadConfig, log *slog.Logger) (Device, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Validate first: CreateTUN leaks its descriptor or its goroutines when
-	// it fails after opening /dev/net/tun on a bad name or MTU.
-	if len(cfg.Name) >= unix.IFNAMSIZ {
-		return nil, fmt.Errorf("tun: interface name %q longer than %d bytes", cfg.Name, unix.IFNAMSIZ-1)
-	}
-	if cfg.MTU < minMTU || cfg.MTU > maxMTU {
-		return nil, fmt.Errorf("tun: MTU %d outside [%d, %d]", cfg.MTU, minMTU, maxMTU)
+	if err := checkOffloadConfig(cfg); err != nil {
+		return nil, err
 	}
 	dev, err := wgtun.CreateTUN(cfg.Name, cfg.MTU)
 	if err != nil {
 		// The caller decides whether to fall back and says so once.
 		return nil, fmt.Errorf("offload TUN %q: %w", cfg.Name, err)
 	}
+	d, err := newOffload(dev, cfg.MTU, log)
+	if err != nil {
+		return nil, fmt.Errorf("tun: offload open %q: %w", cfg.Name, err)
+	}
+	d.logOffloads()
+	return d, nil
+}
+
+// checkOffloadConfig validates cfg before anything is opened: CreateTUN
+// leaks its descriptor or its goroutines when it fails after opening
+// /dev/net/tun on a bad name or MTU.
+func checkOffloadConfig(cfg OffloadConfig) error {
+	if len(cfg.Name) >= unix.IFNAMSIZ {
+		return fmt.Errorf("tun: interface name %q longer than %d bytes", cfg.Name, unix.IFNAMSIZ-1)
+	}
+	if cfg.MTU < minMTU || cfg.MTU > maxMTU {
+		return fmt.Errorf("tun: MTU %d outside [%d, %d]", cfg.MTU, minMTU, maxMTU)
+	}
+	return nil
+}
+
+// newOffload wraps a library device (one queue of the interface) and
+// starts draining its events. It closes dev if it fails.
+func newOffload(dev wgtun.Device, mtu int, log *slog.Logger) (*Offload, error) {
 	name, err := dev.Name()
 	if err != nil {
 		_ = dev.Close()
-		return nil, fmt.Errorf("tun: offload open %q: name: %w", cfg.Name, err)
+		return nil, fmt.Errorf("name: %w", err)
 	}
 	d := &Offload{
 		dev:     dev,
 		name:    name,
-		mtu:     cfg.MTU,
+		mtu:     mtu,
 		log:     log,
 		drained: make(chan struct{}),
 		wbufs:   make([][]byte, 0, dev.BatchSize()),
@@ -150,10 +169,15 @@ func OpenOffload(cfg OffloadConfig, log *slog.Logger) (Device, error) {
 	// The library's netlink and link-state goroutines block sending on the
 	// events channel if nobody reads it; it is closed after Close.
 	go d.drainEvents(dev.Events())
+	return d, nil
+}
 
+// logOffloads says once per interface which offloads are active.
+func (d *Offload) logOffloads() {
+	log, dev, name := d.log, d.dev, d.name
 	if dev.BatchSize() > 1 {
 		uso := d.probeUSO()
-		log.Info("tun: offload TUN open", "name", name, "mtu", cfg.MTU,
+		log.Info("tun: offload TUN open", "name", name, "mtu", d.mtu,
 			"batch", dev.BatchSize(), "tso", true, "csum", true, "uso", uso)
 		if !uso {
 			log.Warn("tun: kernel lacks UDP segmentation offload (Linux < 6.2); UDP is not batched",
@@ -161,9 +185,8 @@ func OpenOffload(cfg OffloadConfig, log *slog.Logger) (Device, error) {
 		}
 	} else {
 		log.Warn("tun: kernel refused IFF_VNET_HDR; offloads off, one packet per system call",
-			"name", name, "mtu", cfg.MTU)
+			"name", name, "mtu", d.mtu)
 	}
-	return d, nil
 }
 
 // probeUSO reports whether the kernel accepted the UDP offloads. The

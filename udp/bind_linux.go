@@ -43,6 +43,9 @@ type Options struct {
 	// coalescing (GRO) on receive, which Listen otherwise enables where
 	// the kernel supports them.
 	DisableOffload bool
+
+	// reusePort sets SO_REUSEPORT before bind (ListenLanes).
+	reusePort bool
 }
 
 // LinuxBind is a UDP socket using recvmmsg/sendmmsg, one system call per
@@ -187,6 +190,11 @@ func setupSocket(fd int, v6 bool, opts Options) error {
 	if v6 {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0); err != nil {
 			return fmt.Errorf("udp: clear IPV6_V6ONLY: %w", err)
+		}
+	}
+	if opts.reusePort {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fmt.Errorf("udp: SO_REUSEPORT: %w", err)
 		}
 	}
 	if err := setBuffer(fd, opts.RecvBuffer, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF); err != nil {

@@ -1,0 +1,109 @@
+//go:build linux
+
+package tun
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"golang.org/x/sys/unix"
+	wgtun "golang.zx2c4.com/wireguard/tun"
+)
+
+// MaxQueues is the most queues OpenOffloadQueues opens. The kernel allows
+// 256 (MAX_TAP_QUEUES); the router's lanes stop at 64.
+const MaxQueues = 64
+
+const cloneDevice = "/dev/net/tun"
+
+// OpenOffloadQueues creates the TUN interface cfg.Name with IFF_MULTI_QUEUE
+// and opens n queues of it, each an *Offload with the same offloads and
+// batch interface as OpenOffload's. The kernel spreads the packets it
+// routes into the interface over the queues by flow (the skb's flow hash,
+// or the receive queue it came in on), so each flow arrives on one queue
+// and in order; a packet written to any queue enters the stack the same
+// way.
+//
+// golang.zx2c4.com/wireguard/tun opens single-queue devices only, so the
+// queues are opened here (open, TUNSETIFF with IFF_MULTI_QUEUE, non-
+// blocking) and handed to the library: the first as a monitored device
+// (it sets the MTU and watches the link), the others unmonitored. Each
+// queue is independent: its own Read and Write goroutines, closed
+// separately; the interface goes away with its last queue. The interface
+// is left down and without addresses. On error nothing stays open.
+func OpenOffloadQueues(cfg OffloadConfig, n int, log *slog.Logger) ([]Device, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkOffloadConfig(cfg); err != nil {
+		return nil, err
+	}
+	if n < 1 || n > MaxQueues {
+		return nil, fmt.Errorf("tun: %d queues outside [1, %d]", n, MaxQueues)
+	}
+	devs := make([]Device, 0, n)
+	fail := func(err error) ([]Device, error) {
+		for _, d := range devs {
+			_ = d.Close()
+		}
+		return nil, fmt.Errorf("tun: multi-queue TUN %q: %w", cfg.Name, err)
+	}
+	name := cfg.Name
+	for i := range n {
+		fd, err := openQueue(name)
+		if err != nil {
+			return fail(fmt.Errorf("queue %d: %w", i, err))
+		}
+		var dev wgtun.Device
+		if i == 0 {
+			// Registered with the poller as the library's CreateTUN does:
+			// non-blocking before os.NewFile.
+			f := os.NewFile(uintptr(fd), cloneDevice)
+			if dev, err = wgtun.CreateTUNFromFile(f, cfg.MTU); err != nil {
+				_ = f.Close()
+			}
+		} else if dev, _, err = wgtun.CreateUnmonitoredTUNFromFD(fd); err != nil {
+			_ = unix.Close(fd)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("queue %d: %w", i, err))
+		}
+		d, err := newOffload(dev, cfg.MTU, log)
+		if err != nil {
+			return fail(fmt.Errorf("queue %d: %w", i, err))
+		}
+		devs = append(devs, d)
+		name = d.name // the kernel's choice when cfg.Name was empty
+	}
+	devs[0].(*Offload).logOffloads()
+	if n > 1 {
+		log.Info("tun: multi-queue TUN open", "name", name, "queues", n)
+	}
+	return devs, nil
+}
+
+// openQueue opens one queue of the multi-queue interface name (creating
+// it if it does not exist yet) with virtio-net headers, non-blocking, and
+// returns its descriptor.
+func openQueue(name string) (int, error) {
+	fd, err := unix.Open(cloneDevice, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err == nil {
+		ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI | unix.IFF_VNET_HDR | unix.IFF_MULTI_QUEUE)
+		if err = unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			err = fmt.Errorf("TUNSETIFF: %w", err)
+		}
+	}
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}

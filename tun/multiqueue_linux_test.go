@@ -1,0 +1,152 @@
+//go:build linux
+
+package tun
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// requireNetns is enterNetns that fails instead of skipping under CI=true.
+func requireNetns(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CI") != "" && os.Geteuid() != 0 {
+		t.Fatal("CI=true: this test needs root (network namespaces, /dev/net/tun)")
+	}
+	enterNetns(t)
+}
+
+// TestOffloadQueuesSpreadFlows opens four queues of one interface, sends 64
+// UDP flows into it and checks that every queue reads packets, that the
+// kernel keeps each flow on one queue, and that every packet arrives.
+func TestOffloadQueuesSpreadFlows(t *testing.T) {
+	requireNetns(t)
+	const queues, flows, perFlow = 4, 64, 8
+	devs, err := OpenOffloadQueues(OffloadConfig{Name: "bl-mq0", MTU: 1420}, queues, nil)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if len(devs) != queues {
+		t.Fatalf("got %d queues, want %d", len(devs), queues)
+	}
+	for i, d := range devs {
+		if d.Name() != "bl-mq0" || d.MTU() != 1420 {
+			t.Fatalf("queue %d: name %q mtu %d", i, d.Name(), d.MTU())
+		}
+	}
+	ip(t, "addr", "add", "10.77.0.1/24", "dev", "bl-mq0")
+	ip(t, "link", "set", "bl-mq0", "up")
+
+	// seen[q][port] counts packets of flow port read from queue q.
+	var mu sync.Mutex
+	seen := make([]map[uint16]int, queues)
+	var wg sync.WaitGroup
+	for q, d := range devs {
+		seen[q] = map[uint16]int{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bs := d.BatchSize()
+			bufs, sizes := make([][]byte, bs), make([]int, bs)
+			for i := range bufs {
+				bufs[i] = make([]byte, testOffset+1500)
+			}
+			for {
+				n, err := d.Read(bufs, sizes, testOffset)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for i := range n {
+					pkt := bufs[i][testOffset : testOffset+sizes[i]]
+					if len(pkt) >= 28 && pkt[0]>>4 == 4 && pkt[9] == 17 {
+						seen[q][binary.BigEndian.Uint16(pkt[20:22])]++
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	defer func() {
+		for _, d := range devs {
+			d.Close()
+		}
+		wg.Wait()
+	}()
+
+	ports := make(map[uint16]bool, flows)
+	for f := range flows {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 77, 0, 2), Port: 9000 + f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[uint16(c.LocalAddr().(*net.UDPAddr).Port)] = true
+		for range perFlow {
+			if _, err := c.Write([]byte("lane test payload")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	total := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for q := range seen {
+			for p, c := range seen[q] {
+				if ports[p] {
+					n += c
+				}
+			}
+		}
+		return n
+	}
+	for total() < flows*perFlow && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	onQueue := map[uint16]int{}
+	got := 0
+	perQueue := make([]int, queues)
+	for q := range seen {
+		for p, c := range seen[q] {
+			if !ports[p] {
+				continue
+			}
+			if prev, ok := onQueue[p]; ok {
+				t.Errorf("flow from port %d read on queues %d and %d", p, prev, q)
+			}
+			onQueue[p] = q
+			perQueue[q] += c
+			got += c
+		}
+	}
+	t.Logf("packets per queue: %v", perQueue)
+	if got != flows*perFlow {
+		t.Errorf("read %d packets, want %d", got, flows*perFlow)
+	}
+	for q, c := range perQueue {
+		if c == 0 {
+			t.Errorf("queue %d read nothing of %d flows: %v", q, flows, fmt.Sprint(perQueue))
+		}
+	}
+}
+
+func TestOffloadQueuesBadCount(t *testing.T) {
+	for _, n := range []int{0, -1, MaxQueues + 1} {
+		if _, err := OpenOffloadQueues(OffloadConfig{Name: "bl-mqbad", MTU: 1420}, n, nil); err == nil {
+			t.Errorf("%d queues: no error", n)
+		}
+	}
+}
