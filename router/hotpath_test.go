@@ -371,7 +371,7 @@ func (d *failingTUN) Write(bufs [][]byte, off int) (int, error) {
 func TestWriteTUNPartial(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	dev := &failingTUN{nullTUN: nullTUN{batch: 64}, bad: 0xee}
-	h.b.tun, h.b.out.dev = dev, dev
+	h.b.tun.Device = dev
 	in := h.a.newInsideBatch()
 	out := h.b.newOutsideBatch()
 	payloads := []byte{1, 2, 0xee, 4, 0xee, 6}

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"errors"
 	"sync"
 
 	"github.com/bridgehead/bridgehead/ratelimit"
@@ -9,49 +8,12 @@ import (
 	"github.com/bridgehead/bridgehead/tun"
 )
 
-// tunWriter is the TUN's write side. The outside loop and the ICMP
-// responder (the inside path) both write; mu lets one writer at a time.
-type tunWriter struct {
-	mu  sync.Mutex
-	dev tun.Device
-}
-
-// write writes packets at bufHeadroom and returns how many it could not
-// write. When the TUN stops at a packet it refuses (the kernel rejects
-// malformed packets one at a time), that packet is dropped and the rest
-// are written again. A backend that tried every packet and cannot say
-// which failed (Offload) counts one per error it joined (a coalesced
-// write that failed counts once, whatever it carried). The
-// outside loop and the ICMP errors of the inside loop both write; the TUN
-// takes one writer at a time.
-func (w *tunWriter) write(bufs [][]byte) (failed int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for len(bufs) > 0 {
-		n, err := w.dev.Write(bufs, bufHeadroom)
-		switch {
-		case err == nil:
-			return failed
-		case n >= len(bufs):
-			if j, ok := err.(interface{ Unwrap() []error }); ok {
-				return failed + max(len(j.Unwrap()), 1)
-			}
-			return failed + 1
-		case errors.Is(err, tun.ErrClosed):
-			return failed + len(bufs) - n
-		}
-		failed++
-		bufs = bufs[n+1:]
-	}
-	return failed
-}
-
 // icmpResponder answers local hosts whose packets are too big for the
 // tunnel with ICMP errors (tooBig), written to the TUN through out. The
 // inside path calls tooBig (mu guards the buffers it writes in); limit
 // is safe from any goroutine and the handshake loop runs its GC.
 type icmpResponder struct {
-	out   *tunWriter
+	out   *tunDevice
 	drops *Drops
 	mtu   int
 	limit *ratelimit.Limiter // errors per local source
@@ -61,7 +23,7 @@ type icmpResponder struct {
 	bufs [][]byte // buf, as the batch out.write takes
 }
 
-func newICMPResponder(out *tunWriter, drops *Drops, mtu int, limit *ratelimit.Limiter) *icmpResponder {
+func newICMPResponder(out *tunDevice, drops *Drops, mtu int, limit *ratelimit.Limiter) *icmpResponder {
 	return &icmpResponder{
 		out: out, drops: drops, mtu: mtu, limit: limit,
 		buf:  make([]byte, bufHeadroom+1280, bufHeadroom+tun.OffloadWriteBufferSize),

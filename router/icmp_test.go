@@ -18,7 +18,7 @@ func TestICMPResponderPart(t *testing.T) {
 	t.Cleanup(func() { dev.Close() })
 	clock := newFakeClock()
 	var drops Drops
-	i := newICMPResponder(&tunWriter{dev: dev}, &drops, 1420, ratelimit.New(ICMPRate, ICMPBurst, 4096, clock.Now))
+	i := newICMPResponder(&tunDevice{Device: dev}, &drops, 1420, ratelimit.New(ICMPRate, ICMPBurst, 4096, clock.Now))
 	st := &routingState{icmp4: netip.MustParseAddr("10.224.0.4")}
 	big := udpPacket(t, podA, podB, make([]byte, 1440-28)) // DF set
 	noDF := udpPacket(t, podA, podB, make([]byte, 1440-28))

@@ -100,7 +100,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	if len(b.out) == 0 {
 		return
 	}
-	if n := r.out.write(b.out); n > 0 {
+	if n := r.tun.write(b.out); n > 0 {
 		r.drops.Add(Outside, ReasonTUNWriteError, uint64(n))
 	}
 }

@@ -50,7 +50,7 @@ type Options struct {
 // SetConfig, Peers and Drops are safe to call at any time from any
 // goroutine.
 type Router struct {
-	tun   tun.Device
+	tun   tunDevice // reads: inside loop; writes: tunDevice.write
 	bind  udp.Bind
 	id    *bhcrypto.Identity
 	log   *slog.Logger
@@ -78,9 +78,7 @@ type Router struct {
 	// filter keeps the kernel early-drop filter in step (filter.go).
 	filter *kernelFilter
 
-	// out writes to the TUN (outside loop, ICMP errors); icmp sends the
-	// ICMP errors (icmp.go).
-	out  tunWriter
+	// icmp sends ICMP errors to local hosts (icmp.go).
 	icmp *icmpResponder
 
 	// flows hashes packets for site.pick (see flowHasher); its seed is
@@ -109,7 +107,7 @@ func New(o Options) (*Router, error) {
 		return nil, errors.New("router: TUN, Bind and Identity are required")
 	}
 	r := &Router{
-		tun: o.TUN, bind: o.Bind, id: o.Identity,
+		tun: tunDevice{Device: o.TUN}, bind: o.Bind, id: o.Identity,
 		log: o.Logger, clock: o.Clock,
 		mtu:        o.TUN.MTU(),
 		queueLen:   o.QueueLen,
@@ -145,8 +143,7 @@ func New(o Options) (*Router, error) {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
-	r.out.dev = r.tun
-	r.icmp = newICMPResponder(&r.out, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
+	r.icmp = newICMPResponder(&r.tun, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
 	blocker := newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
