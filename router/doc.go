@@ -90,5 +90,53 @@
 // While a handshake of ours is pending the data path does not ask for
 // another, and packets routed while the setup queue drains wait behind it.
 //
+// # Parts
+//
+// Router (router.go) holds the wiring that every loop reads: TUN, bind,
+// identity, clock, the routing state (written by SetConfig alone, under
+// cfgMu, and published whole), the session index (index.go: handshakes
+// and the outside loop's confirm add and retire sessions, SetConfig
+// retires removed peers'; lookups take no lock), drops and the flow
+// hasher. The loops are Router methods: the inside loop (inside.go) and
+// the outside loop (outside.go). Everything else is a part with one owner;
+// each keeps its lock next to what it guards and has its own test:
+//
+//   - handshaker (handshake.go, hstimers.go): the handshake loop and all
+//     handshake state: pending initiations, the reach log, drop
+//     summaries, GC pacing. Its inbox (receive) is called by the outside
+//     loop and want by the data path; both only send on channels. Its
+//     counters are also written by the outside loop (a confirmed
+//     session) and read by anyone. It reads the Router's wiring through
+//     a back pointer and owns:
+//   - handshakeGate (gate.go): mac1 (checked in the outside loop),
+//     cookies, the per-source limit under load, the pace of our own
+//     initiations, and the under-load decision with its holdover
+//     (lastLoaded, handshake loop only). Behind it:
+//   - sourceBlocker (blocker.go): sources of bad mac1s, blocked in the
+//     kernel filter; note runs in the outside loop, gc in the handshake
+//     loop; its mutex guards the blocks and the log pacing.
+//   - kernelFilter (filter.go): the optional eBPF filter kept in step:
+//     indices (called under the index table's lock), endpoints
+//     (SetConfig), blocks (sourceBlocker), counts folded into drops and
+//     a refused detach retried (poll: the handshake loop's timers and
+//     the metrics collector). Any goroutine; its mutex guards the seen
+//     counts and the indices to retry.
+//   - prober (probe.go): the remote gateways' health. run (handshake
+//     loop) steps every Peer's liveness and path MTU prober and sends the
+//     probes; handleControl (outside loop) answers probes and books
+//     answers; cannotDeliver is written by SetCanDeliver from any
+//     goroutine. liveness.go and pathmtu.go name the writer of each
+//     per-gateway field.
+//   - icmpResponder (icmp.go): "too big" errors from the inside path,
+//     rate limited per source (its limiter's GC runs in the handshake
+//     loop); its mutex guards its buffers.
+//   - tunDevice (tundev.go): the TUN, whose writes (outside loop, ICMP
+//     errors) go through write, one at a time.
+//   - loopHealth (health.go): one progress stamp per loop, each written
+//     by its loop, read by Healthy.
+//
+// Per peer, Peer (peer.go) names the writer of each field: keypairs under
+// its own lock, hs (peerHandshake) the handshake loop's alone.
+//
 // Time comes from an injected Clock so tests drive timers without sleeping.
 package router

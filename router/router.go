@@ -44,50 +44,43 @@ type Options struct {
 	RekeyAfter time.Duration
 }
 
-// Router forwards packets between the TUN device and the peers.
+// Router forwards packets between the TUN device and the peers. It holds
+// the wiring: the devices, identity, routing state, session index, drops
+// and flow hasher, and the parts that own everything else (doc.go, "Parts",
+// says which part owns what and who writes each shared field).
 //
 // Create it with New, give it routes with SetConfig, then call Run once.
-// SetConfig, Peers and Drops are safe to call at any time from any
-// goroutine.
+// SetConfig, Peers, Drops, Handshakes, Healthy, FilterAttached and
+// SetCanDeliver are safe to call at any time from any goroutine.
 type Router struct {
-	tun   tunDevice // reads: inside loop; writes: tunDevice.write
-	bind  udp.Bind
+	// Set by New, read-only afterwards.
+	tun   tunDevice // reads: the inside loop; writes: tunDevice.write
+	bind  udp.Bind  // Receive: the outside loop; Send: any loop
 	id    *bhcrypto.Identity
 	log   *slog.Logger
 	clock Clock
-	mtu   int
 	mono  monoEpoch // for the stamps of liveness and loop health
+	mtu   int
+	// bufSize is a data-path buffer's size, queueLen a peer queue's
+	// length, rekeyAfter RekeyAfterTime or Options.RekeyAfter.
+	bufSize, queueLen int
+	rekeyAfter        time.Duration
 
-	queueLen int
-	bufSize  int
-	// rekeyAfter is RekeyAfterTime or Options.RekeyAfter; set by New.
-	rekeyAfter time.Duration
-
-	cfgMu sync.Mutex // serializes SetConfig
+	// Written by SetConfig alone (cfgMu), read lock-free by every loop.
+	cfgMu sync.Mutex
 	state atomic.Pointer[routingState]
+	// index is written by the handshake loop and the outside loop
+	// (sessions), and by SetConfig (removed peers); read lock-free.
 	index indexTable
+	drops Drops      // any goroutine adds
+	flows flowHasher // the inside path's; its seed is set by New
 
-	drops Drops
-
-	// hs is the handshake loop and its state (handshake.go).
-	hs *handshaker
-
-	// health is the loops' progress for the watchdog (Healthy).
-	health loopHealth
-
-	// filter keeps the kernel early-drop filter in step (filter.go).
-	filter *kernelFilter
-
-	// icmp sends ICMP errors to local hosts (icmp.go).
-	icmp *icmpResponder
-
-	// flows hashes packets for site.pick (see flowHasher); its seed is
-	// set by New.
-	flows flowHasher
-
-	// probe probes the remote gateways' health and answers their probes
-	// (probe.go).
-	probe *prober
+	// The parts.
+	hs     *handshaker    // handshake loop and its state (handshake.go)
+	probe  *prober        // gateway health: probes and answers (probe.go)
+	filter *kernelFilter  // kernel early-drop filter in step (filter.go)
+	icmp   *icmpResponder // ICMP errors to local hosts (icmp.go)
+	health loopHealth     // the loops' progress for Healthy (health.go)
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
