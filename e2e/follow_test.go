@@ -45,6 +45,19 @@ type followLab struct {
 // both gateways from configs that follow it (each writing its own
 // catalog file, <site>-catalog.yaml).
 func startFollowLab(t *testing.T) *followLab {
+	return startFollowLabWith(t, func(fl *followLab) {
+		cfg, err := config.Load(filepath.Join(fl.dir, "a.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.sites = cfg.Sites
+		fl.publish(fl.sites)
+	})
+}
+
+// startFollowLabWith is startFollowLab with the catalog put in place by
+// publish, before the gateways restart.
+func startFollowLabWith(t *testing.T, publish func(*followLab)) *followLab {
 	requireRoot(t)
 	env := kubetest.Start(t)
 	env.InstallCRDs(t, "../deploy/kubernetes/crds")
@@ -54,12 +67,7 @@ func startFollowLab(t *testing.T) *followLab {
 		t.Fatal(err)
 	}
 	fl := &followLab{lab: startLab(t), env: env, cs: cs, gw: map[string]*exec.Cmd{}}
-	cfg, err := config.Load(filepath.Join(fl.dir, "a.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl.sites = cfg.Sites
-	fl.publish(fl.sites)
+	publish(fl)
 
 	apiAddr := strings.TrimPrefix(env.Config.Host, "https://")
 	for _, s := range []string{"a", "b"} {

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/controller"
+	"github.com/bridgehead/bridgehead/kube"
+	"github.com/bridgehead/bridgehead/kube/catalog"
+)
+
+// applyResources creates the lab catalog's Sites, Gateways and Nodes.
+func applyResources(t *testing.T, dyn dynamic.Interface, fl *followLab, r *kube.Resources) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range r.Objects(false, false) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gvr := controller.SitesGVR
+		if u.GetKind() == "Gateway" {
+			gvr = controller.GatewaysGVR
+		}
+		if _, err := dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	for i := range r.Nodes {
+		if _, err := fl.cs.CoreV1().Nodes().Create(ctx, &r.Nodes[i], metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFollowControllerJoin: the whole join against the real API server.
+// A Node object whose InternalIP is in site B's node CIDRs is assigned,
+// given a pod block and published by the controller; gateway B follows
+// and routes the block to the node; a ping from site A's pod to an
+// address of the block answers, measured from the Node's creation, over
+// 20 joins. Deleting the Node withdraws its route.
+func TestFollowControllerJoin(t *testing.T) {
+	fl := startFollowLabWith(t, func(fl *followLab) {
+		dyn, err := dynamic.NewForConfig(fl.env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Load(filepath.Join(fl.dir, "a.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := kube.FromConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyResources(t, dyn, fl, r)
+		c, err := controller.New(controller.Options{
+			Client: fl.cs, Dynamic: dyn, Registry: prometheus.NewRegistry(),
+			Logger:    slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Namespace: config.DefaultCatalogNamespace, ReleaseGrace: time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("controller: %v", err)
+			}
+		})
+		// The controller's first catalog, with both sites' nodes.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			cm, err := fl.cs.CoreV1().ConfigMaps(config.DefaultCatalogNamespace).Get(ctx, catalog.BaseName, metav1.GetOptions{})
+			if err == nil && strings.Contains(cm.Data[catalog.SitesKey], "site-b") && strings.Contains(cm.Data[catalog.SitesKey], "site-a") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no catalog from the controller within 30 s: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	fl.waitPing(podB, 20*time.Second)
+	// Every address of site B's pod CIDR answers on site B's node once
+	// gateway B routes it there.
+	fl.mustExec("b-node", "ip", "route", "add", "local", "10.245.0.0/16", "dev", "lo")
+
+	ctx := context.Background()
+	const joins = 20
+	var took []time.Duration
+	var names []string
+	for i := range joins {
+		addr := netip.AddrFrom4([4]byte{192, 168, 50, byte(20 + i)})
+		fl.mustExec("b-node", "ip", "addr", "add", addr.String()+"/24", "dev", "eth0")
+		name := fmt.Sprintf("node-b-join%02d", i)
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: addr.String()}}
+		start := time.Now()
+		if _, err := fl.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var block netip.Prefix
+		for !block.IsValid() {
+			got, err := fl.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range got.Spec.PodCIDRs {
+				if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
+					block = p
+				}
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s: no pod block within 10 s", name)
+			}
+			if !block.IsValid() {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		allocated := time.Since(start)
+		pod := block.Addr().Next().String()
+		took = append(took, fl.waitPing(pod, 10*time.Second).Sub(start))
+		names = append(names, name)
+		t.Logf("join %d: %s block %s allocated after %v, %s answered after %v", i, name, block, allocated.Round(time.Millisecond), pod, took[i].Round(time.Millisecond))
+	}
+	t.Logf("Node created to ping answered (real controller, an echo every 20 ms) over %d joins: p50 %v, p99 %v, max %v",
+		joins, percentile(took, 0.5).Round(time.Millisecond), percentile(took, 0.99).Round(time.Millisecond), slices.Max(took).Round(time.Millisecond))
+	if p99 := percentile(took, 0.99); p99 > 2*time.Second {
+		t.Errorf("p99 Node creation to ping %v, over 2 s", p99)
+	}
+
+	// Delete the first joined Node: gateway B's route to it goes.
+	got, err := fl.cs.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := got.Spec.PodCIDRs[0]
+	start := time.Now()
+	if err := fl.cs.CoreV1().Nodes().Delete(ctx, names[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out := fl.mustExec("b-gw", "ip", "route", "show", block)
+		if strings.TrimSpace(out) == "" {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("route of the deleted Node still there after 15 s: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("deleted Node's route %s withdrawn from gateway B %v after the delete", block, time.Since(start).Round(time.Millisecond))
+	if b, err := os.ReadFile(filepath.Join(fl.dir, "b-catalog.yaml")); err != nil || strings.Contains(string(b), names[0]) {
+		t.Errorf("gateway B's catalog file still lists %s (%v)", names[0], err)
+	}
+}
+
+// tWriter sends log lines to t.Log.
+type tWriter struct{ t *testing.T }
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
