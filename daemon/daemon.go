@@ -23,6 +23,7 @@ import (
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/sdnotify"
+	"github.com/bridgehead/bridgehead/transit"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -113,12 +114,30 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		log.Info("kernel early-drop filter turned off by earlyDrop")
 	}
-	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
+	// The relay path (sites behind NAT, package transit) sits between
+	// the router and the socket.
+	plan, self, err := transitPlan(cfg)
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return fmt.Errorf("%s: %w", cfg.Path, err)
+	}
+	hub, err := transit.New(nil, reg)
 	if err != nil {
 		dev.Close()
 		bind.Close()
 		return err
 	}
+	table := &routerTable{}
+	tbind := transit.NewBind(bind, table, hub, mtu)
+	hub.SetPlan(plan, self)
+	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
+	if err != nil {
+		dev.Close()
+		bind.Close()
+		return err
+	}
+	table.r.Store(r)
 	if err := r.SetConfig(rc); err != nil {
 		dev.Close()
 		bind.Close()
@@ -145,7 +164,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version), id: id, mtu: mtu,
-		version: o.Version, started: time.Now()}
+		version: o.Version, started: time.Now(), transit: hub}
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
 	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver,

@@ -17,6 +17,7 @@ import (
 	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/transit"
 )
 
 // kernel is the OS side a gateway reconciles on every config: routes,
@@ -48,6 +49,9 @@ type gateway struct {
 	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
 	// move and stop it; status reads it from any goroutine.
 	relay atomic.Pointer[relay.Relay]
+	// transit is the relay path (hub and spoke) under the router; its
+	// plan follows reloads. nil in tests that use no relay path.
+	transit *transit.Relay
 	// lan watches whether the gateway can deliver to its own site; its
 	// zero value (tests) reports that it can.
 	lan lanWatch
@@ -158,9 +162,26 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 			return false, fmt.Errorf("%s: %w", next.Path, err)
 		}
 	}
+	plan, self, err := transitPlan(next)
+	if err != nil {
+		if started != nil {
+			started.Close()
+		}
+		return false, fmt.Errorf("%s: %w", next.Path, err)
+	}
+	// The plan goes first: the router's new pseudo endpoints name
+	// gateways by their ids in it.
+	if g.transit != nil {
+		g.transit.SetPlan(plan, self)
+	}
 	if err := g.r.SetConfig(rc); err != nil {
 		if started != nil {
 			started.Close()
+		}
+		if g.transit != nil {
+			if plan, self, err := transitPlan(old); err == nil {
+				g.transit.SetPlan(plan, self)
+			}
 		}
 		return false, fmt.Errorf("%s: %w", next.Path, err)
 	}

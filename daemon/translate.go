@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/bridgehead/bridgehead/config"
@@ -23,6 +24,10 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 		}
 	}
 	behindNAT := c.LocalGateway() != nil && !c.LocalGateway().HasEndpoint()
+	// Gateways both without endpoint are reached through a hub, at
+	// the pseudo endpoint of their id in transitPlan (catalog order).
+	relayed := behindNAT && len(c.HubsOf(c.Site)) > 0
+	id := transit.GatewayID(0)
 	for _, s := range c.Sites {
 		sc := router.SiteConfig{Name: s.Name}
 		sc.Prefixes = append(sc.Prefixes, s.NodeCIDRs...)
@@ -32,8 +37,13 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 			if err != nil {
 				return nil, fmt.Errorf("site %s gateway %s: publicKey: %w", s.Name, g.Name, err)
 			}
+			ep := g.EndpointAddr
+			if relayed && !g.HasEndpoint() && s.Name != c.Site {
+				ep = transit.PseudoEndpoint(id)
+			}
+			id++
 			sc.Gateways = append(sc.Gateways, router.PeerConfig{
-				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: g.EndpointAddr,
+				Site: s.Name, Name: g.Name, PublicKey: key, Endpoint: ep,
 				Keepalive: keepalive(s.Keepalive, behindNAT && g.HasEndpoint()), ProbeInterval: s.ProbeInterval,
 			})
 		}
@@ -72,4 +82,49 @@ func keepalive(site time.Duration, throughNAT bool) time.Duration {
 		return transit.NATKeepalive
 	}
 	return site
+}
+
+// transitPlan is c's relay plan (package transit): every gateway of every
+// site in catalog order, so that a gateway's id is the one routerConfig
+// gives its pseudo endpoint, each site's hubs, and the local gateway.
+func transitPlan(c *config.Config) (*transit.Plan, transit.GatewayID, error) {
+	var gws []transit.Gateway
+	self := transit.None
+	for _, s := range c.Sites {
+		for _, g := range s.Gateways {
+			key, err := bhcrypto.ParsePublicKey(g.PublicKey)
+			if err != nil {
+				return nil, transit.None, fmt.Errorf("site %s gateway %s: publicKey: %w", s.Name, g.Name, err)
+			}
+			if s.Name == c.Site && g.Name == c.Gateway {
+				self = transit.GatewayID(len(gws))
+			}
+			gws = append(gws, transit.Gateway{Site: s.Name, Name: g.Name, Key: key})
+		}
+	}
+	plan, err := transit.NewPlan(gws, c.Hubs())
+	if err != nil {
+		return nil, transit.None, err
+	}
+	return plan, self, nil
+}
+
+// routerTable is the router's sessions for transit.Bind, which is made
+// before the router.
+type routerTable struct{ r atomic.Pointer[router.Router] }
+
+func (t *routerTable) SessionByIndex(idx uint32) (*bhcrypto.Keypair, bhcrypto.PublicKey, bool) {
+	r := t.r.Load()
+	if r == nil {
+		return nil, bhcrypto.PublicKey{}, false
+	}
+	return r.SessionByIndex(idx)
+}
+
+func (t *routerTable) CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, netip.AddrPort, bool) {
+	r := t.r.Load()
+	if r == nil {
+		return nil, netip.AddrPort{}, false
+	}
+	return r.CurrentSession(key)
 }

@@ -23,11 +23,11 @@ func startNATLab(t *testing.T, env ...string) *lab {
 // natPods are the pod addresses of the NAT lab by site.
 var natPods = map[string]string{"a": "10.244.1.10", "e1": "10.41.1.10", "e2": "10.42.1.10"}
 
-// TestNATLab proves the topology and what works without a hub: the edge
-// gateways are unreachable inbound and reach the Internet through their
-// NAT's public address; they start their sessions with site A, whose
-// gateway learns their public mappings, and pods of A and of each edge
-// site reach each other both ways.
+// TestNATLab proves the topology: the edge gateways are unreachable
+// inbound and reach the Internet through their NAT's public address. They
+// start their sessions with site A, whose gateway learns their public
+// mappings; pods of A and of each edge site reach each other both ways,
+// and pods of the two edge sites through site A's gateway as the hub.
 func TestNATLab(t *testing.T) {
 	l := startNATLab(t)
 	l.checkNATTopology("e1", "203.0.113.11")
@@ -36,13 +36,35 @@ func TestNATLab(t *testing.T) {
 		l.waitPing(e, "a", 20*time.Second)
 		l.waitPing("a", e, 5*time.Second)
 	}
-	eps := l.natEndpointsAtA()
+	eps := l.natEndpoints("a")
 	// Plain masquerade keeps the source port when it is free.
 	for e, want := range map[string]string{"gw-e1": "203.0.113.11:51820", "gw-e2": "203.0.113.12:51820"} {
 		if eps[e] != want {
 			t.Errorf("gw-a sees %s at %q, want %s (its NAT's mapping)", e, eps[e], want)
 		}
 	}
+	l.checkThroughHub()
+}
+
+// checkThroughHub: pods of the two edge sites reach each other through
+// site A's gateway, which relays; a 50 MiB transfer arrives intact.
+func (l *lab) checkThroughHub() {
+	l.t.Helper()
+	l.waitPing("e1", "e2", 20*time.Second)
+	l.waitPing("e2", "e1", 5*time.Second)
+	from := l.transfer("e1-node", natPods["e1"], "e2-node", natPods["e2"], 5001, 50<<20)
+	if !strings.HasPrefix(from, natPods["e1"]+":") {
+		l.t.Errorf("E2's pod saw the transfer from %s, want pod E1's address", from)
+	}
+	if ep := l.natEndpoints("e1")["gw-e2"]; !strings.HasPrefix(ep, "[100::") {
+		l.t.Errorf("gw-e1 sends to gw-e2 at %s, want its relayed (pseudo) endpoint [100::id]:1", ep)
+	}
+	fwd := metric(l.metrics("a"), `bridgehead_transit_datagrams_total{direction="forwarded"}`)
+	del := metric(l.metrics("e2"), `bridgehead_transit_datagrams_total{direction="delivered"}`)
+	if fwd < 1000 || del < 1000 {
+		l.t.Errorf("relayed datagrams: gw-a forwarded %v, gw-e2 delivered %v; want the transfer's", fwd, del)
+	}
+	l.t.Logf("gw-a forwarded %v relayed datagrams, gw-e2 received %v through it", fwd, del)
 }
 
 // TestNATLabSymmetric: with `masquerade random` on E2's NAT the mapping
@@ -52,11 +74,14 @@ func TestNATLabSymmetric(t *testing.T) {
 	l.checkNATTopology("e2", "203.0.113.12")
 	l.waitPing("e2", "a", 20*time.Second)
 	l.waitPing("a", "e2", 5*time.Second)
-	ep, err := netip.ParseAddrPort(l.natEndpointsAtA()["gw-e2"])
+	ep, err := netip.ParseAddrPort(l.natEndpoints("a")["gw-e2"])
 	if err != nil || ep.Addr() != netip.MustParseAddr("203.0.113.12") {
 		t.Fatalf("gw-a sees gw-e2 at %v (%v), want 203.0.113.12:<port>", ep, err)
 	}
 	t.Logf("E2's symmetric NAT mapped 192.168.2.2:51820 to %s", ep)
+	// Through the hub, a symmetric NAT is no obstacle.
+	l.waitPing("e1", "e2", 20*time.Second)
+	l.waitPing("e2", "e1", 5*time.Second)
 }
 
 // checkNATTopology: nothing gets in to the gateway of edge site e, its
@@ -125,10 +150,11 @@ func (l *lab) waitPing(from, to string, timeout time.Duration) {
 	l.t.Logf("%s -> %s: %s", from, to, strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]))
 }
 
-// natEndpointsAtA returns where gw-a sends to each remote gateway.
-func (l *lab) natEndpointsAtA() map[string]string {
+// natEndpoints returns where the gateway of site s sends to each remote
+// gateway.
+func (l *lab) natEndpoints(s string) map[string]string {
 	l.t.Helper()
-	out, err := l.exec("a-gw", filepath.Join(l.bin, "bridgehead"), "status", "--json", "--socket", filepath.Join(l.dir, "a.sock"))
+	out, err := l.exec(s+"-gw", filepath.Join(l.bin, "bridgehead"), "status", "--json", "--socket", filepath.Join(l.dir, s+".sock"))
 	var st struct {
 		Peers []struct {
 			Gateway  string `json:"gateway"`
@@ -143,7 +169,7 @@ func (l *lab) natEndpointsAtA() map[string]string {
 		m[p.Gateway] = p.Endpoint
 	}
 	if len(m) != 2 {
-		l.t.Fatalf("gw-a has %d peers: %s", len(m), fmt.Sprint(m))
+		l.t.Fatalf("gw-%s has %d peers: %s", s, len(m), fmt.Sprint(m))
 	}
 	return m
 }

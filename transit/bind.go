@@ -109,9 +109,11 @@ type Bind struct {
 	// pool holds send scratch for wrapping (no allocation in steady
 	// state).
 	pool sync.Pool
-	// Owned by Receive: the forwards of one batch.
+	// Owned by Receive: the forwards of one batch, and the batch's
+	// buffers at their whole capacity.
 	fwdBufs [][]byte
 	fwdEps  []netip.AddrPort
+	rbufs   [][]byte
 }
 
 // manySender is a bind that sends to several endpoints in one call.
@@ -270,14 +272,25 @@ func cmpErr(first, err error) error {
 // Receive reads a batch from the inner bind and returns what the router
 // should see of it (see Bind). It may return 0 datagrams.
 func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
-	n, err := b.inner.Receive(bufs, sizes, eps)
+	// Relay messages are RelayOverhead longer than the router's
+	// largest datagram: read into the buffers' whole capacity, and cut
+	// anything else to the length the router gave, as the socket would.
+	if cap(b.rbufs) < len(bufs) {
+		b.rbufs = make([][]byte, len(bufs))
+	}
+	rb := b.rbufs[:len(bufs)]
+	for i := range bufs {
+		rb[i] = bufs[i][:cap(bufs[i])]
+	}
+	n, err := b.inner.Receive(rb, sizes, eps)
 	w := 0
 	for i := range n {
-		msg := bufs[i][:sizes[i]]
+		msg := rb[i][:sizes[i]]
 		keep := true
 		if len(msg) > 0 && msg[0] == bhcrypto.MsgRelay {
 			keep = b.receiveRelay(msg, &sizes[i], &eps[i])
 		}
+		sizes[i] = min(sizes[i], len(bufs[i]))
 		if keep {
 			bufs[w], bufs[i] = bufs[i], bufs[w]
 			sizes[w], eps[w] = sizes[i], eps[i]
