@@ -22,7 +22,14 @@ const (
 // address (as the kubelet does), until the test ends.
 func (l *lab) startKubelet(p pki) {
 	l.t.Helper()
-	c := exec.Command("ip", "netns", "exec", l.ns("b-node"), filepath.Join(l.bin, "bhprobe"), "kubelet",
+	l.startKubeletIn(p, "b-node")
+}
+
+// startKubeletIn runs the stand-in kubelet (TLS on kubeletPort) in
+// namespace ns of the lab.
+func (l *lab) startKubeletIn(p pki, ns string) {
+	l.t.Helper()
+	c := exec.Command("ip", "netns", "exec", l.ns(ns), filepath.Join(l.bin, "bhprobe"), "kubelet",
 		"-listen", ":"+kubeletPort, "-cert", p.path("kubelet.pem"), "-key", p.path("kubelet.key"))
 	out := &syncBuffer{}
 	c.Stdout, c.Stderr = out, out

@@ -46,13 +46,17 @@ func cniPluginsDir(t *testing.T) string {
 	return dir
 }
 
-func startNodeLab(t *testing.T) *nodeLab {
+func startNodeLab(t *testing.T, extraEnv ...string) *nodeLab {
 	t.Helper()
 	requireRoot(t)
 	plugins := cniPluginsDir(t)
 	nl := &nodeLab{plugins: plugins, agents: map[string]*exec.Cmd{}}
-	nl.lab = startLabPrefix(t, "deploy/lab/node-lab.sh", fmt.Sprintf("bhn-%d", os.Getpid()%100000),
-		[]string{"a", "b", "a-n1-agent", "a-n2-agent", "b-n1-agent", "b-n2-agent"})
+	prefix := fmt.Sprintf("bhn-%d", os.Getpid()%100000)
+	if p := os.Getenv("E2E_PREFIX"); p != "" { // several people or agents sharing a machine
+		prefix = fmt.Sprintf("%sn%d", p, os.Getpid()%100000)
+	}
+	nl.lab = startLabPrefix(t, "deploy/lab/node-lab.sh", prefix,
+		[]string{"a", "b", "a-n1-agent", "a-n2-agent", "b-n1-agent", "b-n2-agent"}, extraEnv...)
 	for _, n := range []string{"a-n1", "a-n2", "b-n1", "b-n2"} {
 		nl.startAgent(n)
 	}

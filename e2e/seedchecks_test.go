@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bhverify "github.com/bridgehead/bridgehead/verify"
 )
 
 // Addresses of the seed-check lab: a ClusterIP per Service, and the
@@ -347,9 +349,14 @@ func TestSeedChecks(t *testing.T) {
 // make work. With the
 // agent stopped and its table deleted, egress fails naming the node
 // agent's table; restarted, the agent puts it back and egress passes.
+// The callback path: gateway A runs the relay (where the API server's
+// egress would live); from a pod on node b1 the relay reaches b1's
+// kubelet port through the gateways, and with gateway A stopped the
+// callback fails naming the relay.
 func TestSeedChecksNodeAgent(t *testing.T) {
-	nl := startNodeLab(t)
 	p := newPKI(t, t.TempDir())
+	nl := startNodeLab(t, "CONFIG_EXTRA_A="+relayYAML(p, false))
+	nl.startKubeletIn(p, "b-n1")
 	a1, _ := nl.addPod("a-n1", "p1")
 	a2, _ := nl.addPod("a-n2", "p1")
 	b1, _ := nl.addPod("b-n1", "p1")
@@ -429,5 +436,65 @@ func TestSeedChecksNodeAgent(t *testing.T) {
 	t.Logf("with node a1's agent restarted:\n%s", out)
 	if !row(out, "PASS", "egress", "198.51.100.100:80") {
 		t.Errorf("want egress to pass again once the agent put its table back")
+	}
+
+	// The callback: from a pod on node b1, through the relay of site A
+	// (gateway A) back to b1's kubelet port, over the tunnel both ways.
+	callback := func() string {
+		out, _ := nl.exec("b-n1-p1", filepath.Join(nl.bin, "bridgehead"), "verify", "--on", "pod",
+			"--config", filepath.Join(nl.dir, "b.yaml"), "--timeout", "1s",
+			"--callback-relay", relayAddr, "--node-address", "192.168.50.11")
+		return out
+	}
+	out = callback()
+	t.Logf("verify --on pod from %s on node b1, callback only:\n%s", b1, out)
+	if !row(out, "PASS", "callback", relayAddr+" -> 192.168.50.11:"+kubeletPort) {
+		t.Errorf("want the callback through gateway A's relay to node b1's kubelet to pass")
+	}
+	// The cluster's matrix: `verify --on node --report` on node a1 and on
+	// node b1 publish into a real kube-apiserver that lives in site A
+	// (site B reaches it through the gateways), with verify's own
+	// credential; `verify --collect` reads one site × check matrix. The
+	// relay serves the other sites (it refuses its own site's nodes,
+	// which the API server reaches directly): a1's callback SKIPs.
+	env, kc := nl.labAPIServer("a-gw", gwA+":6443")
+	report := func(n string, args ...string) {
+		t.Helper()
+		start := time.Now()
+		out, err := nl.exec(n, append([]string{filepath.Join(nl.bin, "bridgehead"), "verify", "--on", "node",
+			"--config", filepath.Join(nl.dir, n[:1]+".yaml"), "--timeout", "1s",
+			"--report", "--kubeconfig", kc, "--node-name", nodeName(n)}, args...)...)
+		t.Logf("verify --on node --report on %s (%v, %v):\n%s", n, time.Since(start).Round(time.Millisecond), err, out)
+	}
+	report("a-n1", "--pod", b1, "--pod", a2, "--egress", "198.51.100.100:80", "--dns", dnsIP+":53", "--service", svcIP+":80")
+	report("b-n1", "--pod", a1, "--callback-relay", relayAddr, "--node-address", "192.168.50.11")
+	m, js, ok := nl.collectMatrix(env, filepath.Join(nl.dir, "a.yaml"))
+	t.Logf("verify --collect:\n%s", js)
+	if !ok || len(m.Rows) != 2 || m.Missing != 0 || m.Failing != 0 || m.Stale != 0 {
+		t.Errorf("want two fresh reports, nothing failing and no site missing (exit ok %v)", ok)
+	}
+	wantCells := map[string]map[string]bhverify.Result{
+		"site-a/node-a1": {"pod": bhverify.Pass, "service": bhverify.Pass, "dns": bhverify.Pass, "egress": bhverify.Pass, "callback": bhverify.Skip},
+		"site-b/node-b1": {"pod": bhverify.Pass, "callback": bhverify.Pass, "dns": bhverify.Skip, "egress": bhverify.Skip},
+	}
+	for _, r := range m.Rows {
+		want, ok := wantCells[r.Site+"/"+r.Node]
+		if !ok || r.On != "node" {
+			t.Errorf("row %s/%s on %q: want site-a/node-a1 and site-b/node-b1, on node", r.Site, r.Node, r.On)
+			continue
+		}
+		for check, res := range want {
+			if r.Cells[check].Result != res {
+				t.Errorf("%s/%s %s: %+v, want %s", r.Site, r.Node, check, r.Cells[check], res)
+			}
+		}
+	}
+
+	stopGateway(t, nl.gatewayPID("a"))
+	out = callback()
+	t.Logf("with gateway A (and its relay) stopped:\n%s", out)
+	if !row(out, "FAIL", "callback", relayAddr) || !strings.Contains(out, "cannot connect to the relay") ||
+		!strings.Contains(out, "is its gateway up") {
+		t.Errorf("want the callback to fail naming the relay and its gateway")
 	}
 }

@@ -25,6 +25,10 @@
 set -euo pipefail
 
 BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
+# CONFIG_EXTRA_A, CONFIG_EXTRA_B: top-level YAML added to gateway A's
+# (B's) config, e.g. a relay section (as in lab.sh).
+CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
+CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
 up() {
 	local dir=$1 p=${2:-bhnode}
@@ -84,6 +88,8 @@ up() {
 			echo "interface: {name: bh0, mtu: 1420}"
 			echo "controlSocket: $dir/$s.sock"
 			echo "metrics: {listen: 127.0.0.1:9641}"
+			if [ "$s" = a ] && [ -n "$CONFIG_EXTRA_A" ]; then printf '%s\n' "$CONFIG_EXTRA_A"; fi
+			if [ "$s" = b ] && [ -n "$CONFIG_EXTRA_B" ]; then printf '%s\n' "$CONFIG_EXTRA_B"; fi
 			cat "$dir/sites.yaml"
 		} >"$dir/$s.yaml"
 		"$BRIDGEHEAD" check --config "$dir/$s.yaml" >/dev/null
