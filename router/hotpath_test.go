@@ -163,7 +163,7 @@ func TestSealQueuedAllocs(t *testing.T) {
 	}
 	h := newHotPair(t, bhcrypto.AESGCM)
 	pkt := udpPacket(t, podA, podB, make([]byte, 1000))
-	p := h.a.newInsidePipe()
+	p := h.a.newInsidePipe(h.a.lanes[0])
 	sent := h.bindA.sent
 	run := func() {
 		// Two single packets queued, then a read of two sealed by the

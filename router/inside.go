@@ -10,6 +10,7 @@ import (
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/router/packet"
 	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
 )
 
 // insideBatch is the buffers of one TUN read, allocated once, and the run
@@ -28,6 +29,8 @@ type sealRun struct {
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
 	now   int64    // time of the batch (monotonic nanoseconds, see monoEpoch)
+	// bind sends the run: its lane's socket (nil: lane 0's).
+	bind udp.Bind
 }
 
 // newInsideSlot returns buffers for one TUN read, without a run.
@@ -68,12 +71,20 @@ type insidePipe struct {
 
 	mu    sync.Mutex // held while sealing; guards run and draining full
 	taken []*insideBatch
+
+	lane *lane // the TUN queue read and the socket sent on
 }
 
 // insideLoop reads plain packets from the TUN, seals them and sends them,
 // until the TUN is closed or fails for good.
 func (r *Router) insideLoop(ctx context.Context) error {
-	p := r.newInsidePipe()
+	return r.insideLane(ctx, r.lanes[0])
+}
+
+// insideLane is one lane's inside path: it reads l's TUN queue and sends
+// on l's socket.
+func (r *Router) insideLane(ctx context.Context, l *lane) error {
+	p := r.newInsidePipe(l)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -89,14 +100,15 @@ func (r *Router) insideLoop(ctx context.Context) error {
 }
 
 // newInsidePipe allocates the inside path's slots and run, once.
-func (r *Router) newInsidePipe() *insidePipe {
+func (r *Router) newInsidePipe(l *lane) *insidePipe {
 	bs := max(r.tun.BatchSize(), 1)
 	p := &insidePipe{
 		free:  make(chan *insideBatch, insideSlots),
 		full:  make(chan *insideBatch, insideSlots),
 		wake:  make(chan struct{}, 1),
-		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs)},
+		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs), bind: l.bind},
 		taken: make([]*insideBatch, 0, insideSlots),
+		lane:  l,
 	}
 	for range insideSlots {
 		b := r.newInsideSlot()
@@ -113,7 +125,7 @@ func (r *Router) readTUN(ctx context.Context, p *insidePipe) error {
 	var last time.Time
 	for {
 		b := <-p.free
-		n, err := r.tun.Read(b.bufs, b.sizes, bufHeadroom)
+		n, err := p.lane.tun.Read(b.bufs, b.sizes, bufHeadroom)
 		if err != nil {
 			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
 				p.free <- b // cannot block: b came from free
@@ -179,13 +191,13 @@ drain:
 		return
 	}
 	now := r.clock.Now()
-	r.health.inside.Store(r.mono.ns(now))
+	p.lane.health.inside.Store(r.mono.ns(now))
 	p.run.now = r.mono.ns(now)
 	for _, b := range taken {
 		r.route(b, b.n, now)
 	}
 	r.flushInside(p.run)
-	r.health.inside.Store(0)
+	p.lane.health.inside.Store(0)
 	for i, b := range taken {
 		b.n = 0
 		p.free <- b
@@ -284,7 +296,11 @@ func (r *Router) flushInside(b *sealRun) {
 		return
 	}
 	p := b.peer
-	if err := r.bind.Send(b.out, p.Endpoint()); err != nil {
+	bind := b.bind
+	if bind == nil {
+		bind = r.bind
+	}
+	if err := bind.Send(b.out, p.Endpoint()); err != nil {
 		r.drops.Add(Inside, ReasonSendError, uint64(len(b.out)))
 	} else {
 		p.txPackets.Add(uint64(len(b.out)))

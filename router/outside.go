@@ -22,6 +22,8 @@ type outsideBatch struct {
 	// replies are the probe replies of this batch, sent together after
 	// it (see handleControl).
 	replies controlBatch
+	// lane is where the batch came from; its TUN queue takes the packets.
+	lane *lane
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -34,6 +36,7 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 		eps: make([]netip.AddrPort, n), out: make([][]byte, 0, n),
 	}
 	b.replies.init(n)
+	b.lane = r.lanes[0]
 	// A TUN that coalesces writes (GRO) appends the following segments of
 	// a flow into the first packet's buffer: give each buffer the spare
 	// capacity it needs. The pages are touched only when used.
@@ -49,10 +52,17 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 
 // outsideLoop reads datagrams from peers and delivers what authenticates.
 func (r *Router) outsideLoop(ctx context.Context) error {
+	return r.outsideLane(ctx, r.lanes[0])
+}
+
+// outsideLane is one lane's outside path: it receives on l's socket and
+// writes to l's TUN queue.
+func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 	b := r.newOutsideBatch()
+	b.lane = l
 	failures := 0
 	for {
-		n, err := r.bind.Receive(b.bufs, b.sizes, b.eps)
+		n, err := l.bind.Receive(b.bufs, b.sizes, b.eps)
 		if err != nil {
 			if errors.Is(err, udp.ErrClosed) || ctx.Err() != nil {
 				return nil
@@ -68,9 +78,9 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 			failures = 0
 		}
 		now := r.clock.Now()
-		r.health.outside.Store(r.mono.ns(now))
+		l.health.outside.Store(r.mono.ns(now))
 		r.receiveBatch(b, n, now)
-		r.health.outside.Store(0)
+		l.health.outside.Store(0)
 	}
 }
 
@@ -100,7 +110,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	if len(b.out) == 0 {
 		return
 	}
-	if n := r.tun.write(b.out); n > 0 {
+	if n := b.lane.tun.write(b.out); n > 0 {
 		r.drops.Add(Outside, ReasonTUNWriteError, uint64(n))
 	}
 }

@@ -42,6 +42,9 @@ type Options struct {
 	// end-to-end tests can watch sessions rotate under live traffic
 	// without waiting minutes. Production leaves it zero.
 	RekeyAfter time.Duration
+	// Lanes are devices for further lanes, each an inside and an outside
+	// loop of its own (lanes.go); TUN and Bind are lane 0. Owned like them.
+	Lanes []Lane
 }
 
 // Router forwards packets between the TUN device and the peers. It holds
@@ -81,6 +84,9 @@ type Router struct {
 	filter *kernelFilter  // kernel early-drop filter in step (filter.go)
 	icmp   *icmpResponder // ICMP errors to local hosts (icmp.go)
 	health loopHealth     // the loops' progress for Healthy (health.go)
+
+	// lanes are the data path's lanes, lane 0 first (lanes.go); set by New.
+	lanes []*lane
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
@@ -136,6 +142,9 @@ func New(o Options) (*Router, error) {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
+	if err := r.initLanes(o.Lanes); err != nil {
+		return nil, err
+	}
 	r.icmp = newICMPResponder(&r.tun, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
@@ -199,7 +208,7 @@ func (r *Router) retire(kps ...*bhcrypto.Keypair) {
 // loop waiting for input is healthy, one stuck in a batch for StuckAfter
 // is not; the handshake loop must have run its timers within StuckAfter.
 // The daemon feeds the systemd watchdog only while this returns nil.
-func (r *Router) Healthy(now time.Time) error { return r.health.check(r.mono.ns(now)) }
+func (r *Router) Healthy(now time.Time) error { return r.lanesHealthy(now) }
 
 // Drops returns the drop counters.
 func (r *Router) Drops() *Drops { return &r.drops }
@@ -242,7 +251,7 @@ func (r *Router) Handshakes() HandshakeStats {
 func (r *Router) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 1+2*len(r.lanes))
 	var wg sync.WaitGroup
 	start := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -257,9 +266,11 @@ func (r *Router) Run(ctx context.Context) error {
 	start("inside", r.insideLoop)
 	start("outside", r.outsideLoop)
 	start("handshake", r.hs.loop)
+	r.startLanes(start)
 	<-ctx.Done()
 	r.tun.Close()
 	r.bind.Close()
+	r.closeLanes()
 	wg.Wait()
 	select {
 	case err := <-errc:

@@ -1,0 +1,318 @@
+package router
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+)
+
+// laneBind is one lane's socket in the lane tests: what the lane sends is
+// copied into the receiving lane's outside batch (buffers allocated once),
+// as if the datagrams crossed the WAN to the peer's lane.
+type laneBind struct {
+	local netip.AddrPort
+	to    *outsideBatch
+	n     int
+}
+
+func (b *laneBind) Receive([][]byte, []int, []netip.AddrPort) (int, error) { return 0, nil }
+func (b *laneBind) Send(bufs [][]byte, _ netip.AddrPort) error {
+	for _, m := range bufs {
+		b.to.sizes[b.n] = copy(b.to.bufs[b.n], m)
+		b.to.eps[b.n] = b.local
+		b.n++
+	}
+	return nil
+}
+func (b *laneBind) BatchSize() int            { return 64 }
+func (b *laneBind) LocalAddr() netip.AddrPort { return b.local }
+func (b *laneBind) Close() error              { return nil }
+
+// idTUN records the 4-byte ids at the start of the UDP payloads written to
+// it. One per lane: it is not safe for concurrent use.
+type idTUN struct {
+	nullTUN
+	ids []uint32
+}
+
+func (d *idTUN) Write(bufs [][]byte, off int) (int, error) {
+	for _, b := range bufs {
+		d.ids = append(d.ids, binary.BigEndian.Uint32(b[off+28:]))
+	}
+	return len(bufs), nil
+}
+
+// testLane is an outside batch of a lane of r that writes to dev (a
+// nullTUN if nil), for tests that drive receiveBatch directly.
+func (r *Router) testLane(dev tun.Device) *outsideBatch {
+	if dev == nil {
+		dev = &nullTUN{batch: 64}
+	}
+	b := r.newOutsideBatch()
+	b.lane = &lane{tun: &tunDevice{Device: dev}, health: new(loopHealth)}
+	return b
+}
+
+// sealAll seals one packet per id on A and returns the datagrams.
+func sealAll(t *testing.T, h *hotPair, ids []uint32) [][]byte {
+	t.Helper()
+	in := h.a.newInsideBatch()
+	out := h.b.newOutsideBatch()
+	bind := &laneBind{local: h.bindA.local, to: out}
+	in.run.bind = bind
+	payload := make([]byte, 100)
+	dgrams := make([][]byte, 0, len(ids))
+	for _, id := range ids {
+		binary.BigEndian.PutUint32(payload, id)
+		refill(in, udpPacket(t, podA, podB, payload))
+		bind.n = 0
+		h.a.routeBatch(in, 1, h.now)
+		if bind.n != 1 {
+			t.Fatalf("packet %d not sealed", id)
+		}
+		dgrams = append(dgrams, append([]byte(nil), out.bufs[0][:out.sizes[0]]...))
+	}
+	return dgrams
+}
+
+// rekey runs a new handshake between A and B and installs it as a real one
+// would: A (initiator) makes it current, B (responder) keeps it next until
+// the first packet on it confirms it.
+func rekey(t *testing.T, h *hotPair, idxA, idxB uint32) {
+	t.Helper()
+	idA, idB := h.a.id, h.b.id
+	in, msg, err := idA.CreateInitiation(idB.Public, idxA, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := idB.ConsumeInitiation(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kpB, resp, err := idB.CreateResponse(ri, idxB, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kpA, err := in.ConsumeResponse(resp, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pA := h.a.state.Load().peers[idB.Public]
+	h.a.index.add(pA, kpA)
+	if gone, ok := pA.keypairs.establish(kpA); !ok {
+		t.Fatal("establish refused")
+	} else {
+		h.a.retire(gone)
+	}
+	pB := h.b.state.Load().peers[idA.Public]
+	h.b.index.add(pB, kpB)
+	if gone, ok := pB.keypairs.answer(kpB); !ok {
+		t.Fatal("answer refused")
+	} else {
+		h.b.retire(gone)
+	}
+}
+
+// TestLanesOpenOneSessionConcurrently: four lanes of B open the packets of
+// one session at once, across a rekey (the first packets on the new
+// session confirm it from whichever lanes get them first while the others
+// still open packets of the old one), with every tenth datagram delivered
+// twice on another lane. Every packet must reach the TUN exactly once:
+// no duplicate accepted, no valid packet inside the window dropped.
+func TestLanesOpenOneSessionConcurrently(t *testing.T) {
+	const lanes, perKey, chunk = 4, 3000, 16
+	h := newHotPair(t, bhcrypto.ChaChaPoly)
+	ids := make([]uint32, 2*perKey)
+	for i := range ids {
+		ids[i] = uint32(i)
+	}
+	dgrams := sealAll(t, h, ids[:perKey])
+	rekey(t, h, 3, 4)
+	dgrams = append(dgrams, sealAll(t, h, ids[perKey:])...)
+
+	// Chunks go round-robin to the lanes, so each lane holds old- and
+	// new-session packets and the lanes overtake one another; duplicates
+	// go to the next lane, after the original's chunk.
+	work := make([][][]byte, lanes)
+	dups := 0
+	for c := 0; c*chunk < len(dgrams); c++ {
+		l := c % lanes
+		part := dgrams[c*chunk : min((c+1)*chunk, len(dgrams))]
+		work[l] = append(work[l], part...)
+		for i, d := range part {
+			if (c*chunk+i)%10 == 0 {
+				work[(l+1)%lanes] = append(work[(l+1)%lanes], d)
+				dups++
+			}
+		}
+	}
+	tuns := make([]*idTUN, lanes)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for l := range lanes {
+		tuns[l] = &idTUN{nullTUN: nullTUN{batch: 64}}
+		b := h.b.testLane(tuns[l])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for len(work[l]) > 0 {
+				n := 0
+				for n < 8 && len(work[l]) > 0 {
+					b.sizes[n] = copy(b.bufs[n], work[l][0])
+					b.eps[n] = h.bindA.local
+					work[l] = work[l][1:]
+					n++
+				}
+				h.b.receiveBatch(b, n, h.now)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	got := make(map[uint32]int, len(ids))
+	for _, d := range tuns {
+		for _, id := range d.ids {
+			got[id]++
+		}
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("packet %d delivered %d times", id, got[id])
+		}
+	}
+	if r := h.b.drops.Get(Outside, ReasonReplay); r != uint64(dups) {
+		t.Errorf("%d replay drops, want %d (the duplicates)", r, dups)
+	}
+	pB := h.b.state.Load().peers[h.a.id.Public]
+	if kp := pB.current.Load(); kp == nil || kp.LocalIndex != 4 {
+		t.Errorf("B's current session is not the new one after the rekey")
+	}
+}
+
+// benchmarkLanes runs lanes pipelines at once, each sealing batches of 16
+// packets of 1420 bytes on A and opening them on B, on one shared session:
+// A's send counter, B's replay window, both peers' counters, the index and
+// the routing state are shared, as they are between a Router's lanes. Run
+// with -cpu 1,2 to compare one core with two:
+//
+//	go test -run '^$' -bench BenchmarkLanes -cpu 1,2 -count 5 ./router/
+//
+// replay-drops/op counts packets one lane opened after another had moved
+// the window more than ReplayWindowSize past them (a lane descheduled
+// that long); they are still sealed and opened, so the work is the same.
+func benchmarkLanes(b *testing.B, lanes int) {
+	const batch, size = 16, 1420
+	h := newHotPair(b, bhcrypto.AESGCM)
+	pkt := udpPacket(b, podA, podB, make([]byte, size-28))
+	type pipe struct {
+		in   *insideBatch
+		out  *outsideBatch
+		bind *laneBind
+	}
+	pipes := make([]pipe, lanes)
+	for i := range pipes {
+		in := h.a.newInsideBatch()
+		out := h.b.testLane(nil)
+		bind := &laneBind{local: h.bindA.local, to: out}
+		in.run.bind = bind
+		pipes[i] = pipe{in, out, bind}
+	}
+	b.SetBytes(batch * size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range pipes {
+		p := pipes[i]
+		n := b.N / lanes
+		if i < b.N%lanes {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				for k := range batch {
+					p.in.sizes[k] = copy(p.in.bufs[k][bufHeadroom:], pkt)
+				}
+				p.bind.n = 0
+				p.in.run.now = h.a.mono.ns(h.now)
+				h.a.route(p.in, batch, h.now)
+				h.a.flushInside(p.in.run)
+				h.b.receiveBatch(p.out, p.bind.n, h.now)
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(h.b.drops.Get(Outside, ReasonReplay))/float64(b.N), "replay-drops/op")
+}
+
+func BenchmarkLanes(b *testing.B) {
+	for _, lanes := range []int{1, 2} {
+		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) { benchmarkLanes(b, lanes) })
+	}
+}
+
+// TestLanesAllocs: a lane's seal and open, with another lane working the
+// same session at the same time, allocate nothing per packet.
+func TestLanesAllocs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts need a quiet run")
+	}
+	h := newHotPair(t, bhcrypto.AESGCM)
+	pkt := udpPacket(t, podA, podB, make([]byte, 1000))
+	in := h.a.newInsideBatch()
+	out := h.b.testLane(nil)
+	bind := &laneBind{local: h.bindA.local, to: out}
+	in.run.bind = bind
+	step := func() {
+		refill(in, pkt)
+		bind.n = 0
+		h.a.routeBatch(in, 1, h.now)
+		h.b.receiveBatch(out, bind.n, h.now)
+	}
+	step()
+	if got := out.lane.tun.Device.(*nullTUN).written; got != 1 {
+		t.Fatalf("warm-up: %d packets reached the TUN, want 1", got)
+	}
+	if a := testing.AllocsPerRun(200, step); a != 0 {
+		t.Errorf("%v allocations per packet, want 0", a)
+	}
+}
+
+// TestNewLanesChecks: lanes must match lane 0.
+func TestNewLanesChecks(t *testing.T) {
+	id := newIdentity(t, bhcrypto.AESGCM)
+	mk := func() (*nullTUN, *captureBind) { return &nullTUN{batch: 64}, newCaptureBind("192.0.2.1:51820") }
+	t0, b0 := mk()
+	t1, b1 := mk()
+	tooMany := make([]Lane, MaxLanes)
+	for i := range tooMany {
+		tooMany[i] = Lane{TUN: t1, Bind: b1}
+	}
+	for _, tc := range []struct {
+		name  string
+		lanes []Lane
+		ok    bool
+	}{
+		{"two", []Lane{{TUN: t1, Bind: b1}}, true},
+		{"no bind", []Lane{{TUN: t1}}, false},
+		{"batch", []Lane{{TUN: &nullTUN{batch: 1}, Bind: b1}}, false},
+		{"too many", tooMany, false},
+	} {
+		r, err := New(Options{TUN: t0, Bind: b0, Identity: id, Lanes: tc.lanes, Clock: newFakeClock()})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err = %v", tc.name, err)
+		}
+		if err == nil && r.Lanes() != len(tc.lanes)+1 {
+			t.Errorf("%s: %d lanes", tc.name, r.Lanes())
+		}
+	}
+}
