@@ -2,6 +2,7 @@ package config
 
 import (
 	"net/netip"
+	"runtime"
 	"time"
 )
 
@@ -46,6 +47,10 @@ type Config struct {
 	// nil means the default (on); without the capability or kernel
 	// support the gateway runs without it and says so in the log.
 	EarlyDrop *bool `yaml:"earlyDrop"`
+	// Lanes is how many data-path lanes the gateway runs (router.Lane:
+	// a TUN queue and a socket each, one sealer and one opener); 0 (the
+	// field absent) means one per CPU, at most MaxLanes. See LaneCount.
+	Lanes int `yaml:"lanes"`
 	// Relay is the HTTP CONNECT relay for API-server callbacks; nil
 	// (section absent) means off. See relay.go.
 	Relay *Relay `yaml:"relay"`
@@ -186,6 +191,18 @@ type Node struct {
 	// Address6 and PodCIDR6 describe a dual-stack node's IPv6 side.
 	Address6 netip.Addr   `yaml:"address6"`
 	PodCIDR6 netip.Prefix `yaml:"podCIDR6"`
+}
+
+// MaxLanes is the most lanes (Config.Lanes) a gateway runs.
+const MaxLanes = 64
+
+// LaneCount is Lanes, or with Lanes unset the number of CPUs (at most
+// MaxLanes).
+func (c *Config) LaneCount() int {
+	if c.Lanes > 0 {
+		return c.Lanes
+	}
+	return min(runtime.NumCPU(), MaxLanes)
 }
 
 // OffloadEnabled reports whether the TUN should use kernel offloads

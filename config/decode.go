@@ -298,6 +298,26 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
+// intRange decodes an integer between lo and hi.
+func (d *decoder) intRange(dst *int, lo, hi int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		s, ok := d.scalar(n, path)
+		if !ok {
+			return
+		}
+		v, err := strconv.ParseInt(s, 0, 32)
+		if deref(n).ShortTag() != "!!int" || err != nil {
+			d.errorAt(n.Line, path, "%q is not a number", s)
+			return
+		}
+		if v < int64(lo) || v > int64(hi) {
+			d.errorAt(n.Line, path, "%d is out of range %d..%d", v, lo, hi)
+			return
+		}
+		*dst = int(v)
+	}
+}
+
 func (d *decoder) mtu(dst *MTU) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
@@ -357,6 +377,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"controlSocket", d.str(&c.ControlSocket)},
 		{"clampMSS", d.boolPtr(&c.ClampMSS)},
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
+		{"lanes", d.intRange(&c.Lanes, 1, MaxLanes)},
 		{"relay", func(n *yaml.Node, path string) { d.relay(n, path, c) }},
 		{"lan", func(n *yaml.Node, path string) {
 			c.LAN = &LAN{}

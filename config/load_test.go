@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +190,8 @@ func TestParseValues(t *testing.T) {
 		{"clampMSS null is default", map[int]string{18: "clampMSS:"}, func(c *Config) any { return c.ClampMSSEnabled() }, true},
 		{"earlyDrop default", map[int]string{}, func(c *Config) any { return c.EarlyDropEnabled() }, true},
 		{"earlyDrop false", map[int]string{18: "earlyDrop: false"}, func(c *Config) any { return c.EarlyDropEnabled() }, false},
+		{"lanes default", map[int]string{}, func(c *Config) any { return c.LaneCount() }, min(runtime.NumCPU(), MaxLanes)},
+		{"lanes 3", map[int]string{18: "lanes: 3"}, func(c *Config) any { return c.LaneCount() }, 3},
 		{"no lan watch by default", map[int]string{}, func(c *Config) any { return c.LAN == nil }, true},
 		{"lan interface", map[int]string{18: "lan: {interface: eth1}"}, func(c *Config) any { return c.LAN.Interface }, "eth1"},
 		{"lan targets", map[int]string{18: "lan: {interface: eth1, targets: [10.0.0.1, 'fd00::1']}"}, func(c *Config) any { return fmt.Sprint(c.LAN.Targets) }, "[10.0.0.1 fd00::1]"},
@@ -265,6 +268,12 @@ func TestParseErrors(t *testing.T) {
 			[]want{{18, "clampMSS", `"yes" is not true or false`}}},
 		{"earlyDrop not bool", map[int]string{18: "earlyDrop: 1"},
 			[]want{{18, "earlyDrop", `"1" is not true or false`}}},
+		{"lanes zero", map[int]string{18: "lanes: 0"},
+			[]want{{18, "lanes", `0 is out of range 1..64`}}},
+		{"lanes too many", map[int]string{18: "lanes: 65"},
+			[]want{{18, "lanes", `65 is out of range 1..64`}}},
+		{"lanes not a number", map[int]string{18: "lanes: many"},
+			[]want{{18, "lanes", `"many" is not a number`}}},
 		{"cipher", map[int]string{6: "cipher: rot13"},
 			[]want{{6, "cipher", `"rot13" is not a cipher`}}},
 		{"listen without port", map[int]string{5: "listen: 0.0.0.0"},

@@ -29,7 +29,7 @@ const (
 // Filter is an attached early-drop filter. Create it with Attach.
 type Filter struct {
 	mu        sync.Mutex
-	conn      syscall.Conn
+	conns     []syscall.Conn
 	prog      *ebpf.Program
 	indices   *ebpf.Map // [4]byte receiver index (wire order) -> uint8
 	endpoints *ebpf.Map // endpointKey -> uint8
@@ -39,21 +39,28 @@ type Filter struct {
 	attached  bool
 }
 
-// Attach loads the filter and attaches it to conn, a UDP socket. It needs
+// Attach loads the filter and attaches it to conn, a UDP socket, and to
+// the more sockets of the same port (router lanes, udp.ListenLanes): one
+// program and one set of maps for all of them. It needs
 // CAP_BPF (or CAP_SYS_ADMIN) and Linux 5.7 or later (the program reads
 // __sk_buff.gso_size); elsewhere loading fails and callers run without
 // the filter. The caller owns the Filter and must Close it;
 // closing conn does not.
-func Attach(conn syscall.Conn) (*Filter, error) {
+func Attach(conn syscall.Conn, more ...syscall.Conn) (*Filter, error) {
 	f, err := load(0)
 	if err != nil {
 		return nil, err
 	}
-	if err = link.AttachSocketFilter(conn, f.prog); err != nil {
-		f.closeMaps()
-		return nil, fmt.Errorf("earlydrop: attach: %w", err)
+	for i, c := range append([]syscall.Conn{conn}, more...) {
+		if err = link.AttachSocketFilter(c, f.prog); err != nil {
+			for _, c := range f.conns {
+				_ = link.DetachSocketFilter(c)
+			}
+			f.closeMaps()
+			return nil, fmt.Errorf("earlydrop: attach to socket %d: %w", i, err)
+		}
+		f.conns = append(f.conns, c)
 	}
-	f.conn = conn
 	f.attached = true
 	return f, nil
 }
@@ -222,8 +229,11 @@ func (f *Filter) Detach() error {
 	if !f.attached {
 		return nil
 	}
-	if err := link.DetachSocketFilter(f.conn); err != nil {
-		return fmt.Errorf("earlydrop: detach: %w", err)
+	for len(f.conns) > 0 {
+		if err := link.DetachSocketFilter(f.conns[0]); err != nil {
+			return fmt.Errorf("earlydrop: detach: %w", err)
+		}
+		f.conns = f.conns[1:]
 	}
 	f.attached = false
 	return nil

@@ -401,7 +401,7 @@ func (r *flakyRawConn) Control(f func(fd uintptr)) error {
 // attached and reported so; the retry detaches it for real.
 func TestDetachFailureRetried(t *testing.T) {
 	p := newPair(t, "udp4", "127.0.0.1:0", "127.0.0.1:0")
-	p.f.conn = &flakyConn{UDPConn: p.rx, fails: 1}
+	p.f.conns = []syscall.Conn{&flakyConn{UDPConn: p.rx, fails: 1}}
 	unknown := transport(0xdecaf, 100)
 	if p.passes(unknown) {
 		t.Fatal("attached filter passed an unknown index")
