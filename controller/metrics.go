@@ -24,6 +24,7 @@ type metrics struct {
 	catalogBytesWritten prometheus.Counter
 	catalogBytes        *prometheus.GaugeVec // object: base, slices
 	catalogObjects      prometheus.Gauge
+	catalogNodes        prometheus.Gauge
 	catalogLeftOut      *prometheus.GaugeVec // kind: site, node
 	catalogRender       prometheus.Histogram
 }
@@ -63,13 +64,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Data bytes of the last published catalog: the base, and all node slices together."}, []string{"object"}),
 		catalogObjects: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_objects",
 			Help: "ConfigMaps of the last published catalog (the base and the node slices)."}),
+		catalogNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_nodes",
+			Help: "Nodes in the last published catalog."}),
 		catalogLeftOut: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_left_out",
 			Help: "Sites and Nodes the last catalog plan left out because they fail its checks."}, []string{"kind"}),
 		catalogRender: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "bridgehead_controller_catalog_render_seconds",
 			Help:    "Time to build, check and render the catalog from the caches (API writes excluded).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 	}
-	reg.MustRegister(m.catalogPublishes, m.catalogWrites, m.catalogBytesWritten, m.catalogBytes, m.catalogObjects, m.catalogLeftOut, m.catalogRender)
+	reg.MustRegister(m.catalogPublishes, m.catalogWrites, m.catalogBytesWritten, m.catalogBytes, m.catalogObjects, m.catalogNodes, m.catalogLeftOut, m.catalogRender)
 	for _, r := range []string{"ok", "error", "invalid"} {
 		m.catalogPublishes.WithLabelValues(r)
 	}
