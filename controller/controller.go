@@ -362,12 +362,23 @@ func (c *Controller) lead(ctx context.Context) error {
 	c.metrics.leader.Set(1)
 	defer c.metrics.leader.Set(0)
 	c.syncSites()
+	// The catalog comes from the caches alone (Nodes carry their blocks),
+	// so its worker starts before the rebuild, which lists every Node
+	// from the API server: the first catalog does not wait for it.
+	var wg sync.WaitGroup
+	wg.Go(func() { c.work(ctx, c.catalogQueue, "catalog", c.reconcileCatalog) })
+	defer func() {
+		c.catalogQueue.ShutDown()
+		wg.Wait()
+	}()
+	c.catalogQueue.Add(catalogKey)
 	names, err := c.rebuild(ctx)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}
 	c.leading.Store(true)
 	defer c.leading.Store(false)
+	c.catalogQueue.Add(catalogKey) // changes during the rebuild enqueued nothing
 	for _, n := range names {
 		c.nodeQueue.Add(n)
 	}
@@ -379,13 +390,10 @@ func (c *Controller) lead(ctx context.Context) error {
 	for _, s := range c.siteNames() {
 		c.siteQueue.Add(s)
 	}
-	c.catalogQueue.Add(catalogKey)
-	var wg sync.WaitGroup
 	for i := 0; i < c.opts.Workers; i++ {
 		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", c.reconcileNode) })
 	}
 	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
-	wg.Go(func() { c.work(ctx, c.catalogQueue, "catalog", c.reconcileCatalog) })
 	<-ctx.Done()
 	c.nodeQueue.ShutDown()
 	c.siteQueue.ShutDown()
