@@ -116,6 +116,10 @@ func TestRoundTrip(t *testing.T) {
 			v4only[i].Nodes[j].Address6, v4only[i].Nodes[j].PodCIDR6 = netip.Addr{}, netip.Prefix{}
 		}
 	}
+	yamlish := plan(1, 4) // names YAML would read as other types unquoted
+	for i, name := range []string{"true", "null", "123", "1e3"} {
+		yamlish[0].Nodes[i].Name = name
+	}
 	reversed := plan(3, 1200)
 	for i := range reversed {
 		slices.Reverse(reversed[i].Nodes)
@@ -129,6 +133,7 @@ func TestRoundTrip(t *testing.T) {
 		{"sites without nodes", plan(3, 0), 0},
 		{"one node", plan(1, 1), 1},
 		{"single stack", v4only, 2},
+		{"names that are not strings in plain YAML", yamlish, 1},
 		{"exactly one slice", plan(1, MaxNodesPerSlice), 1},
 		{"one over a slice", plan(1, MaxNodesPerSlice+1), 2},
 		{"unsorted input", reversed, 3},
