@@ -116,7 +116,17 @@ func setupNode(fs *flag.FlagSet) action {
 		condDone := make(chan struct{})
 		go func() { defer close(condDone); cond.Run(ctx) }()
 		defer func() { stop(); <-condDone }()
-		return agent.Run(ctx, src)
+		err = agent.Run(ctx, src)
+		if err != nil {
+			// Stopping at start (no model): the condition says why
+			// before the pod restarts.
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if ferr := cond.Flush(fctx); ferr != nil {
+				log.Warn("node condition not written", "node", name, "err", ferr)
+			}
+			cancel()
+		}
+		return err
 	})
 }
 

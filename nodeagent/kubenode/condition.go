@@ -156,6 +156,21 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 	}
 }
 
+// Flush writes the latest reported status now, on the caller's
+// goroutine: for an agent that stops at start (no model), whose Run loop
+// would not get to it. Nothing reported: nothing written.
+func (r *ConditionReporter) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	st := r.pending
+	r.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	status, reason, msg := Condition(*st)
+	_, err := r.patch(ctx, status, reason, msg)
+	return err
+}
+
 // patch writes the condition, keeping its lastTransitionTime when the
 // Node's condition already has this status.
 func (r *ConditionReporter) patch(ctx context.Context, status corev1.ConditionStatus, reason, msg string) (corev1.NodeCondition, error) {

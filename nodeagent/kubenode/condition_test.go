@@ -162,6 +162,22 @@ func TestConditionRealAPIServer(t *testing.T) {
 	}
 	wait("c0", corev1.ConditionTrue, ConditionConfigured)
 
+	// An agent that stops at start flushes its status without Run.
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "c2"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := NewConditionReporter(sa, "c2", slog.New(slog.DiscardHandler), now)
+	if err := r2.Flush(ctx); err != nil {
+		t.Errorf("Flush with nothing reported: %v", err)
+	}
+	r2.Report(nodeagent.Status{Errors: []nodeagent.StageError{{Stage: "catalog", Err: `Node "c2" has no label bridgehead.io/site`}}})
+	if err := r2.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if c := wait("c2", corev1.ConditionFalse, ConditionNotConfigured); !strings.Contains(c.Message, "has no label") {
+		t.Errorf("c2's message %q", c.Message)
+	}
+
 	// The credential reaches no further: the status may be patched,
 	// the Node itself not, nor the status replaced whole.
 	refused := map[string]error{}
