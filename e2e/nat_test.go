@@ -65,6 +65,7 @@ func (l *lab) checkThroughHub() {
 		l.t.Errorf("relayed datagrams: gw-a forwarded %v, gw-e2 delivered %v; want the transfer's", fwd, del)
 	}
 	l.t.Logf("gw-a forwarded %v relayed datagrams, gw-e2 received %v through it", fwd, del)
+	l.checkHubBlind()
 }
 
 // TestNATLabSymmetric: with `masquerade random` on E2's NAT the mapping
