@@ -69,9 +69,8 @@ func (g *handshakeGate) underLoad(queued, capacity int, now time.Time) bool {
 // reply to send back.
 func (g *handshakeGate) admit(msg []byte, from netip.AddrPort, known bool) (reply []byte, drop Reason, ok bool) {
 	if !g.cookies.CheckMAC2(msg, from) {
-		reply, err := g.cookies.CreateReply(msg, from)
-		if err != nil {
-			reply = nil
+		if r, err := g.cookies.CreateReply(msg, from); err == nil {
+			reply = r
 		}
 		return reply, ReasonCookieRequired, false
 	}
