@@ -55,6 +55,9 @@ const (
 	ReasonBadCookie                      // cookie reply that does not decrypt or answers nothing we sent
 	ReasonTUNReadError                   // reading the TUN failed (the read, not one packet)
 	ReasonUDPReadError                   // receiving from the UDP socket failed
+	ReasonFQOverflow                     // inside: the fair queue was full; dropped from the head of the flow holding the most bytes
+	ReasonCoDel                          // inside: its flow's queue delay stayed over the CoDel target (not ECN-capable, so not marked)
+	ReasonFQExpired                      // inside: waited in the fair queue longer than its time bound
 	numReasons
 )
 
@@ -88,6 +91,9 @@ var reasonNames = [numReasons]string{
 	ReasonBadCookie:        "bad_cookie",
 	ReasonTUNReadError:     "tun_read_error",
 	ReasonUDPReadError:     "udp_read_error",
+	ReasonFQOverflow:       "fq_overflow",
+	ReasonCoDel:            "codel",
+	ReasonFQExpired:        "fq_expired",
 }
 
 func (r Reason) String() string {

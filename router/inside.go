@@ -19,6 +19,9 @@ type insideBatch struct {
 	bufs  [][]byte
 	sizes []int
 	n     int      // packets read into bufs (pipeline only)
+	// flows, when not nil, is each packet's flow hash, computed when it
+	// was read (fair-queue path); otherwise route hashes.
+	flows []uint64
 	run   *sealRun // where route collects sealed datagrams
 }
 
@@ -240,7 +243,12 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if st.clampMSS {
 			r.clampMSS(pkt)
 		}
-		p := s.pick(pkt, &r.flows, now)
+		var p *Peer
+		if b.flows != nil {
+			p = s.pickFlow(b.flows[i], now)
+		} else {
+			p = s.pick(pkt, &r.flows, now)
+		}
 		if p == nil {
 			r.drops.Add(Inside, ReasonNoSession, 1)
 			continue

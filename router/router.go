@@ -263,7 +263,7 @@ func (r *Router) Run(ctx context.Context) error {
 			cancel()
 		}()
 	}
-	start("inside", r.insideLoop)
+	start("inside", r.insideLoopFQ)
 	start("outside", r.outsideLoop)
 	start("handshake", r.hs.loop)
 	r.startLanes(start)

@@ -48,13 +48,23 @@ type site struct {
 // leaves or returns only the flows ranked first on it move. It runs per
 // packet and allocates nothing.
 func (s *site) pick(pkt []byte, flows *flowHasher, now time.Time) *Peer {
+	if len(s.gateways) < 2 {
+		return s.pickFlow(0, now)
+	}
+	return s.pickFlow(flows.hash(pkt), now) // fragments follow their flow (see flowHasher)
+}
+
+// pickFlow is pick for a packet whose flow hash (flowHasher.hash) is
+// known: the fair-queue inside path hashes packets in the order they were
+// read, which is what the fragment table needs, and seals them later in
+// another order.
+func (s *site) pickFlow(flow uint64, now time.Time) *Peer {
 	switch len(s.gateways) {
 	case 0:
 		return nil
 	case 1:
 		return s.gateways[0]
 	}
-	flow := flows.hash(pkt) // fragments follow their flow (see flowHasher)
 	var best *Peer
 	bestTier, bestScore := -1, uint64(0)
 	for _, p := range s.gateways {

@@ -237,7 +237,15 @@ func (q *Queue) Reserve(n int) int {
 // DropFattest drops the head packet of the bucket holding the most bytes
 // and reports whether there was one. It scans every bucket: it is for
 // overflow, not for every packet.
-func (q *Queue) DropFattest() bool {
+func (q *Queue) DropFattest() bool { return q.DropFattestOlder(0, 0) }
+
+// DropFattestOlder is DropFattest for a head packet that has waited at
+// least age at now; it drops nothing, and returns false, when the fullest
+// bucket's head is younger. A caller that can wait for the queue to drain
+// uses it to drop only when waiting would not help: a full queue of
+// young packets is a burst, one of old packets a flow that does not back
+// off.
+func (q *Queue) DropFattestOlder(now, age int64) bool {
 	if q.packets == 0 {
 		return false
 	}
@@ -255,7 +263,11 @@ func (q *Queue) DropFattest() bool {
 			}
 		}
 	}
-	q.cfg.Drop(q.pop(&q.buckets[best]), Overflow)
+	b := &q.buckets[best]
+	if age > 0 && now-q.slots[b.head].enq < age {
+		return false
+	}
+	q.cfg.Drop(q.pop(b), Overflow)
 	q.stats.Dropped[Overflow]++
 	return true
 }

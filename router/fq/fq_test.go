@@ -202,6 +202,18 @@ func TestOverflowDropsFromFattest(t *testing.T) {
 	}
 }
 
+func TestDropFattestOlder(t *testing.T) {
+	h := newHarness(t, Config{Packets: 8, Flows: 8})
+	h.enqueue(1, 1000, false, 100)
+	h.enqueue(2, 100, false, 0)
+	if h.q.DropFattestOlder(150, 100) {
+		t.Fatal("dropped a head younger than the age")
+	}
+	if !h.q.DropFattestOlder(200, 100) || !slices.Equal(h.drops[Overflow], []uint64{1}) {
+		t.Fatalf("drops %v, want flow 1's head", h.drops[Overflow])
+	}
+}
+
 func TestMaxDelay(t *testing.T) {
 	h := newHarness(t, Config{Packets: 8, Flows: 8, MaxDelay: 50 * time.Millisecond, Interval: time.Second})
 	h.enqueue(1, 100, false, 0)
