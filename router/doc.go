@@ -6,10 +6,16 @@
 //     looks the destination up in a longest-prefix-match table of every
 //     site's node and pod CIDRs, seals each packet in place for one gateway
 //     of the destination site and hands runs of packets for the same
-//     gateway to the UDP bind in one call. A reader goroutine does the
-//     reads and seals bulk reads itself; single packets arriving close
-//     together are queued for a sealer goroutine that batches them into
-//     one send (see insidePipe);
+//     gateway to the UDP bind in one call. A reader goroutine reads the
+//     TUN as fast as it can into a per-flow fair queue (insidefq.go,
+//     package fq: deficit round robin over the flow hash below, CoDel
+//     drop or ECN mark at a flow's head); a sealer goroutine takes at most
+//     sealBatch packets at a time out of it in fair order, so a small
+//     flow waits for one batch, not behind a bulk flow's backlog, and a
+//     bulk flow's standing queue is held near the CoDel target. After a
+//     quiet spell the reader seals a packet itself. Options.FIFOInside
+//     keeps the earlier pipeline (insidePipe: bulk reads sealed by the
+//     reader, single packets batched by the sealer, in read order);
 //   - the outside loop reads datagrams in batches, finds the session by
 //     its receiver index, authenticates and decrypts in place, checks the
 //     replay window, checks that the inner source belongs to the sending

@@ -18,7 +18,7 @@ import (
 type insideBatch struct {
 	bufs  [][]byte
 	sizes []int
-	n     int      // packets read into bufs (pipeline only)
+	n     int // packets read into bufs (pipeline only)
 	// flows, when not nil, is each packet's flow hash, computed when it
 	// was read (fair-queue path); otherwise route hashes.
 	flows []uint64
@@ -87,6 +87,9 @@ func (r *Router) insideLoop(ctx context.Context) error {
 // insideLane is one lane's inside path: it reads l's TUN queue and sends
 // on l's socket.
 func (r *Router) insideLane(ctx context.Context, l *lane) error {
+	if !r.fifoInside {
+		return r.insideLaneFQ(ctx, l)
+	}
 	p := r.newInsidePipe(l)
 	done := make(chan struct{})
 	go func() {

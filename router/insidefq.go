@@ -41,10 +41,10 @@ type fqPipe struct {
 	// enqueues or a batch's dequeues, never during I/O or sealing.
 	mu    sync.Mutex
 	q     *fq.Queue
-	pool  [][]byte // packet buffers by slot; never reallocated
-	sizes []int    // packet length by slot: the reader writes it before Enqueue
-	flows []uint64 // flow hash by slot, likewise
-	free  []int32  // slots neither queued nor being read or sealed
+	pool  [][]byte  // packet buffers by slot; never reallocated
+	sizes []int     // packet length by slot: the reader writes it before Enqueue
+	flows []uint64  // flow hash by slot, likewise
+	free  []int32   // slots neither queued nor being read or sealed
 	freed sync.Cond // signalled when slots go back to free; L is &mu
 
 	// sealMu is held by whoever seals (the sealer goroutine, or the
@@ -56,6 +56,7 @@ type fqPipe struct {
 	run    *sealRun
 
 	wake chan struct{} // the sealer has work; capacity 1
+	lane *lane         // the TUN queue read and the socket sent on
 
 	// The reader's own, reused for every read.
 	rslots []int32
@@ -66,7 +67,7 @@ type fqPipe struct {
 }
 
 // newFQPipe allocates the pool, the queue and every buffer once.
-func (r *Router) newFQPipe() (*fqPipe, error) {
+func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 	bs := max(r.tun.BatchSize(), 1)
 	n := fqSlotsPerRead * bs
 	n = max(n, bs+sealBatch+bs) // a read and a batch out, and room to queue
@@ -77,7 +78,8 @@ func (r *Router) newFQPipe() (*fqPipe, error) {
 		free:   make([]int32, 0, n),
 		bslots: make([]int32, sealBatch),
 		batch:  &insideBatch{bufs: make([][]byte, sealBatch), sizes: make([]int, sealBatch), flows: make([]uint64, sealBatch)},
-		run:    &sealRun{out: make([][]byte, 0, sealBatch)},
+		run:    &sealRun{out: make([][]byte, 0, sealBatch), bind: l.bind},
+		lane:   l,
 		wake:   make(chan struct{}, 1),
 		rslots: make([]int32, bs),
 		rbufs:  make([][]byte, bs),
@@ -115,10 +117,13 @@ func (p *fqPipe) dropped(r *Router) func(int32, fq.Reason) {
 	}
 }
 
-// insideLoopFQ reads plain packets from the TUN into the fair queue, and
-// seals and sends them from it, until the TUN is closed or fails for good.
-func (r *Router) insideLoopFQ(ctx context.Context) error {
-	p, err := r.newFQPipe()
+// insideLaneFQ reads plain packets from lane l's TUN queue into a fair
+// queue of its own, and seals and sends them from it on l's socket, until
+// the TUN is closed or fails for good. Lanes get disjoint flows (the
+// kernel picks a flow's TUN queue by its hash), so per-lane queues are
+// fair across all of them.
+func (r *Router) insideLaneFQ(ctx context.Context, l *lane) error {
+	p, err := r.newFQPipe(l)
 	if err != nil {
 		return err
 	}
@@ -145,7 +150,7 @@ func (r *Router) readFQ(ctx context.Context, p *fqPipe) error {
 	bs := len(p.rslots)
 	for {
 		k := r.take(p, bs)
-		n, err := r.tun.Read(p.rbufs[:k], p.rsizes[:k], bufHeadroom)
+		n, err := p.lane.tun.Read(p.rbufs[:k], p.rsizes[:k], bufHeadroom)
 		if err != nil {
 			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
 				p.give(p.rslots[:k])
@@ -276,11 +281,11 @@ func (r *Router) sealFQLocked(p *fqPipe) {
 		if n == 0 {
 			return
 		}
-		r.insideBusy.Store(ns)
+		p.lane.health.inside.Store(ns)
 		p.run.now = ns
 		r.route(p.batch, n, now)
 		r.flushInside(p.run)
-		r.insideBusy.Store(0)
+		p.lane.health.inside.Store(0)
 		p.give(p.bslots[:n])
 	}
 }

@@ -44,7 +44,8 @@ func newFQHotPair(t *testing.T) (*hotPair, *sizeBind, *fqPipe) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	sb := &sizeBind{captureBind: *h.bindA, sizes: make([]int, 0, 4096)}
 	h.a.bind = sb
-	p, err := h.a.newFQPipe()
+	h.a.lanes[0].bind = sb
+	p, err := h.a.newFQPipe(h.a.lanes[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,13 @@ func TestFQSmallFlowOvertakes(t *testing.T) {
 		fixIPv4Length(bulk[i])
 	}
 	feed(t, h.a, p, bulk...)
+	// A flow in another bucket than the bulk one (flow hashes are
+	// seeded per router: one in Flows could share it).
+	mask := uint64(p.q.Config().Flows - 1)
 	small := flowPacket(t, 2, 0)
+	for f := 3; h.a.flows.hash(small)&mask == h.a.flows.hash(bulk[0])&mask; f++ {
+		small = flowPacket(t, f, 0)
+	}
 	feed(t, h.a, p, small)
 	h.a.sealFQ(p)
 	if len(sb.sizes) != 301 {

@@ -45,6 +45,11 @@ type Options struct {
 	// Lanes are devices for further lanes, each an inside and an outside
 	// loop of its own (lanes.go); TUN and Bind are lane 0. Owned like them.
 	Lanes []Lane
+	// FIFOInside runs the inside path without the fair queue: the reader
+	// seals bulk reads itself and hands single packets to the sealer in
+	// read order (insidePipe), as before the fair queue. For comparisons
+	// (benchmarks, tests); production leaves it false.
+	FIFOInside bool
 }
 
 // Router forwards packets between the TUN device and the peers. It holds
@@ -68,6 +73,7 @@ type Router struct {
 	// length, rekeyAfter RekeyAfterTime or Options.RekeyAfter.
 	bufSize, queueLen int
 	rekeyAfter        time.Duration
+	fifoInside        bool // Options.FIFOInside: insidePipe instead of the fair queue
 
 	// Written by SetConfig alone (cfgMu), read lock-free by every loop.
 	cfgMu sync.Mutex
@@ -111,6 +117,7 @@ func New(o Options) (*Router, error) {
 		mtu:        o.TUN.MTU(),
 		queueLen:   o.QueueLen,
 		rekeyAfter: rekeyInterval(o.RekeyAfter),
+		fifoInside: o.FIFOInside,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -263,7 +270,7 @@ func (r *Router) Run(ctx context.Context) error {
 			cancel()
 		}()
 	}
-	start("inside", r.insideLoopFQ)
+	start("inside", r.insideLoop)
 	start("outside", r.outsideLoop)
 	start("handshake", r.hs.loop)
 	r.startLanes(start)
