@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +26,62 @@ import (
 	"github.com/bridgehead/bridgehead/kube"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 )
+
+// runController creates the lab catalog's Sites, Gateways and Nodes
+// (mod may change them first, and runs after they exist), runs the real
+// controller in this process (one replica) and waits for its first
+// catalog with both sites.
+func runController(t *testing.T, fl *followLab, mod func(dynamic.Interface, *kube.Resources) func()) {
+	dyn, err := dynamic.NewForConfig(fl.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(fl.dir, "a.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := kube.FromConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after func()
+	if mod != nil {
+		after = mod(dyn, r)
+	}
+	applyResources(t, dyn, fl, r)
+	if after != nil {
+		after()
+	}
+	c, err := controller.New(controller.Options{
+		Client: fl.cs, Dynamic: dyn, Registry: prometheus.NewRegistry(),
+		Logger:    slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Namespace: config.DefaultCatalogNamespace, ReleaseGrace: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("controller: %v", err)
+		}
+	})
+	// The controller's first catalog, with both sites' nodes.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cm, err := fl.cs.CoreV1().ConfigMaps(config.DefaultCatalogNamespace).Get(ctx, catalog.BaseName, metav1.GetOptions{})
+		if err == nil && strings.Contains(cm.Data[catalog.SitesKey], "site-b") && strings.Contains(cm.Data[catalog.SitesKey], "site-a") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no catalog from the controller within 30 s: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // applyResources creates the lab catalog's Sites, Gateways and Nodes.
 func applyResources(t *testing.T, dyn dynamic.Interface, fl *followLab, r *kube.Resources) {
@@ -57,50 +115,7 @@ func applyResources(t *testing.T, dyn dynamic.Interface, fl *followLab, r *kube.
 // address of the block answers, measured from the Node's creation, over
 // 20 joins. Deleting the Node withdraws its route.
 func TestFollowControllerJoin(t *testing.T) {
-	fl := startFollowLabWith(t, func(fl *followLab) {
-		dyn, err := dynamic.NewForConfig(fl.env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := config.Load(filepath.Join(fl.dir, "a.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := kube.FromConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		applyResources(t, dyn, fl, r)
-		c, err := controller.New(controller.Options{
-			Client: fl.cs, Dynamic: dyn, Registry: prometheus.NewRegistry(),
-			Logger:    slog.New(slog.NewTextHandler(&tWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Namespace: config.DefaultCatalogNamespace, ReleaseGrace: time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- c.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Logf("controller: %v", err)
-			}
-		})
-		// The controller's first catalog, with both sites' nodes.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			cm, err := fl.cs.CoreV1().ConfigMaps(config.DefaultCatalogNamespace).Get(ctx, catalog.BaseName, metav1.GetOptions{})
-			if err == nil && strings.Contains(cm.Data[catalog.SitesKey], "site-b") && strings.Contains(cm.Data[catalog.SitesKey], "site-a") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no catalog from the controller within 30 s: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	fl := startFollowLabWith(t, func(fl *followLab) { runController(t, fl, nil) })
 	fl.waitPing(podB, 20*time.Second)
 	// Every address of site B's pod CIDR answers on site B's node once
 	// gateway B routes it there.
@@ -182,4 +197,94 @@ type tWriter struct{ t *testing.T }
 func (w *tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestFollowRegistration: gateway A's Gateway is admitted without a key
+// in its spec (the key comes from registration). A reimaged with a new
+// key starts from its cached catalog (which lists its old key), publishes
+// the new key in its Gateway's status, the controller publishes it, and
+// gateway B follows and starts a session with it: site A's pod reaches
+// site B's again, with no edit of any file or object by hand.
+func TestFollowRegistration(t *testing.T) {
+	const gwA = "site-a.gw-a1"
+	var oldKey string
+	var dyn dynamic.Interface
+	fl := startFollowLabWith(t, func(fl *followLab) {
+		runController(t, fl, func(d dynamic.Interface, r *kube.Resources) func() {
+			dyn = d
+			for i := range r.Gateways {
+				if r.Gateways[i].Name == gwA {
+					oldKey = r.Gateways[i].Spec.PublicKey
+					r.Gateways[i].Spec.PublicKey = ""
+				}
+			}
+			// As if gateway A had registered before: its key in status.
+			return func() { setStatusKey(t, d, gwA, oldKey) }
+		})
+	})
+	fl.waitPing(podB, 20*time.Second)
+	pidB := fl.gw["b"].Process.Pid
+
+	// Reimage: a new key, the same config and cached catalog.
+	fl.stopGateway("a", fl.gw["a"].Process.Pid)
+	keyFile := filepath.Join(fl.dir, "a.key")
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(fl.bin, "bridgehead"), "genkey", "-o", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("genkey: %v\n%s", err, out)
+	}
+	pub := exec.Command(filepath.Join(fl.bin, "bridgehead"), "pubkey")
+	pub.Stdin, _ = os.Open(keyFile)
+	out, err := pub.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey := strings.TrimSpace(string(out))
+	start := time.Now()
+	fl.startGateway("a")
+	ctx := context.Background()
+	for {
+		u, err := dyn.Resource(controller.GatewaysGVR).Get(ctx, gwA, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, _, _ := unstructured.NestedString(u.Object, "status", "publicKey"); k == newKey {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the new key is not in %s's status within 30 s", gwA)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	registered := time.Since(start)
+	fl.waitPing(podB, 30*time.Second)
+	t.Logf("reimaged gateway A: new key in its Gateway status %v after its start, site A's pod reaches site B's %v after it",
+		registered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if b, err := os.ReadFile(filepath.Join(fl.dir, "b-catalog.yaml")); err != nil || !strings.Contains(string(b), newKey) {
+		t.Errorf("gateway B's catalog file lacks the new key (%v)", err)
+	}
+	if fl.gw["b"].Process.Pid != pidB || syscall.Kill(pidB, 0) != nil {
+		t.Error("gateway B restarted")
+	}
+	if b, _ := os.ReadFile(filepath.Join(fl.dir, "a.log")); !strings.Contains(string(b), "followed catalog lists") {
+		t.Log("gateway A did not warn about its old key in the cached catalog")
+	}
+}
+
+// setStatusKey writes a Gateway's status.publicKey as its registration
+// would.
+func setStatusKey(t *testing.T, dyn dynamic.Interface, name, key string) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := dyn.Resource(controller.GatewaysGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, key, "status", "publicKey"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(controller.GatewaysGVR).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
