@@ -24,6 +24,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 		}
 	}
 	behindNAT := c.LocalGateway() != nil && !c.LocalGateway().HasEndpoint()
+	rc.BehindNAT = behindNAT
 	// Gateways both without endpoint are reached through a hub, at
 	// the pseudo endpoint of their id in transitPlan (catalog order).
 	relayed := behindNAT && len(c.HubsOf(c.Site)) > 0

@@ -375,6 +375,12 @@ func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 	if p.hs.pending != nil && !retransmit {
 		return
 	}
+	// A gateway behind NAT, with no endpoint configured nor learned
+	// yet, is waited for: it starts its sessions itself (package
+	// transit), and an initiation could go nowhere.
+	if !p.Endpoint().IsValid() {
+		return
+	}
 	if !retransmit && !h.gate.pace() {
 		return
 	}

@@ -114,7 +114,7 @@ func (h *handshaker) idleRekeySpread(p *Peer) time.Duration {
 // leads reports whether this gateway starts proactive handshakes with p:
 // the one with the lower public key does.
 func (h *handshaker) leads(p *Peer) bool {
-	return bytes.Compare(h.r.id.Public[:], p.key[:]) < 0
+	return h.r.state.Load().behindNAT || bytes.Compare(h.r.id.Public[:], p.key[:]) < 0
 }
 
 // logDrops logs the drops since the last summary, at most once per

@@ -22,6 +22,9 @@ type Config struct {
 	// ICMPSource4 and ICMPSource6 are this gateway's own addresses, the
 	// sources of ICMP "too big" errors it sends back to local hosts.
 	ICMPSource4, ICMPSource6 netip.Addr
+	// BehindNAT: this gateway has no endpoint, so no peer can start a
+	// session with it; it starts every session itself, at once.
+	BehindNAT bool
 }
 
 // SiteConfig is one site: the prefixes it owns (node and pod CIDRs) and
@@ -104,6 +107,7 @@ type routingState struct {
 	byEndpoint map[netip.AddrPort]*Peer
 
 	clampMSS     bool
+	behindNAT    bool
 	icmp4, icmp6 netip.Addr
 	// probeTick is how often the handshake loop runs prober.run: a
 	// quarter of the shortest probe interval, within [ProbeTick,
@@ -142,6 +146,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 		peers:      make(map[bhcrypto.PublicKey]*Peer),
 		byEndpoint: make(map[netip.AddrPort]*Peer),
 		clampMSS:   c.ClampMSS,
+		behindNAT:  c.BehindNAT,
 		icmp4:      c.ICMPSource4,
 		icmp6:      c.ICMPSource6,
 	}

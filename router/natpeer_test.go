@@ -1,0 +1,64 @@
+package router
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// TestPeerBehindNAT: a gateway without endpoint is not initiated to (no
+// failed sends, no unreachable warnings); its own handshake sets the
+// session up, and traffic flows both ways to where it came from.
+func TestPeerBehindNAT(t *testing.T) {
+	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420)}
+	b := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420)}
+	// A's key is the lower: by the key rule A would go first, toward
+	// nowhere, and B would wait RekeyTimeout before stepping in.
+	if bytes.Compare(a.id.Public[:], b.id.Public[:]) > 0 {
+		a.id, b.id = b.id, a.id
+	}
+	for _, g := range []*gateway{a, b} {
+		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.bind = bind
+	}
+	// A knows no endpoint for B; B knows A's.
+	a.start(t, twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), netip.AddrPort{}))
+	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	cfgB.BehindNAT = true
+	start := time.Now()
+	b.start(t, cfgB)
+	// B sets its session with A up at once, without traffic.
+	for {
+		if _, _, ok := a.r.CurrentSession(b.id.Public); ok {
+			break
+		}
+		if time.Since(start) >= RekeyTimeout {
+			t.Fatalf("no session %v after B started: B waited for A to go first", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := b.tun.Inject(udpPacket(t, podB, podA, []byte("from behind the NAT"))); err != nil {
+		t.Fatal(err)
+	}
+	a.expectPacket(t)
+	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("and back"))); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	time.Sleep(100 * time.Millisecond)
+	p := a.r.state.Load().peers[b.id.Public]
+	if n := p.hsSendFailed.Load(); n != 0 {
+		t.Errorf("A failed %d handshake sends toward the gateway without endpoint", n)
+	}
+	if p.Endpoint() != b.bind.LocalAddr() {
+		t.Errorf("A sends to B at %v, want where B came from, %v", p.Endpoint(), b.bind.LocalAddr())
+	}
+}
