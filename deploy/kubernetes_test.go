@@ -108,8 +108,8 @@ func TestDeployKustomization(t *testing.T) {
 	}
 	before := versions()
 	kubectl(t, env, nil, "apply", "-k", "kubernetes")
-	if after := versions(); after != before || strings.Count(before, "\n") != 23 {
-		t.Errorf("a second apply changed objects, or not 23 of them:\nbefore:\n%s\nafter:\n%s", before, after)
+	if after := versions(); after != before || strings.Count(before, "\n") != 25 {
+		t.Errorf("a second apply changed objects, or not 25 of them:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 
@@ -223,6 +223,20 @@ func TestGatewayCredentials(t *testing.T) {
 		t.Errorf("gateway updates its own status: %v", err)
 	}
 
+	// Allowed: watch the published catalog (kubernetes.follow).
+	gwCS, err := kubernetes.NewForConfig(gwCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").List(ctx, metav1.ListOptions{LabelSelector: "bridgehead.io/catalog"}); err != nil {
+		t.Errorf("gateway lists the catalog's ConfigMaps: %v", err)
+	}
+	if w, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").Watch(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("gateway watches the catalog's ConfigMaps: %v", err)
+	} else {
+		w.Stop()
+	}
+
 	// Refused, each with 403.
 	specPatch := []byte(`{"spec":{"endpoint":"198.51.100.66:51820"}}`)
 	refusals := []struct {
@@ -275,6 +289,14 @@ func TestGatewayCredentials(t *testing.T) {
 				return err
 			}
 			_, err = cs.CoreV1().Secrets(kube.GatewayNamespace).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"ConfigMaps outside the catalog's namespace", func() error {
+			_, err := gwCS.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"writing the catalog", func() error {
+			_, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-catalog"}}, metav1.CreateOptions{})
 			return err
 		}},
 		{"a token for another gateway's ServiceAccount", func() error {
