@@ -10,6 +10,7 @@ import (
 	"github.com/bridgehead/bridgehead/health"
 	"github.com/bridgehead/bridgehead/relay"
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/transit"
 )
 
 // Render writes s as the human table of `bridgehead status`: a header
@@ -67,7 +68,9 @@ func Render(w io.Writer, s *Status, now time.Time) {
 		for _, g := range site.Gateways {
 			p := findPeer(s.Peers, site.Site, g.Gateway)
 			ep := "-"
-			if p.Endpoint.IsValid() {
+			if _, relayed := transit.PseudoGateway(p.Endpoint); relayed {
+				ep = "via hub"
+			} else if p.Endpoint.IsValid() {
 				ep = p.Endpoint.String()
 			}
 			rtt := "-"
