@@ -38,6 +38,8 @@ type Options struct {
 	// RekeyAfter shortens the session rekey interval (router.Options);
 	// for tests that watch sessions rotate. Zero keeps the default.
 	RekeyAfter time.Duration
+	// Lanes overrides the config's lanes (router.Lane) when positive.
+	Lanes int
 }
 
 // Run loads the config and runs the gateway until ctx is cancelled. It
@@ -89,18 +91,19 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu)
 	}
 
-	dev, err := openTUN(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), log)
+	nlanes := cfg.LaneCount()
+	if o.Lanes > 0 {
+		nlanes = o.Lanes
+	}
+	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, log)
 	if err != nil {
 		return err
 	}
-	bind, err := udp.Listen(cfg.ListenAddr, udp.Options{})
-	if err != nil {
-		dev.Close()
-		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
-	}
+	dev, bind := ld.tuns[0], ld.binds[0]
 	var filter router.KernelFilter
 	if cfg.EarlyDropEnabled() {
-		f, err := earlydrop.Attach(bind)
+		conns := ld.conns()
+		f, err := earlydrop.Attach(conns[0], conns[1:]...)
 		switch {
 		case err != nil && errors.Is(err, os.ErrPermission):
 			log.Warn("kernel early-drop filter needs CAP_BPF; every datagram is checked in userspace (earlyDrop: false turns it off)", "err", err)
@@ -118,35 +121,31 @@ func Run(ctx context.Context, o Options) error {
 	// the router and the socket.
 	plan, self, err := transitPlan(cfg)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	hub, err := transit.New(nil, reg)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return err
 	}
 	table := &routerTable{}
 	tbind := transit.NewBind(bind, table, hub, mtu)
 	hub.SetPlan(plan, self)
-	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
+	lanes := ld.routerLanes(func(b udp.Bind) udp.Bind { return transit.NewBind(b, table, hub, mtu) })
+	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return err
 	}
 	table.r.Store(r)
 	if err := r.SetConfig(rc); err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	ns, err := netsetup.New(log)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return err
 	}
 	defer func() {
@@ -158,8 +157,7 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	want := kernelState(cfg, mtu)
 	if err := ns.Apply(want); err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return fmt.Errorf("kernel setup: %w", err)
 	}
 
@@ -174,15 +172,13 @@ func Run(ctx context.Context, o Options) error {
 	g.m.lastReload.SetToCurrentTime()
 	pub, err := newPublisher(cfg, kc, g, log)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return err
 	}
 	if cfg.Metrics.Listen != "" {
 		srv, err := serveMetrics(cfg.Metrics.Listen, g, log)
 		if err != nil {
-			dev.Close()
-			bind.Close()
+			ld.close()
 			return err
 		}
 		defer srv.Close()
@@ -190,8 +186,7 @@ func Run(ctx context.Context, o Options) error {
 
 	rl, err := startRelay(cfg, g.m.reg, log)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return err
 	}
 	g.relay.Store(rl)
@@ -204,8 +199,7 @@ func Run(ctx context.Context, o Options) error {
 
 	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
 	if err != nil {
-		dev.Close()
-		bind.Close()
+		ld.close()
 		return fmt.Errorf("control socket: %w", err)
 	}
 	defer ctl.Close()
@@ -285,7 +279,7 @@ func Run(ctx context.Context, o Options) error {
 
 	log.Info("gateway up",
 		"site", cfg.Site, "gateway", cfg.Gateway, "interface", cfg.Interface.Name, "mtu", mtu,
-		"listen", bind.LocalAddr(), "cipher", id.Cipher, "public_key", id.Public,
+		"listen", bind.LocalAddr(), "lanes", nlanes, "cipher", id.Cipher, "public_key", id.Public,
 		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
 		"config", cfg.Path, "config_hash", cfg.Hash())
 	g.lan.check() // before the first probe goes out, and before the ops loop reads it

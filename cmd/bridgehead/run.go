@@ -2,9 +2,11 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime/pprof"
 
+	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/daemon"
 )
 
@@ -13,8 +15,12 @@ func setupRun(fs *flag.FlagSet) action {
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
+	lanes := fs.Int("lanes", 0, "run `N` data-path lanes (TUN queues and sockets, 1..64) instead of the config's lanes (default one per CPU)")
 	rekeyAfter := fs.Duration("rekey-after", 0, "rekey sessions after this `DURATION` instead of 2m (for tests; 0 keeps the default)")
 	return noArgs(func(std *stdio) error {
+		if *lanes < 0 || *lanes > config.MaxLanes {
+			return fmt.Errorf("--lanes %d is out of range 1..%d", *lanes, config.MaxLanes)
+		}
 		log, err := newLogger(std.err, *logFormat, *logLevel)
 		if err != nil {
 			return err
@@ -38,7 +44,7 @@ func setupRun(fs *flag.FlagSet) action {
 			defer pprof.StopCPUProfile()
 		}
 		log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
-		err = daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter})
+		err = daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter, Lanes: *lanes})
 		return configError(fs, err)
 	})
 }

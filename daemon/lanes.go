@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// laneDevices are the data path's devices: one queue of the TUN interface
+// and one socket of the listen port per lane (router.Lane). Lane 0 is the
+// router's TUN and Bind. Until router.New takes them, close closes them.
+type laneDevices struct {
+	tuns  []tun.Device
+	binds []*udp.LinuxBind
+}
+
+// openLanes opens n lanes: with n == 1 a plain TUN and socket, as before
+// lanes; with more, n queues of one multi-queue TUN interface (offloads
+// where the kernel has them, else the portable backend) and n sockets on
+// listen with SO_REUSEPORT.
+func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, log *slog.Logger) (*laneDevices, error) {
+	var l laneDevices
+	var err error
+	if n == 1 {
+		var dev tun.Device
+		if dev, err = openTUN(name, mtu, offload, log); err != nil {
+			return nil, err
+		}
+		l.tuns = []tun.Device{dev}
+		b, err := udp.Listen(listen, udp.Options{})
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("listen %s: %w", listen, err)
+		}
+		l.binds = []*udp.LinuxBind{b}
+		return &l, nil
+	}
+	if l.tuns, err = openTUNQueues(name, mtu, offload, n, log); err != nil {
+		return nil, err
+	}
+	if l.binds, err = udp.ListenLanes(listen, n, udp.Options{}); err != nil {
+		l.close()
+		return nil, fmt.Errorf("listen %s: %w", listen, err)
+	}
+	log.Info("data path lanes", "lanes", n, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
+	return &l, nil
+}
+
+// openTUNQueues is openTUN for n > 1 queues.
+func openTUNQueues(name string, mtu int, offload bool, n int, log *slog.Logger) ([]tun.Device, error) {
+	if offload {
+		devs, err := tun.OpenOffloadQueues(tun.OffloadConfig{Name: name, MTU: mtu}, n, log)
+		if err == nil {
+			return devs, nil
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("open TUN %s: %w (needs root or CAP_NET_ADMIN)", name, err)
+		}
+		log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
+	}
+	first, err := tun.OpenWater(tun.WaterConfig{Name: name, MTU: mtu, MultiQueue: true})
+	if err != nil {
+		return nil, fmt.Errorf("open TUN %s: %w", name, err)
+	}
+	devs := []tun.Device{first}
+	for i := 1; i < n; i++ {
+		q, err := first.OpenQueue()
+		if err != nil {
+			for _, d := range devs {
+				d.Close()
+			}
+			return nil, fmt.Errorf("open TUN %s queue %d: %w", name, i, err)
+		}
+		devs = append(devs, q)
+	}
+	return devs, nil
+}
+
+// conns are the sockets, for the kernel filter.
+func (l *laneDevices) conns() []syscall.Conn {
+	c := make([]syscall.Conn, len(l.binds))
+	for i, b := range l.binds {
+		c[i] = b
+	}
+	return c
+}
+
+// routerLanes are lanes 1.. for router.Options.Lanes, each socket wrapped
+// by wrap (the relay path).
+func (l *laneDevices) routerLanes(wrap func(udp.Bind) udp.Bind) []router.Lane {
+	var out []router.Lane
+	for i := 1; i < len(l.tuns); i++ {
+		out = append(out, router.Lane{TUN: l.tuns[i], Bind: wrap(l.binds[i])})
+	}
+	return out
+}
+
+// close closes every lane's devices.
+func (l *laneDevices) close() {
+	for _, d := range l.tuns {
+		d.Close()
+	}
+	for _, b := range l.binds {
+		b.Close()
+	}
+}
