@@ -64,6 +64,8 @@ func openTUNQueues(name string, mtu int, offload bool, n int, log *slog.Logger) 
 			return nil, fmt.Errorf("open TUN %s: %w (needs root or CAP_NET_ADMIN)", name, err)
 		}
 		log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "err", err)
+	} else {
+		log.Info("TUN offloads turned off by interface.offload; using the portable backend (one packet per system call)", "interface", name)
 	}
 	first, err := tun.OpenWater(tun.WaterConfig{Name: name, MTU: mtu, MultiQueue: true})
 	if err != nil {
