@@ -40,7 +40,10 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 	// A TUN that coalesces writes (GRO) appends the following segments of
 	// a flow into the first packet's buffer: give each buffer the spare
 	// capacity it needs. The pages are touched only when used.
-	capacity := r.bufSize
+	// A gateway reached through a hub delivers relay messages, which
+	// transit.Bind reads into the buffer's whole capacity before it
+	// unwraps them: RelayOverhead more than the largest datagram.
+	capacity := r.bufSize + bhcrypto.RelayOverhead
 	if r.tun.BatchSize() > 1 {
 		capacity = max(capacity, bufHeadroom+tun.OffloadWriteBufferSize)
 	}
