@@ -23,7 +23,7 @@ func loadUp(r *Router) {
 // itself. The initiator's retransmission carries mac2 and is answered.
 func TestCookieUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	scratch := make([]byte, h.b.bufSize)
+	scratch := make([]byte, h.b.set.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
@@ -67,7 +67,7 @@ func TestCookieUnderLoad(t *testing.T) {
 // bucket's burst.
 func TestHandshakeRateLimitUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	scratch := make([]byte, h.b.bufSize)
+	scratch := make([]byte, h.b.set.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	from := netip.MustParseAddrPort("198.51.100.7:40000")
 	cookiedInitiation(t, h, from, h.now)
@@ -197,7 +197,7 @@ func cookiedInitiation(t *testing.T, h *hotPair, from netip.AddrPort, now time.T
 	h.a.hs.initiate(peerB, now, true)
 	loadUp(h.b)
 	replies := h.b.Handshakes().CookieReplies
-	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), from, now, make([]byte, h.b.set.bufSize))
 	if h.b.Handshakes().CookieReplies != replies+1 {
 		t.Fatal("no cookie reply under load")
 	}
@@ -225,7 +225,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 	}
 	answered := h.b.Handshakes().Answered
 	init := cookiedInitiation(t, h, h.bindA.local, h.now)
-	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.set.bufSize))
 	if got := h.b.Handshakes().Answered; got != answered+1 {
 		t.Fatalf("configured peer refused under load: answered %d -> %d, drops %+v", answered, got, h.b.drops.snapshot())
 	}
@@ -234,7 +234,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 	roamed := netip.MustParseAddrPort("198.51.100.7:40000")
 	now := h.now.Add(time.Second)
 	init = cookiedInitiation(t, h, roamed, now)
-	h.b.hs.handle(init, roamed, now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, roamed, now, make([]byte, h.b.set.bufSize))
 	if got := h.b.Handshakes().Answered; got != answered+2 {
 		t.Fatalf("new source refused by a full limiter table: drops %+v", h.b.drops.snapshot())
 	}
@@ -244,7 +244,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 // the handshake queue drains, then not.
 func TestUnderLoadHoldover(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	scratch := make([]byte, h.b.bufSize)
+	scratch := make([]byte, h.b.set.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	loadUp(h.b)
 	h.a.hs.initiate(peerB, h.now, false)
@@ -272,7 +272,7 @@ func TestUnderLoadHoldover(t *testing.T) {
 // InitiationInterval are dropped as a flood, even with fresh timestamps.
 func TestInitiationInterval(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	scratch := make([]byte, h.b.bufSize)
+	scratch := make([]byte, h.b.set.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	send := func(at time.Time) {
 		h.a.hs.initiate(peerB, at, true)
@@ -314,11 +314,11 @@ func TestLimiterCleanupEverySecond(t *testing.T) {
 // of the completed one costs nothing either.
 func TestResponseToPendingUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	scratch := make([]byte, h.a.bufSize)
+	scratch := make([]byte, h.a.set.bufSize)
 	peerB := h.a.state.Load().peers[h.b.id.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	h.b.hs.handle(init1, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init1, h.bindA.local, h.now, make([]byte, h.b.set.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
 	if resp[0] != bhcrypto.MsgResponse {
 		t.Fatalf("B answered with type %d", resp[0])

@@ -50,7 +50,7 @@ func FuzzRoute(f *testing.F) {
 	f.Add([]byte{0x60, 0, 0, 0, 0xff, 0xff})
 	in := h.a.newInsideBatch()
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		if len(pkt) > h.a.mtu {
+		if len(pkt) > h.a.set.mtu {
 			return
 		}
 		before := h.bindA.sent

@@ -129,7 +129,7 @@ func (h *handshaker) loop(ctx context.Context) error {
 	period := h.r.state.Load().probeTick
 	tick, stop := h.r.clock.Ticker(period)
 	defer func() { stop() }()
-	scratch := make([]byte, h.r.bufSize)
+	scratch := make([]byte, h.r.set.bufSize)
 	var lastTimers time.Time
 	for {
 		select {

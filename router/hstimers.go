@@ -108,7 +108,7 @@ func (h *handshaker) liveness(p *Peer, now time.Time) {
 // with p is renewed: up to an eighth of it (15 s of 2 minutes), spread by
 // the peer's rank.
 func (h *handshaker) idleRekeySpread(p *Peer) time.Duration {
-	return time.Duration(p.rank % uint64(max(h.r.rekeyAfter/8, 1)))
+	return time.Duration(p.rank % uint64(max(h.r.set.rekeyAfter/8, 1)))
 }
 
 // leads reports whether this gateway starts proactive handshakes with p:
@@ -159,7 +159,7 @@ func (h *handshaker) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) i
 	batch := [][]byte{nil}
 	p.queue.drain(func(pkt []byte) {
 		n := copy(scratch[bufHeadroom:], pkt)
-		padded := bhcrypto.PaddedLen(n, h.r.mtu)
+		padded := bhcrypto.PaddedLen(n, h.r.set.mtu)
 		clear(scratch[bufHeadroom+n : bufHeadroom+padded])
 		msg, err := kp.Seal(scratch, padded)
 		if err != nil {

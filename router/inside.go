@@ -41,7 +41,7 @@ func (r *Router) newInsideSlot() *insideBatch {
 	n := max(r.tun.BatchSize(), 1)
 	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n)}
 	for i := range b.bufs {
-		b.bufs[i] = make([]byte, r.bufSize)
+		b.bufs[i] = make([]byte, r.set.bufSize)
 	}
 	return b
 }
@@ -87,7 +87,7 @@ func (r *Router) insideLoop(ctx context.Context) error {
 // insideLane is one lane's inside path: it reads l's TUN queue and sends
 // on l's socket.
 func (r *Router) insideLane(ctx context.Context, l *lane) error {
-	if !r.fifoInside {
+	if !r.set.fifoInside {
 		return r.insideLaneFQ(ctx, l)
 	}
 	p := r.newInsidePipe(l)
@@ -239,7 +239,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			r.drops.Add(Inside, ReasonLocalDestination, 1)
 			continue
 		}
-		if size > r.mtu {
+		if size > r.set.mtu {
 			r.icmp.tooBig(st, pkt)
 			continue
 		}
@@ -284,7 +284,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if !p.handshaking.Load() && r.needsRekey(kp, now) {
 			r.hs.want(p)
 		}
-		padded := bhcrypto.PaddedLen(size, r.mtu)
+		padded := bhcrypto.PaddedLen(size, r.set.mtu)
 		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
 		msg, err := kp.Seal(b.bufs[i], padded)
 		if err != nil {
@@ -330,7 +330,7 @@ func usable(kp *bhcrypto.Keypair, now time.Time) bool {
 }
 
 // needsRekey reports whether sending on kp should start a new handshake.
-// The initiator rekeys after r.rekeyAfter, the responder later (as much
+// The initiator rekeys after r.set.rekeyAfter, the responder later (as much
 // later as responderRekeyAfter is after RekeyAfterTime, never past it).
 func (r *Router) needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
 	age := now.Sub(kp.Created)
@@ -338,9 +338,9 @@ func (r *Router) needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
 		return true
 	}
 	if kp.Initiator {
-		return age >= r.rekeyAfter
+		return age >= r.set.rekeyAfter
 	}
-	return age >= min(r.rekeyAfter+responderRekeyAfter-RekeyAfterTime, responderRekeyAfter)
+	return age >= min(r.set.rekeyAfter+responderRekeyAfter-RekeyAfterTime, responderRekeyAfter)
 }
 
 // clampMSS lowers the MSS option of a TCP SYN or SYN-ACK to what fits the
@@ -350,11 +350,11 @@ func (r *Router) clampMSS(pkt []byte) {
 	switch pkt[0] >> 4 {
 	case 4:
 		if len(pkt) > 9 && pkt[9] == packet.ProtoTCP {
-			packet.ClampMSS(pkt, uint16(r.mtu-40))
+			packet.ClampMSS(pkt, uint16(r.set.mtu-40))
 		}
 	case 6:
 		if len(pkt) > 6 && pkt[6] == packet.ProtoTCP {
-			packet.ClampMSS(pkt, uint16(r.mtu-60))
+			packet.ClampMSS(pkt, uint16(r.set.mtu-60))
 		}
 	}
 }

@@ -90,14 +90,14 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 	p.batch.run = p.run
 	p.freed.L = &p.mu
 	for i := range p.pool {
-		p.pool[i] = make([]byte, r.bufSize)
+		p.pool[i] = make([]byte, r.set.bufSize)
 	}
 	for i := n - 1; i >= 0; i-- {
 		p.free = append(p.free, int32(i))
 	}
 	q, err := fq.New(fq.Config{
 		Packets: n,
-		Bytes:   n * r.mtu,
+		Bytes:   n * r.set.mtu,
 		ECN:     true,
 		Drop:    p.dropped(r),
 	})

@@ -44,7 +44,7 @@ type lane struct {
 }
 
 // initLanes sets up lane 0 from the Router's own devices and one lane per
-// extra; New calls it after r.tun, r.bind and r.mtu are set.
+// extra; New calls it after r.tun, r.bind and r.set.mtu are set.
 func (r *Router) initLanes(extra []Lane) error {
 	if len(extra)+1 > MaxLanes {
 		return fmt.Errorf("router: %d lanes, at most %d", len(extra)+1, MaxLanes)
@@ -55,8 +55,8 @@ func (r *Router) initLanes(extra []Lane) error {
 		if e.TUN == nil || e.Bind == nil {
 			return fmt.Errorf("router: lane %d: TUN and Bind are required", i+1)
 		}
-		if e.TUN.MTU() != r.mtu {
-			return fmt.Errorf("router: lane %d: TUN MTU %d, lane 0 has %d", i+1, e.TUN.MTU(), r.mtu)
+		if e.TUN.MTU() != r.set.mtu {
+			return fmt.Errorf("router: lane %d: TUN MTU %d, lane 0 has %d", i+1, e.TUN.MTU(), r.set.mtu)
 		}
 		if e.TUN.BatchSize() != r.tun.BatchSize() || e.Bind.BatchSize() != r.bind.BatchSize() {
 			return fmt.Errorf("router: lane %d: batch sizes TUN %d, bind %d; lane 0 has %d, %d",

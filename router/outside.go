@@ -43,12 +43,12 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 	// A gateway reached through a hub delivers relay messages, which
 	// transit.Bind reads into the buffer's whole capacity before it
 	// unwraps them: RelayOverhead more than the largest datagram.
-	capacity := r.bufSize + bhcrypto.RelayOverhead
+	capacity := r.set.bufSize + bhcrypto.RelayOverhead
 	if r.tun.BatchSize() > 1 {
 		capacity = max(capacity, bufHeadroom+tun.OffloadWriteBufferSize)
 	}
 	for i := range b.bufs {
-		b.bufs[i] = make([]byte, r.bufSize, capacity)
+		b.bufs[i] = make([]byte, r.set.bufSize, capacity)
 	}
 	return b
 }
@@ -194,9 +194,9 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 	}
 	p.rxBytes.Add(uint64(info.Length))
 	if st.clampMSS && info.Protocol == packet.ProtoTCP {
-		mss := r.mtu - 40
+		mss := r.set.mtu - 40
 		if info.Version == 6 {
-			mss = r.mtu - 60
+			mss = r.set.mtu - 60
 		}
 		packet.ClampMSS(plain[:info.Length], uint16(mss))
 	}

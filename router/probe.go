@@ -93,7 +93,7 @@ type prober struct {
 
 func newProber(r *Router) *prober {
 	pr := &prober{r: r}
-	pr.bigProbes.size = bhcrypto.TransportOverhead + r.mtu // a path MTU probe is a full-size packet
+	pr.bigProbes.size = bhcrypto.TransportOverhead + r.set.mtu // a path MTU probe is a full-size packet
 	return pr
 }
 
@@ -228,12 +228,12 @@ func (pr *prober) mtuStep(p *Peer, mono int64) int {
 	if !p.live.active(mono) && !m.degraded.Load() {
 		every *= MTUIdleFactor
 	}
-	size, changed := m.step(mono, pr.r.mtu, p.live.acked.Load(), timeout, every)
+	size, changed := m.step(mono, pr.r.set.mtu, p.live.acked.Load(), timeout, every)
 	if changed && m.degraded.Load() {
 		pr.r.log.Warn("gateway MTU-degraded: full-size probes go unanswered while small ones pass; its flows move to the site's other gateways",
-			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", pr.r.mtu)
+			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", pr.r.set.mtu)
 	} else if changed {
-		pr.r.log.Info("gateway carries full-size packets again", "site", p.site, "gateway", p.name, "path_mtu", pr.r.mtu)
+		pr.r.log.Info("gateway carries full-size packets again", "site", p.site, "gateway", p.name, "path_mtu", pr.r.set.mtu)
 	}
 	return size
 }

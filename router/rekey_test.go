@@ -29,7 +29,7 @@ func TestNeedsRekeyInterval(t *testing.T) {
 		{"longer than default is ignored", 10 * time.Minute, true, RekeyAfterTime, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Router{rekeyAfter: rekeyInterval(tc.option)}
+			r := &Router{set: settings{rekeyAfter: rekeyInterval(tc.option)}}
 			kp := &bhcrypto.Keypair{Created: created, Initiator: tc.initiator}
 			if got := r.needsRekey(kp, created.Add(tc.age)); got != tc.want {
 				t.Errorf("needsRekey(age %v) = %v, want %v", tc.age, got, tc.want)

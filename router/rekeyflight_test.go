@@ -75,7 +75,7 @@ func TestRekeyInFlightTriggersOnce(t *testing.T) {
 					t.Error(err)
 				}
 			}()
-			clock.Advance(h.a.rekeyAfter + 1) // also lets the loop's timers run once
+			clock.Advance(h.a.set.rekeyAfter + 1) // also lets the loop's timers run once
 			pkt := udpPacket(t, podA, podB, make([]byte, 100))
 			in := h.a.newInsideBatch()
 			const packets = 10000

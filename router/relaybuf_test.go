@@ -18,7 +18,7 @@ func TestOutsideBuffersHoldRelayMessages(t *testing.T) {
 		}
 		// The largest transport datagram of this MTU: header, the inner
 		// packet padded to 16, the tag.
-		largest := bhcrypto.TransportHeaderSize + (r.mtu+bhcrypto.PaddingMultiple-1)/bhcrypto.PaddingMultiple*bhcrypto.PaddingMultiple + bhcrypto.TagSize
+		largest := bhcrypto.TransportHeaderSize + (r.set.mtu+bhcrypto.PaddingMultiple-1)/bhcrypto.PaddingMultiple*bhcrypto.PaddingMultiple + bhcrypto.TagSize
 		for i, b := range r.newOutsideBatch().bufs {
 			if c := cap(b); c < largest+bhcrypto.RelayOverhead {
 				t.Fatalf("TUN batch %d: outside buffer %d holds %d bytes, a relayed full-size datagram is %d", batch, i, c, largest+bhcrypto.RelayOverhead)

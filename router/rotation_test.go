@@ -135,7 +135,7 @@ func TestRemovedPeerGetsNoSession(t *testing.T) {
 	if err := r.SetConfig(revoked); err != nil {
 		t.Fatal(err)
 	}
-	r.hs.handle(resp, epB, now, make([]byte, r.bufSize))
+	r.hs.handle(resp, epB, now, make([]byte, r.set.bufSize))
 
 	if kp := p.current.Load(); kp != nil {
 		t.Errorf("removed peer has a current session")
@@ -149,9 +149,9 @@ func TestRemovedPeerGetsNoSession(t *testing.T) {
 
 	// B sends under the revoked key: dropped, counted.
 	pkt := udpPacket(t, podB, podA, []byte("revoked"))
-	buf := make([]byte, r.bufSize)
+	buf := make([]byte, r.set.bufSize)
 	copy(buf[bufHeadroom:], pkt)
-	msg, err := kpB.Seal(buf, bhcrypto.PaddedLen(len(pkt), r.mtu))
+	msg, err := kpB.Seal(buf, bhcrypto.PaddedLen(len(pkt), r.set.mtu))
 	if err != nil {
 		t.Fatal(err)
 	}

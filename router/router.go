@@ -68,12 +68,7 @@ type Router struct {
 	log   *slog.Logger
 	clock Clock
 	mono  monoEpoch // for the stamps of liveness and loop health
-	mtu   int
-	// bufSize is a data-path buffer's size, queueLen a peer queue's
-	// length, rekeyAfter RekeyAfterTime or Options.RekeyAfter.
-	bufSize, queueLen int
-	rekeyAfter        time.Duration
-	fifoInside        bool // Options.FIFOInside: insidePipe instead of the fair queue
+	set   settings
 
 	// Written by SetConfig alone (cfgMu), read lock-free by every loop.
 	cfgMu sync.Mutex
@@ -95,6 +90,17 @@ type Router struct {
 	lanes []*lane
 }
 
+// settings are the Router's sizes and timings, fixed by New from Options
+// and the TUN; read-only afterwards, so any goroutine reads them.
+type settings struct {
+	mtu int // the TUN's
+	// bufSize is a data-path buffer's size, queueLen a peer queue's
+	// length, rekeyAfter RekeyAfterTime or Options.RekeyAfter.
+	bufSize, queueLen int
+	rekeyAfter        time.Duration
+	fifoInside        bool // Options.FIFOInside: insidePipe instead of the fair queue
+}
+
 // bufHeadroom is the space in front of each packet in the data-path
 // buffers: room for the transport header, which also covers what TUN
 // backends need for their own headers.
@@ -114,10 +120,12 @@ func New(o Options) (*Router, error) {
 	r := &Router{
 		tun: tunDevice{Device: o.TUN}, bind: o.Bind, id: o.Identity,
 		log: o.Logger, clock: o.Clock,
-		mtu:        o.TUN.MTU(),
-		queueLen:   o.QueueLen,
-		rekeyAfter: rekeyInterval(o.RekeyAfter),
-		fifoInside: o.FIFOInside,
+		set: settings{
+			mtu:        o.TUN.MTU(),
+			queueLen:   o.QueueLen,
+			rekeyAfter: rekeyInterval(o.RekeyAfter),
+			fifoInside: o.FIFOInside,
+		},
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -130,15 +138,15 @@ func New(o Options) (*Router, error) {
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	if r.queueLen <= 0 {
-		r.queueLen = 128
+	if r.set.queueLen <= 0 {
+		r.set.queueLen = 128
 	}
-	if r.mtu < 576 || r.mtu > 65535 {
-		return nil, fmt.Errorf("router: TUN MTU %d out of range", r.mtu)
+	if r.set.mtu < 576 || r.set.mtu > 65535 {
+		return nil, fmt.Errorf("router: TUN MTU %d out of range", r.set.mtu)
 	}
 	// A buffer holds the header, the largest inner packet the TUN can
 	// hand us padded to a multiple of 16, and the tag.
-	r.bufSize = bufHeadroom + r.mtu + bhcrypto.PaddingMultiple + bhcrypto.TagSize
+	r.set.bufSize = bufHeadroom + r.set.mtu + bhcrypto.PaddingMultiple + bhcrypto.TagSize
 	hq := o.HandshakeQueueLen
 	if hq <= 0 {
 		hq = 256
@@ -152,7 +160,7 @@ func New(o Options) (*Router, error) {
 	if err := r.initLanes(o.Lanes); err != nil {
 		return nil, err
 	}
-	r.icmp = newICMPResponder(&r.tun, &r.drops, r.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
+	r.icmp = newICMPResponder(&r.tun, &r.drops, r.set.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
 	blocker := newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
@@ -171,7 +179,7 @@ func (r *Router) SetConfig(c *Config) error {
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
 	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
-		return newPeer(pc, r.queueLen, r.mtu, r.clock.Now, r.mono)
+		return newPeer(pc, r.set.queueLen, r.set.mtu, r.clock.Now, r.mono)
 	})
 	if err != nil {
 		return err

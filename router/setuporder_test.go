@@ -75,10 +75,10 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 		t.Fatalf("%d packets queued, want %d", n, queued)
 	}
 	// The handshake, by hand: A initiates, B answers.
-	scratch := make([]byte, a.bufSize)
+	scratch := make([]byte, a.set.bufSize)
 	a.hs.initiate(pa, h.now, false)
 	init := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.bufSize))
+	h.b.hs.handle(init, h.bindA.local, h.now, make([]byte, h.b.set.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
 	if resp[0] != bhcrypto.MsgResponse {
 		t.Fatalf("B sent message type %d, want a response", resp[0])
@@ -147,9 +147,9 @@ func TestResponderConfirmKeepsOrder(t *testing.T) {
 	// (a keepalive: A has nothing queued), which B takes as confirmation.
 	a.hs.initiate(pa, h.now, false)
 	init := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
-	b.hs.handle(init, h.bindA.local, h.now, make([]byte, b.bufSize))
+	b.hs.handle(init, h.bindA.local, h.now, make([]byte, b.set.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
-	a.hs.handle(resp, h.bindB.local, h.now, make([]byte, a.bufSize))
+	a.hs.handle(resp, h.bindB.local, h.now, make([]byte, a.set.bufSize))
 	out := b.newOutsideBatch()
 	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
 	out.eps[0] = h.bindA.local
@@ -160,7 +160,7 @@ func TestResponderConfirmKeepsOrder(t *testing.T) {
 
 	bind := newBlockFirstBind(h.bindB.local)
 	b.bind = bind
-	scratch := make([]byte, b.bufSize)
+	scratch := make([]byte, b.set.bufSize)
 	loopDone := make(chan struct{})
 	go func() { // the handshake loop, woken by confirm: flush the queue
 		defer close(loopDone)
