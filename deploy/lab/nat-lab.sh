@@ -211,28 +211,9 @@ sites:
 YAML
 }
 
+# down is lab.sh's: the same state files (pids, namespaces) in STATE_DIR.
 down() {
-	local dir=$1
-	[ -d "$dir" ] || return 0
-	if [ -f "$dir/pids" ]; then
-		while read -r pid; do
-			[ -n "$pid" ] || continue
-			kill -TERM "$pid" 2>/dev/null || true
-		done <"$dir/pids"
-		while read -r pid; do
-			[ -n "$pid" ] || continue
-			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-			kill -KILL "$pid" 2>/dev/null || true
-		done <"$dir/pids"
-		: >"$dir/pids"
-	fi
-	if [ -f "$dir/namespaces" ]; then
-		while read -r ns; do
-			[ -n "$ns" ] || continue
-			ip netns del "$ns" 2>/dev/null || true
-		done <"$dir/namespaces"
-		: >"$dir/namespaces"
-	fi
+	"$(dirname "$0")/lab.sh" down "$@"
 }
 
 case "${1:-}" in
