@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -433,8 +434,9 @@ func checkVerifyReporterCredential(t *testing.T, env *kubetest.Env) {
 
 // checkControllerCredential: the controller's ServiceAccount may patch
 // Nodes, hold its Lease and publish the catalog ConfigMaps in its
-// namespace, and may not delete Nodes, read Secrets or write Leases or
-// ConfigMaps elsewhere.
+// namespace, and may not delete Nodes, read Secrets, write Gateway status
+// or write Leases, ConfigMaps or Events elsewhere. The controller itself
+// runs under this credential in controller/rbac_kube_test.go.
 func checkControllerCredential(t *testing.T, env *kubetest.Env) {
 	t.Helper()
 	ctx := context.Background()
@@ -465,11 +467,18 @@ func checkControllerCredential(t *testing.T, env *kubetest.Env) {
 	if err := cs.CoreV1().ConfigMaps("bridgehead-system").Delete(ctx, "bridgehead-catalog", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("controller deletes a stale catalog slice: %v", err)
 	}
-	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-ev", Namespace: "default"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "bhk-node1"}, Reason: "Test", Message: "m"}
-	if _, err := cs.CoreV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-ev", Namespace: "default"}, EventTime: metav1.NowMicro(),
+		Regarding: corev1.ObjectReference{Kind: "Node", Name: "bhk-node1"}, Reason: "Test", Action: "Assign", Type: corev1.EventTypeWarning,
+		ReportingController: "bridgehead-controller", ReportingInstance: "bhk", Note: "m"}
+	if _, err := cs.EventsV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		t.Errorf("controller records an Event in default: %v", err)
 	}
 	refused := map[string]error{}
+	_, refused["a core/v1 Event (it records events.k8s.io)"] = cs.CoreV1().Events("default").Create(ctx,
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "bhk-ev1"}, InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "bhk-node1"}}, metav1.CreateOptions{})
+	_, refused["an Event in its own namespace"] = cs.EventsV1().Events("bridgehead-system").Create(ctx, ev, metav1.CreateOptions{})
+	_, refused["a Gateway's status"] = dyn(t, env.Impersonate(user, groups...)).Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)).Patch(ctx,
+		"east.gw1", types.MergePatchType, []byte(`{"status":{"endpoint":"198.51.100.66:51820"}}`), metav1.PatchOptions{}, "status")
 	refused["delete a Node"] = cs.CoreV1().Nodes().Delete(ctx, "bhk-node1", metav1.DeleteOptions{})
 	_, refused["list Secrets"] = cs.CoreV1().Secrets("bridgehead-system").List(ctx, metav1.ListOptions{})
 	_, refused["a Lease in default"] = cs.CoordinationV1().Leases("default").Create(ctx, lease, metav1.CreateOptions{})
