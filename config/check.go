@@ -73,7 +73,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	if c == nil {
 		return ErrorList{{File: "<config>", Msg: "no config"}}, nil, 0
 	}
-	r := &reporter{file: c.Path, catalog: c.CatalogPath(), lines: c.lines}
+	r := &reporter{file: c.Path, catalog: c.CatalogPath(), catalogRelay: c.relayFromCatalog, lines: c.lines}
 	plan := planCIDRs(c)
 	sites := newSiteIndexes(c, r)
 	checkHostBits(c, plan, r)

@@ -52,7 +52,9 @@ type Config struct {
 	// field absent) means one per CPU, at most MaxLanes. See LaneCount.
 	Lanes int `yaml:"lanes"`
 	// Relay is the HTTP CONNECT relay for API-server callbacks; nil
-	// (section absent) means off. See relay.go.
+	// (section absent) means off. See relay.go. With kubernetes.follow
+	// it may come from the followed catalog file instead (the Site's
+	// published relay), never from both.
 	Relay *Relay `yaml:"relay"`
 	// LAN names the interface toward the gateway's own site, which the
 	// gateway watches so it stops taking traffic it cannot deliver; nil
@@ -70,6 +72,9 @@ type Config struct {
 	// line they were read from. Both are set by Parse and never changed.
 	hash  string
 	lines map[string]int
+	// relayFromCatalog: Relay was read from the followed catalog file
+	// (set by Parse, never changed), so its problems name that file.
+	relayFromCatalog bool
 }
 
 // Interface configures the TUN device.

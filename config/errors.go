@@ -95,9 +95,11 @@ type reporter struct {
 	// catalog, when set, is the followed catalog file the sites were
 	// read from: problems with a field under sites name it instead.
 	catalog string
-	lines   map[string]int
-	errs    ErrorList
-	warns   ErrorList
+	// catalogRelay: the relay section came from the catalog file too.
+	catalogRelay bool
+	lines        map[string]int
+	errs         ErrorList
+	warns        ErrorList
 	// ops counts the primitive steps of Check's rules (see prefixset.go).
 	ops int
 }
@@ -108,7 +110,7 @@ func (r *reporter) errorAt(line int, field, format string, args ...any) {
 
 // fileOf is the file a field was read from.
 func (r *reporter) fileOf(field string) string {
-	if r.catalog != "" && catalogField(field) {
+	if r.catalog != "" && catalogField(field, r.catalogRelay) {
 		return r.catalog
 	}
 	return r.file

@@ -150,8 +150,11 @@ func checkKubernetesFiles(c *Config, r *reporter, opts CheckOptions) {
 // from its catalog file: the bytes l.catalog holds when set (the
 // follower checks a candidate before writing it), else the file. Its
 // problems name the catalog file and its lines; a config that also lists
-// sites itself is refused, naming the field. It returns the catalog's
-// bytes (nil when it could not be read).
+// sites itself is refused, naming the field. The catalog may also hold
+// the gateway's relay section (the follower writes it from its Site's
+// published relay); a config that sets its own relay as well is refused,
+// naming both. It returns the catalog's bytes (nil when it could not be
+// read).
 func (l loader) readCatalog(c *Config, d *decoder) []byte {
 	if !c.Follows() {
 		return nil
@@ -175,12 +178,35 @@ func (l loader) readCatalog(c *Config, d *decoder) []byte {
 		}
 	}
 	d.catalog = path
+	own, ownLine := c.Relay, d.lines["relay"]
 	cd := &decoder{reporter{file: path, lines: d.lines}}
 	root, ok := cd.document(data)
 	if ok {
-		cd.mapping(root, "", []field{{"sites", func(n *yaml.Node, path string) { cd.sites(n, path, c) }}})
+		var published *Relay
+		cd.mapping(root, "", []field{
+			{"sites", func(n *yaml.Node, path string) { cd.sites(n, path, c) }},
+			{"relay", func(n *yaml.Node, path string) {
+				cd.relay(n, path, c)
+				published = c.Relay
+			}},
+		})
 		if c.Sites == nil {
 			cd.errorAt(root.Line, "sites", "the catalog lists no sites")
+		}
+		switch {
+		case published != nil && own != nil:
+			// The Site's relay is published: one of the two must go,
+			// and the operator says which (a reload must not silently
+			// replace a relay someone wrote by hand).
+			catLine := d.lines["relay"] // the maps are shared
+			c.Relay = own
+			d.lines["relay"] = ownLine
+			d.errorAt(ownLine, "relay", "must not be set here: the followed catalog %s sets this site's relay (line %d, from the Site's spec.relay); remove one of the two",
+				path, catLine)
+		case published != nil:
+			relayDefaults(published)
+			c.relayFromCatalog = true
+			d.catalogRelay = true
 		}
 	}
 	d.errs = append(d.errs, cd.errs...)
@@ -188,8 +214,11 @@ func (l loader) readCatalog(c *Config, d *decoder) []byte {
 }
 
 // catalogField reports whether a field path is a followed catalog's:
-// its sites.
-func catalogField(field string) bool {
+// its sites, and its relay when the relay came from it (relay).
+func catalogField(field string, relay bool) bool {
+	if relay && (field == "relay" || strings.HasPrefix(field, "relay.")) {
+		return true
+	}
 	return field == "sites" || strings.HasPrefix(field, "sites[") || strings.HasPrefix(field, "sites.")
 }
 

@@ -161,6 +161,47 @@ func TestFollowCatalog(t *testing.T) {
 	}
 }
 
+// TestFollowRelay: the followed catalog's relay section (the follower
+// writes it from the Site's published relay) is the gateway's relay,
+// with the defaults of one written in the config; without one the
+// config's own relay stays.
+func TestFollowRelay(t *testing.T) {
+	path, text, catalog := followFixture(t, followSection)
+	catPath := filepath.Join(filepath.Dir(path), DefaultCatalogFile)
+	if err := os.WriteFile(catPath, []byte(catalog+"\nrelay:\n  listen: 10.0.0.1:8131\n  allowPodCIDRs: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := testLoader().parse(path, []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Relay{Listen: "10.0.0.1:8131", AllowPodCIDRs: true, AllowedPorts: []int{DefaultRelayPort},
+		MaxConnections: DefaultRelayMaxConnections, MaxConnectionsPerDestination: DefaultRelayMaxConnectionsPerDest,
+		IdleTimeout: DefaultRelayIdleTimeout, HeaderTimeout: DefaultRelayHeaderTimeout}
+	if c.Relay == nil {
+		t.Fatal("no relay from the catalog")
+	}
+	want.ListenAddr = c.Relay.ListenAddr
+	if !reflect.DeepEqual(c.Relay, want) || c.Relay.ListenAddr.String() != want.Listen {
+		t.Errorf("relay %+v, want %+v", *c.Relay, *want)
+	}
+	if c.Line("relay.allowPodCIDRs") != 40 {
+		t.Errorf("line of the catalog's relay field: %d, want 40", c.Line("relay.allowPodCIDRs"))
+	}
+
+	// Without a relay in the catalog, the config's own.
+	if err := os.WriteFile(catPath, []byte(catalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err = testLoader().parse(path, []byte(text+"relay: {listen: 127.0.0.1:8131}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Relay == nil || c.Relay.Listen != "127.0.0.1:8131" {
+		t.Errorf("the config's own relay not kept: %+v", c.Relay)
+	}
+}
+
 // TestFollowErrors: every problem names its file (config or catalog),
 // line and field; inline sites beside a followed catalog are refused.
 func TestFollowErrors(t *testing.T) {
@@ -189,7 +230,13 @@ func TestFollowErrors(t *testing.T) {
 		{"bad catalog value", "", strings.Replace(catalog, "10.244.2.0/24", "10.244.2.0/33", 1), []wantIn{
 			{catPath, 25, "sites[0].nodes[1].podCIDR", "is not a CIDR"},
 		}},
-		{"unknown catalog key", "", catalog + "\nrelay: {}\n", []wantIn{{catPath, 38, "relay", "unknown field"}}},
+		{"unknown catalog key", "", catalog + "\nlisten: {}\n", []wantIn{{catPath, 38, "listen", "unknown field"}}},
+		{"bad catalog relay", "", catalog + "\nrelay:\n  listen: 10.0.0.1:8131\n  allowedPorts: [70000]\n", []wantIn{
+			{catPath, 40, "relay.allowedPorts[0]", "out of range"},
+		}},
+		{"relay in both", text + "relay: {listen: 127.0.0.1:8131}\n", catalog + "\nrelay: {listen: 10.0.0.1:8131}\n", []wantIn{
+			{path, 22, "relay", "must not be set here: the followed catalog " + catPath + " sets this site's relay (line 38"},
+		}},
 		{"namespace without follow", strings.Replace(readFixture(t), "clampMSS: false\n", "clampMSS: false\nkubernetes: {kubeconfig: kc, namespace: x, catalogFile: y}\n", 1), "", []wantIn{
 			{path, 19, "kubernetes.namespace", "only used with kubernetes.follow"},
 			{path, 19, "kubernetes.catalogFile", "only used with kubernetes.follow"},

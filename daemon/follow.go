@@ -45,7 +45,7 @@ func startFollow(ctx context.Context, path string, reg prometheus.Registerer, ch
 	}
 	catalog := head.CatalogPath()
 	f, err := follow.New(follow.Options{
-		Client: client, Namespace: head.Kubernetes.Namespace, Site: head.Site, Path: catalog,
+		Client: client, Namespace: head.Kubernetes.Namespace, Site: head.Site, Gateway: head.Gateway, Path: catalog,
 		Validate: func(cat []byte) error {
 			// The config as it is now, with the candidate catalog: the
 			// checks the reload will make.

@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -19,11 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/controller"
 	"github.com/bridgehead/bridgehead/kube"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 )
 
@@ -114,9 +119,25 @@ func applyResources(t *testing.T, dyn dynamic.Interface, fl *followLab, r *kube.
 // and routes the block to the node; a ping from site A's pod to an
 // address of the block answers, measured from the Node's creation, over
 // 20 joins. Deleting the Node withdraws its route.
+//
+// Site A publishes a relay (spec.relay): gateway A, which has none in
+// its config, serves CONNECT to site B's node from the followed catalog,
+// and a change of the Site's relay reaches it through the reload.
 func TestFollowControllerJoin(t *testing.T) {
-	fl := startFollowLabWith(t, func(fl *followLab) { runController(t, fl, nil) })
+	var dyn dynamic.Interface
+	fl := startFollowLabWith(t, func(fl *followLab) {
+		runController(t, fl, func(d dynamic.Interface, r *kube.Resources) func() {
+			dyn = d
+			for i := range r.Sites {
+				if r.Sites[i].Name == "site-a" {
+					r.Sites[i].Spec.Relay = &v1.RelaySpec{Port: 8131, HeaderTimeout: &metav1.Duration{Duration: 30 * time.Second}}
+				}
+			}
+			return nil
+		})
+	})
 	fl.waitPing(podB, 20*time.Second)
+	followedRelay(t, fl, dyn)
 	// Every address of site B's pod CIDR answers on site B's node once
 	// gateway B routes it there.
 	fl.mustExec("b-node", "ip", "route", "add", "local", "10.245.0.0/16", "dev", "lo")
@@ -287,4 +308,71 @@ func setStatusKey(t *testing.T, dyn dynamic.Interface, name, key string) {
 	if _, err := dyn.Resource(controller.GatewaysGVR).UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// followedRelay: gateway A's relay, which only the Site's published
+// relay configures, answers a CONNECT to site B's node (a listener the
+// test opens there on the kubelet's port) and refuses another port; the
+// Site's allowed ports changed, the followed reload refuses the
+// kubelet's port too.
+func followedRelay(t *testing.T, fl *followLab, dyn dynamic.Interface) {
+	t.Helper()
+	ln, err := listenIn(fl.ns("b-node"), nodeB+":"+kubeletPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	kubelet := nodeB + ":" + kubeletPort
+	waitConnect := func(dst string, want int, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		got := 0
+		for got = fl.connectStatus(relayAddr, dst); got != want; got = fl.connectStatus(relayAddr, dst) {
+			if time.Now().After(deadline) {
+				t.Fatalf("CONNECT %s via %s: status %d, want %d within %v", dst, relayAddr, got, want, within)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitConnect(kubelet, 200, 10*time.Second)
+	if got := fl.connectStatus(relayAddr, nodeB+":22"); got != 403 {
+		t.Errorf("CONNECT to port 22 via the followed relay: %d, want 403", got)
+	}
+	start := time.Now()
+	patch := []byte(`{"spec":{"relay":{"allowedPorts":[10255]}}}`)
+	if _, err := dyn.Resource(controller.SitesGVR).Patch(context.Background(), "site-a", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitConnect(kubelet, 403, 15*time.Second)
+	t.Logf("followed relay: CONNECT to %s answered 200, then 403 %v after the Site's allowedPorts changed", kubelet, time.Since(start).Round(time.Millisecond))
+}
+
+// connectStatus sends one CONNECT for dst to the relay at relay from
+// site A's node namespace; 0 when the relay does not answer.
+func (fl *followLab) connectStatus(relay, dst string) int {
+	var c net.Conn
+	if err := inNetns(fl.ns("a-node"), func() (err error) {
+		c, err = net.DialTimeout("tcp", relay, 2*time.Second)
+		return err
+	}); err != nil {
+		return 0
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dst, dst)
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -7,8 +7,10 @@
 // (by label), so a gateway holds its own site's nodes and every site's
 // aggregates, never the whole cluster. Any event wakes one goroutine
 // (Follower.Run), which assembles the publication (catalog.Assemble),
-// renders it as the catalog file's `sites:` YAML, and, only when that
-// differs from what the file holds, checks it with the gateway's config
+// renders it as the catalog file's `sites:` YAML (with the gateway's
+// `relay:` section when the base publishes its site's relay and lists
+// the gateway: kube.RelayToConfig at the gateway's address), and, only
+// when that differs from what the file holds, checks it with the gateway's config
 // through the same checks as the reload path (Options.Validate) and
 // writes it atomically (temporary file, fsync, rename, fsync of the
 // directory). The daemon's file watch and Options.Changed then reload it

@@ -36,6 +36,10 @@ type Options struct {
 	Namespace string
 	// Site is the gateway's own site: only its node slices are watched.
 	Site string
+	// Gateway is the gateway's name in its site (config's gateway): the
+	// site's published relay becomes its relay section, listening on
+	// its address, once the catalog lists it.
+	Gateway string
 	// Path is the catalog file written.
 	Path string
 	// Validate checks a candidate catalog file's contents with the
@@ -253,7 +257,12 @@ func (f *Follower) evaluate() {
 		f.setState(StateMalformed, err.Error())
 		return
 	}
-	data, err := Render(sites)
+	rl, err := ownRelay(base, sites, f.o.Site, f.o.Gateway)
+	if err != nil {
+		f.setState(StateMalformed, err.Error())
+		return
+	}
+	data, err := Render(sites, rl)
 	if err != nil {
 		f.setState(StateMalformed, err.Error())
 		return
@@ -278,12 +287,38 @@ func (f *Follower) evaluate() {
 	for _, s := range sites {
 		nodes += len(s.Nodes)
 	}
-	f.log.Info("catalog file written from the API server", "sites", len(sites), "nodes", nodes, "bytes", len(data))
+	relay := "off"
+	if rl != nil {
+		relay = rl.Listen
+	}
+	f.log.Info("catalog file written from the API server", "sites", len(sites), "nodes", nodes, "relay", relay, "bytes", len(data))
 	f.setState(StateCurrent, "")
 	f.markWritten()
 	if f.o.Changed != nil {
 		f.o.Changed()
 	}
+}
+
+// ownRelay is gateway gw's relay section from site's relay in the base
+// (catalog.RelaysKey): nil when the site publishes none, or when the
+// catalog does not list gw yet (there is no address to listen on; the
+// relay starts with the write that lists it).
+func ownRelay(base *corev1.ConfigMap, sites []config.Site, site, gw string) (*config.Relay, error) {
+	relays, err := catalog.DecodeRelays(base)
+	if err != nil || relays[site] == nil {
+		return nil, err
+	}
+	for _, s := range sites {
+		if s.Name != site {
+			continue
+		}
+		for _, g := range s.Gateways {
+			if g.Name == gw && (g.Address.IsValid() || g.Address6.IsValid()) {
+				return kube.RelayToConfig(relays[site], g), nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 func (f *Follower) markWritten() { f.writtenOnce.Do(func() { close(f.written) }) }
@@ -365,12 +400,13 @@ const Header = "# Written by bridgehead run (kubernetes.follow) from the catalog
 	"# publishes; each change replaces this file. The gateway starts from it while the\n" +
 	"# API server is unreachable.\n"
 
-// Render is the catalog file of sites: Header and the `sites:` YAML of a
-// config file, which config reads back to the same sites.
-func Render(sites []config.Site) ([]byte, error) {
+// Render is the catalog file of sites and the gateway's relay (nil: no
+// relay section): Header and the `relay:` and `sites:` YAML of a config
+// file, which config reads back to the same sites and relay.
+func Render(sites []config.Site, relay *config.Relay) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(Header)
-	if err := kube.WriteCatalog(&b, &config.Config{Sites: sites}); err != nil {
+	if err := kube.WriteCatalog(&b, &config.Config{Relay: relay, Sites: sites}); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 )
 
@@ -55,9 +57,9 @@ func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(
 
 // publish writes a publication as the controller does: slices first,
 // the base last, then deletes slices the base no longer lists.
-func publish(t *testing.T, cs kubernetes.Interface, sites []config.Site) {
+func publish(t *testing.T, cs kubernetes.Interface, sites []config.Site, opts ...catalog.Option) {
 	t.Helper()
-	cms, err := catalog.Render(sites, catalog.Namespace(ns))
+	cms, err := catalog.Render(sites, append([]catalog.Option{catalog.Namespace(ns)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ type followerRun struct {
 func startFollower(t *testing.T, cs kubernetes.Interface, path string, validate func([]byte) error) *followerRun {
 	t.Helper()
 	fr := &followerRun{reg: prometheus.NewRegistry()}
-	f, err := New(Options{Client: cs, Namespace: ns, Site: "a", Path: path, Validate: validate,
+	f, err := New(Options{Client: cs, Namespace: ns, Site: "a", Gateway: "gw-a1", Path: path, Validate: validate,
 		Changed: func() { fr.changed.Add(1) }, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Registry: fr.reg})
 	if err != nil {
 		t.Fatal(err)
@@ -144,20 +146,27 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 
 func fileSites(t *testing.T, path string) []config.Site {
 	t.Helper()
+	if c := fileConfig(t, path); c != nil {
+		return c.Sites
+	}
+	return nil
+}
+
+// fileConfig is gateway a1's config with the catalog file at path, read
+// the way the daemon does; nil when there is no file yet.
+func fileConfig(t *testing.T, path string) *config.Config {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	var out struct{ Sites []config.Site }
-	// The file is a config's catalog: read it the way the daemon does.
 	dir := filepath.Dir(path)
 	text := "site: a\ngateway: gw-a1\nprivateKeyFile: a.key\nkubernetes: {kubeconfig: kc, follow: true}\n"
 	c, problems, _ := config.CheckWithCatalog(filepath.Join(dir, "a.yaml"), []byte(text), data, config.CheckOptions{SkipPrivateKey: true})
 	if len(problems) > 0 {
 		t.Fatalf("the written catalog does not check: %v", problems)
 	}
-	out.Sites = c.Sites
-	return out.Sites
+	return c
 }
 
 func nodesOf(sites []config.Site, name string) int {
@@ -322,5 +331,67 @@ func TestFollowAPIServerGone(t *testing.T) {
 	t.Logf("written %v after the publication that followed the restart", time.Since(start).Round(time.Millisecond))
 	if got := testutil.ToFloat64(fr.f.m.writes); got != 2 {
 		t.Errorf("%v writes, want 2 (one before the stop, one after)", got)
+	}
+}
+
+// TestFollowRelay: the site's relay published in the base becomes the
+// gateway's relay section in the catalog file (listening on its address
+// at the published port), follows changes, and goes when the site
+// stops publishing one; another site's relay is not this gateway's.
+func TestFollowRelay(t *testing.T) {
+	env := kubetest.Start(t)
+	cs := env.Clientset(t)
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path, validate := gatewayConfig(t, t.TempDir())
+	fr := startFollower(t, cs, path, validate)
+	sites := labSites(2, "10.102.0.0/16")
+	relayOf := func() *config.Relay {
+		if c := fileConfig(t, path); c != nil {
+			return c.Relay
+		}
+		return nil
+	}
+	listen := func(want string) func() bool {
+		return func() bool {
+			rl := relayOf()
+			return rl != nil && rl.Listen == want || rl == nil && want == ""
+		}
+	}
+
+	publish(t, cs, sites, catalog.Relays(map[string]*v1.RelaySpec{
+		"a": {Port: 8131, AllowedPorts: []int32{10250, 10255}, HeaderTimeout: &metav1.Duration{Duration: 30 * time.Second}},
+	}))
+	waitFor(t, "the relay written", 10*time.Second, listen("10.1.0.2:8131"))
+	rl := relayOf()
+	if !slices.Equal(rl.AllowedPorts, []int{10250, 10255}) || rl.HeaderTimeout != 30*time.Second || rl.MaxConnections != config.DefaultRelayMaxConnections {
+		t.Errorf("relay %+v", *rl)
+	}
+
+	// A change of the site's relay is a new file; b's relay is not a's.
+	publish(t, cs, sites, catalog.Relays(map[string]*v1.RelaySpec{"a": {Port: 8132}, "b": {Port: 9000}}))
+	waitFor(t, "the moved relay written", 10*time.Second, listen("10.1.0.2:8132"))
+	if rl := relayOf(); !slices.Equal(rl.AllowedPorts, []int{config.DefaultRelayPort}) {
+		t.Errorf("allowed ports %v, want the default", rl.AllowedPorts)
+	}
+
+	// Not published for a any more: the section goes (the relay stops).
+	publish(t, cs, sites, catalog.Relays(map[string]*v1.RelaySpec{"b": {Port: 9000}}))
+	waitFor(t, "the relay removed", 10*time.Second, listen(""))
+
+	// A base whose relays do not decode is malformed: the file stays.
+	before, _ := os.ReadFile(path)
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), catalog.BaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data[catalog.RelaysKey] = "a: {port: 1, bogus: 2}"
+	apply(t, cs, cm)
+	waitFor(t, "the malformed relays refused", 10*time.Second, func() bool {
+		return testutil.ToFloat64(fr.f.m.refused.WithLabelValues(string(StateMalformed))) >= 1
+	})
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("malformed relays changed the file")
 	}
 }
