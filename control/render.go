@@ -16,7 +16,7 @@ import (
 // Render writes s as the human table of `bridgehead status`: a header
 // with version, identity, config and readiness, one line per remote
 // gateway (its liveness state and since when, how often it went down,
-// the last probe round trip, and the packets sent to it, which is the
+// the last probe round trip along that path, and the packets sent to it, which is the
 // share of flows it carries), then the nonzero drop counters. Ages are
 // relative to now.
 func Render(w io.Writer, s *Status, now time.Time) {
@@ -59,18 +59,20 @@ func Render(w io.Writer, s *Status, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(s.Sites) > 0 {
-		fmt.Fprintln(tw, "SITE\tGATEWAY\tENDPOINT\tSTATE\tSINCE\tDOWNS\tRTT\tLAST-HANDSHAKE\tLAST-RECEIVE\tRX\tTX\tTX-PKTS")
+		fmt.Fprintln(tw, "SITE\tGATEWAY\tENDPOINT\tPATH\tSTATE\tSINCE\tDOWNS\tRTT\tLAST-HANDSHAKE\tLAST-RECEIVE\tRX\tTX\tTX-PKTS")
 	}
 	for _, site := range s.Sites {
 		if len(site.Gateways) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\tno gateways\t-\t-\t-\t-\t-\t-\t-\t-\n", site.Site)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\tno gateways\t-\t-\t-\t-\t-\t-\t-\t-\n", site.Site)
 		}
 		for _, g := range site.Gateways {
 			p := findPeer(s.Peers, site.Site, g.Gateway)
-			ep := "-"
-			if _, relayed := transit.PseudoGateway(p.Endpoint); relayed {
-				ep = "via hub"
-			} else if p.Endpoint.IsValid() {
+			ep, path := "-", p.PathText()
+			_, relayed := transit.PseudoGateway(p.Endpoint)
+			switch {
+			case relayed && p.Path == "":
+				path = "via hub" // a daemon that does not say which
+			case !relayed && p.Endpoint.IsValid():
 				ep = p.Endpoint.String()
 			}
 			rtt := "-"
@@ -84,7 +86,7 @@ func Render(w io.Writer, s *Status, now time.Time) {
 			case p.Live.MTUDegraded:
 				state += fmt.Sprintf(" (MTU-degraded, path MTU %d)", p.Live.PathMTU)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, state,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\n", site.Site, g.Gateway, ep, path, state,
 				ago(p.Live.LastChange, now), p.Live.Downs, rtt,
 				ago(p.LastHandshake, now), ago(g.LastReceive, now), humanBytes(p.RxBytes), humanBytes(p.TxBytes), p.TxPackets)
 		}

@@ -24,7 +24,7 @@ func TestRenderGolden(t *testing.T) {
 		Sites: []health.SiteReport{{Site: "b", Ready: true, Gateways: []health.GatewayReport{
 			{Gateway: "gw-b1", State: health.StateUp, LastReceive: t0.Add(-time.Second)},
 		}}},
-		Peers: []health.PeerState{{Site: "b", Gateway: "gw-b1", Endpoint: sampleStatus().Peers[0].Endpoint,
+		Peers: []health.PeerState{{Site: "b", Gateway: "gw-b1", Endpoint: sampleStatus().Peers[0].Endpoint, Path: health.PathDirect,
 			LastHandshake: t0.Add(-61 * time.Second), LastReceive: t0.Add(-time.Second), RxBytes: 100, TxBytes: 2048}},
 	}
 	tests := []struct {

@@ -162,7 +162,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version), id: id, mtu: mtu,
-		version: o.Version, started: time.Now(), transit: hub}
+		version: o.Version, started: time.Now(), transit: hub, paths: tbind}
+	g.m.reg.MustRegister(newPathCollector(g.peerStates))
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
 	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver,

@@ -30,6 +30,12 @@ func (g *gateway) readiness(now time.Time) health.Report {
 	return rep
 }
 
+// peerStates is the router's view of every remote gateway with the path
+// to it.
+func (g *gateway) peerStates() []health.PeerState {
+	return withPaths(health.PeerStates(g.r.Peers()), g.paths)
+}
+
 // status is the control socket's view of the gateway. Safe from any
 // goroutine: it reads the published config and the router's atomics.
 func (g *gateway) status() control.Status {
@@ -41,7 +47,7 @@ func (g *gateway) status() control.Status {
 		ConfigPath: cfg.Path, ConfigHash: cfg.Hash(),
 		ConfigLoaded: time.Unix(0, g.loaded.Load()), Started: g.started,
 		Ready: rep.Ready, AllSites: rep.AllSites, Sites: rep.Sites, LAN: rep.LAN,
-		Peers: health.PeerStates(g.r.Peers()),
+		Peers: g.peerStates(),
 		Drops: control.Drops(g.r.Drops()),
 	}
 	if rl := g.relay.Load(); rl != nil {

@@ -52,6 +52,10 @@ type gateway struct {
 	// transit is the relay path (hub and spoke) under the router; its
 	// plan follows reloads. nil in tests that use no relay path.
 	transit *transit.Relay
+	// paths tells the path to each remote gateway (the relay path's
+	// Bind); nil in tests that use no relay path (all direct). Set
+	// before the gateway is shared, read-only after.
+	paths pathFinder
 	// lan watches whether the gateway can deliver to its own site; its
 	// zero value (tests) reports that it can.
 	lan lanWatch

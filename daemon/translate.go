@@ -129,3 +129,14 @@ func (t *routerTable) CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair,
 	}
 	return r.CurrentSession(key)
 }
+
+func (t *routerTable) PeerUp(key bhcrypto.PublicKey) bool {
+	r := t.r.Load()
+	return r != nil && r.PeerUp(key)
+}
+
+func (t *routerTable) NoteRelayed(key bhcrypto.PublicKey, n, bytes uint64) {
+	if r := t.r.Load(); r != nil {
+		r.NoteRelayed(key, n, bytes)
+	}
+}

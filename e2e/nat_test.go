@@ -43,7 +43,75 @@ func TestNATLab(t *testing.T) {
 			t.Errorf("gw-a sees %s at %q, want %s (its NAT's mapping)", e, eps[e], want)
 		}
 	}
+	l.checkPaths("e1", map[string]string{"gw-a": "direct", "gw-e2": "via hub site-a/gw-a"})
 	l.checkThroughHub()
+}
+
+// checkPaths: the gateway of site s reports the path to each remote
+// gateway (want, by gateway) in status (JSON and table) and metrics,
+// with a probe round trip along it.
+func (l *lab) checkPaths(s string, want map[string]string) {
+	l.t.Helper()
+	sock := filepath.Join(l.dir, s+".sock")
+	var st struct {
+		Peers []struct {
+			Site    string   `json:"site"`
+			Gateway string   `json:"gateway"`
+			Path    string   `json:"path"`
+			Via     []string `json:"via"`
+			Live    struct {
+				ProbeRTT time.Duration `json:"probeRTT"`
+			} `json:"live"`
+		} `json:"peers"`
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := l.exec(s+"-gw", filepath.Join(l.bin, "bridgehead"), "status", "--json", "--socket", sock)
+		if jerr := json.Unmarshal([]byte(out), &st); jerr != nil {
+			l.t.Fatalf("status: %v, %v\n%s", err, jerr, out)
+		}
+		ok := true
+		for _, p := range st.Peers {
+			ok = ok && p.Live.ProbeRTT > 0
+		}
+		if ok || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	text, _ := l.exec(s+"-gw", filepath.Join(l.bin, "bridgehead"), "status", "--socket", sock)
+	metrics := l.metrics(s)
+	for _, p := range st.Peers {
+		w, ok := want[p.Gateway]
+		if !ok {
+			continue
+		}
+		delete(want, p.Gateway)
+		got := p.Path
+		if p.Path == "hub" {
+			got = "via hub " + strings.Join(p.Via, ", ")
+		}
+		if got != w {
+			l.t.Errorf("gw-%s: path to %s is %q, want %q", s, p.Gateway, got, w)
+		}
+		if p.Live.ProbeRTT <= 0 {
+			l.t.Errorf("gw-%s: no probe round trip to %s", s, p.Gateway)
+		}
+		if !strings.Contains(text, w) {
+			l.t.Errorf("gw-%s: status lacks %q:\n%s", s, w, text)
+		}
+		path := "direct"
+		if strings.HasPrefix(w, "via hub") {
+			path = "hub"
+		}
+		if v := metric(metrics, fmt.Sprintf(`bridgehead_peer_path{gateway=%q,path=%q,site=%q}`, p.Gateway, path, p.Site)); v != 1 {
+			l.t.Errorf("gw-%s: bridgehead_peer_path of %s, path %s = %v, want 1", s, p.Gateway, path, v)
+		}
+		l.t.Logf("gw-%s -> %s: %s, rtt %v", s, p.Gateway, got, p.Live.ProbeRTT)
+	}
+	if len(want) > 0 {
+		l.t.Errorf("gw-%s: no peers %v in status", s, want)
+	}
 }
 
 // checkThroughHub: pods of the two edge sites reach each other through

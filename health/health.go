@@ -17,6 +17,7 @@ package health
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/bridgehead/bridgehead/router"
@@ -57,6 +58,13 @@ type PeerState struct {
 	Down bool `json:"down,omitempty"`
 	// Live is the router's liveness state: up, down or connecting.
 	Live router.LivenessStats `json:"live"`
+	// Path is how datagrams reach the gateway: PathDirect, or PathHub
+	// through the hub gateways Via ("site/gateway") that carry its
+	// flows now (a relayed flow takes one of them by its hash). Set by
+	// the daemon, which knows the relay path; Live.ProbeRTT is measured
+	// along this path.
+	Path string   `json:"path,omitempty"`
+	Via  []string `json:"via,omitempty"`
 	// Handshakes with the gateway, by result.
 	HandshakesInitiated uint64 `json:"handshakesInitiated"`
 	HandshakesAnswered  uint64 `json:"handshakesAnswered"`
@@ -65,6 +73,27 @@ type PeerState struct {
 	// HandshakeSendErrors counts handshake messages that could not be
 	// sent to the gateway (no route, for one).
 	HandshakeSendErrors uint64 `json:"handshakeSendErrors"`
+}
+
+// Paths of PeerState.Path.
+const (
+	PathDirect = "direct"
+	PathHub    = "hub"
+)
+
+// PathText is the path as status and verify show it: "direct", "via hub
+// a/gw-a1, a/gw-a2", "via hub (no session)" while no hub gateway has a
+// session, or "-" when unknown.
+func (p *PeerState) PathText() string {
+	switch {
+	case p.Path == PathDirect:
+		return "direct"
+	case p.Path == PathHub && len(p.Via) == 0:
+		return "via hub (no session)"
+	case p.Path == PathHub:
+		return "via hub " + strings.Join(p.Via, ", ")
+	}
+	return "-"
 }
 
 // SiteReport is the readiness of one remote site.

@@ -274,7 +274,7 @@ func (c *fakeClock) Step(total time.Duration) {
 // that drive route directly instead of through the reader and sealer.
 func (r *Router) newInsideBatch() *insideBatch {
 	b := r.newInsideSlot()
-	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs))}
+	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs)), flows: make([]uint64, 0, len(b.bufs))}
 	return b
 }
 

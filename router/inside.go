@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type insideBatch struct {
 // consecutive packets to the same peer.
 type sealRun struct {
 	out   [][]byte // sealed datagrams of the current run
+	flows []uint64 // flow hash of each of out (see FlowSender)
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
 	now   int64    // time of the batch (monotonic nanoseconds, see monoEpoch)
@@ -112,7 +114,7 @@ func (r *Router) newInsidePipe(l *lane) *insidePipe {
 		free:  make(chan *insideBatch, insideSlots),
 		full:  make(chan *insideBatch, insideSlots),
 		wake:  make(chan struct{}, 1),
-		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs), bind: l.bind},
+		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs), flows: make([]uint64, 0, insideSlots*bs), bind: l.bind},
 		taken: make([]*insideBatch, 0, insideSlots),
 		lane:  l,
 	}
@@ -246,12 +248,13 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if st.clampMSS {
 			r.clampMSS(pkt)
 		}
-		var p *Peer
+		var flow uint64
 		if b.flows != nil {
-			p = s.pickFlow(b.flows[i], now)
+			flow = b.flows[i]
 		} else {
-			p = s.pick(pkt, &r.flows, now)
+			flow = r.flows.hash(pkt) // fragments follow their flow (see flowHasher)
 		}
+		p := s.pickFlow(flow, now)
 		if p == nil {
 			r.drops.Add(Inside, ReasonNoSession, 1)
 			continue
@@ -297,6 +300,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			run.peer = p
 		}
 		run.out = append(run.out, msg)
+		run.flows = append(run.flows, flow)
 		run.bytes += uint64(size)
 	}
 }
@@ -311,7 +315,13 @@ func (r *Router) flushInside(b *sealRun) {
 	if bind == nil {
 		bind = r.bind
 	}
-	if err := bind.Send(b.out, p.Endpoint()); err != nil {
+	var err error
+	if fs, ok := bind.(FlowSender); ok {
+		err = fs.SendFlows(b.out, b.flows, p.Endpoint())
+	} else {
+		err = bind.Send(b.out, p.Endpoint())
+	}
+	if err != nil {
 		r.drops.Add(Inside, ReasonSendError, uint64(len(b.out)))
 	} else {
 		p.txPackets.Add(uint64(len(b.out)))
@@ -319,9 +329,18 @@ func (r *Router) flushInside(b *sealRun) {
 		p.lastSend.Store(b.now)
 	}
 	clear(b.out) // drop references to buffers that go back to the reader
-	b.out = b.out[:0]
+	b.out, b.flows = b.out[:0], b.flows[:0]
 	b.bytes = 0
 	b.peer = nil
+}
+
+// FlowSender is a bind that spreads datagrams by their flow: the relay
+// path (package transit) sends each relayed datagram through the hub
+// gateway that ranks first for its flow, as site.pick does for a site's
+// gateways. flows[i] is the flow hash (flowHasher) of the packet sealed
+// in bufs[i]; the bind must not keep either slice.
+type FlowSender interface {
+	SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error
 }
 
 // usable reports whether a session may carry packets at now.

@@ -35,3 +35,26 @@ func (r *Router) CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, neti
 	}
 	return kp, p.Endpoint(), true
 }
+
+// PeerUp reports whether the gateway of key is up: it answered our
+// probes within ProbeMisses intervals (see liveness). A spoke sends
+// relayed flows only through hub gateways that are up, while one is.
+func (r *Router) PeerUp(key bhcrypto.PublicKey) bool {
+	p := r.state.Load().peers[key]
+	return p != nil && p.live.up()
+}
+
+// NoteRelayed counts n relay messages carrying bytes inner bytes that
+// were sent to the gateway of key for other gateways (it is their hub).
+// They are traffic toward it like any other: its liveness probes it at
+// the active pace while they flow, so a dead hub gateway is noticed
+// within ProbeMisses intervals, and they keep its NAT mapping open.
+func (r *Router) NoteRelayed(key bhcrypto.PublicKey, n, bytes uint64) {
+	p := r.state.Load().peers[key]
+	if p == nil {
+		return
+	}
+	p.txPackets.Add(n)
+	p.txBytes.Add(bytes)
+	p.lastSend.Store(r.mono.ns(r.clock.Now()))
+}

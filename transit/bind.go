@@ -48,6 +48,11 @@ type SessionTable interface {
 	// CurrentSession returns the session to send to the gateway of key
 	// on, and where it is.
 	CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, netip.AddrPort, bool)
+	// PeerUp reports whether the gateway of key answers our probes.
+	PeerUp(key bhcrypto.PublicKey) bool
+	// NoteRelayed counts n relay messages (bytes inner bytes) sent to
+	// the gateway of key as a hub: traffic toward it.
+	NoteRelayed(key bhcrypto.PublicKey, n, bytes uint64)
 }
 
 // keyedSessions is Sessions over a SessionTable and the Relay's Plan.
@@ -89,9 +94,9 @@ func (s keyedSessions) Current(gw GatewayID) (*bhcrypto.Keypair, netip.AddrPort,
 // Bind is a udp.Bind with the relay path under it: the router gets it in
 // place of the socket's bind.
 //
-//   - Send to a PseudoEndpoint wraps each datagram in a relay message
-//     for the first hub gateway of the destination that has a session
-//     (Plan order) and sends it there.
+//   - Send (and SendFlows) to a PseudoEndpoint wraps each datagram in a
+//     relay message for the hub gateway its flow goes through (spread.go)
+//     and sends it there.
 //   - Receive hands the router what it should see: relay messages for
 //     which this gateway is the hub are forwarded at once and not
 //     returned; ones a hub delivers come back as the datagram they carry,
@@ -123,9 +128,10 @@ type manySender interface {
 
 // sendScratch is one Send's wrapped copies.
 type sendScratch struct {
-	bufs [][]byte
-	eps  []netip.AddrPort
-	mem  [][]byte
+	bufs  [][]byte
+	eps   []netip.AddrPort
+	mem   [][]byte
+	cands []hubCand
 }
 
 // NewBind returns inner with the relay path of relay, whose sessions are
@@ -158,21 +164,6 @@ func (b *Bind) LocalAddr() netip.AddrPort { return b.inner.LocalAddr() }
 // Close closes the inner bind.
 func (b *Bind) Close() error { return b.inner.Close() }
 
-// hub returns the session and address of the hub gateway to relay
-// through toward dst.
-func (b *Bind) hub(dst GatewayID) (*bhcrypto.Keypair, netip.AddrPort, bool) {
-	v := b.relay.view.Load()
-	if v == nil || dst < 0 || int(dst) >= len(v.hubs) {
-		return nil, netip.AddrPort{}, false
-	}
-	for _, h := range v.hubs[dst] {
-		if kp, to, ok := b.sess.Current(h); ok {
-			return kp, to, true
-		}
-	}
-	return nil, netip.AddrPort{}, false
-}
-
 // wrap copies msg into buf behind a relay header for dst and seals it
 // with the hub's session.
 func (b *Bind) wrap(buf, msg []byte, kp *bhcrypto.Keypair, dst GatewayID) ([]byte, error) {
@@ -183,38 +174,80 @@ func (b *Bind) wrap(buf, msg []byte, kp *bhcrypto.Keypair, dst GatewayID) ([]byt
 	return b.relay.Wrap(buf[:cap(buf)], n, kp, dst)
 }
 
-// Send sends bufs to ep, through a hub when ep is a PseudoEndpoint.
+// Send sends bufs to ep, through a hub when ep is a PseudoEndpoint: as
+// flow 0 (handshakes, probes and keepalives have no flow).
 func (b *Bind) Send(bufs [][]byte, ep netip.AddrPort) error {
+	return b.SendFlows(bufs, nil, ep)
+}
+
+// SendFlows sends bufs to ep; through a hub when ep is a PseudoEndpoint,
+// each datagram through the hub gateway that ranks first for flows[i]
+// (nil: flow 0 for all; see spread.go). It is the router's FlowSender.
+func (b *Bind) SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error {
 	dst, pseudo := PseudoGateway(ep)
 	if !pseudo {
 		return b.inner.Send(bufs, ep)
 	}
-	kp, to, ok := b.hub(dst)
-	if !ok {
-		return errNoHub
-	}
 	s := b.pool.Get().(*sendScratch)
 	defer b.put(s)
+	s.cands = b.candidates(dst, s.cands)
+	if len(s.cands) == 0 {
+		return errNoHub
+	}
+	_, many := b.inner.(manySender)
+	var firstErr error
 	for len(bufs) > 0 {
 		n := min(len(bufs), len(s.mem))
 		for i, m := range bufs[:n] {
-			w, err := b.wrap(s.mem[i], m, kp, dst)
+			h := 0
+			if flows != nil && len(s.cands) > 1 {
+				h = pickHub(s.cands, flows[i])
+			}
+			c := &s.cands[h]
+			w, err := b.wrap(s.mem[i], m, c.kp, dst)
 			if err != nil {
 				return err
 			}
-			s.bufs = append(s.bufs, w)
+			c.n++
+			c.bytes += uint64(len(m))
+			s.bufs, s.eps = append(s.bufs, w), append(s.eps, c.to)
 		}
-		if err := b.inner.Send(s.bufs, to); err != nil {
-			return err
-		}
-		s.bufs = s.bufs[:0]
+		firstErr = cmpErr(firstErr, b.sendTo(s, many))
 		bufs = bufs[n:]
+		if flows != nil {
+			flows = flows[n:]
+		}
 	}
-	return nil
+	b.noteRelayed(s.cands)
+	return firstErr
+}
+
+// sendTo sends s.bufs to s.eps in one call where the inner bind can,
+// else in runs of one endpoint, and empties them.
+func (b *Bind) sendTo(s *sendScratch, many bool) error {
+	var err error
+	switch {
+	case many:
+		err = b.inner.(manySender).SendMany(s.bufs, s.eps)
+	default:
+		for i := 0; i < len(s.bufs); {
+			j := i + 1
+			for j < len(s.bufs) && s.eps[j] == s.eps[i] {
+				j++
+			}
+			err = cmpErr(err, b.inner.Send(s.bufs[i:j], s.eps[i]))
+			i = j
+		}
+	}
+	clear(s.bufs)
+	s.bufs, s.eps = s.bufs[:0], s.eps[:0]
+	return err
 }
 
 func (b *Bind) put(s *sendScratch) {
 	clear(s.bufs)
+	clear(s.cands)
+	s.cands = s.cands[:0]
 	s.bufs, s.eps = s.bufs[:0], s.eps[:0]
 	b.pool.Put(s)
 }
@@ -230,21 +263,25 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 	for i, m := range bufs {
 		to := eps[i]
 		if dst, pseudo := PseudoGateway(to); pseudo {
-			kp, hubEP, ok := b.hub(dst)
-			if !ok {
+			s.cands = b.candidates(dst, s.cands)
+			if len(s.cands) == 0 {
 				firstErr = cmpErr(firstErr, errNoHub)
 				continue
 			}
+			c := &s.cands[pickHub(s.cands, 0)]
 			if used == len(s.mem) {
 				s.mem = append(s.mem, make([]byte, cap(s.mem[0])))
 			}
-			w, err := b.wrap(s.mem[used], m, kp, dst)
+			w, err := b.wrap(s.mem[used], m, c.kp, dst)
 			if err != nil {
 				firstErr = cmpErr(firstErr, err)
 				continue
 			}
 			used++
-			m, to = w, hubEP
+			c.n++
+			c.bytes += uint64(len(m))
+			b.noteRelayed(s.cands)
+			m, to = w, c.to
 		}
 		if !many {
 			if err := b.inner.Send([][]byte{m}, to); err != nil {

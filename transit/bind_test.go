@@ -78,6 +78,16 @@ func (k keyTable) CurrentSession(key bhcrypto.PublicKey) (*bhcrypto.Keypair, net
 	return e.kp, e.to, ok
 }
 
+func (k keyTable) PeerUp(key bhcrypto.PublicKey) bool {
+	id, ok := k.w.plan.ByKey(key)
+	return ok && !k.w.down[k.gw][id]
+}
+
+func (k keyTable) NoteRelayed(key bhcrypto.PublicKey, n, bytes uint64) {
+	id, _ := k.w.plan.ByKey(key)
+	k.w.relayed[k.gw][id] += n
+}
+
 // bindWorld gives each world gateway a Bind on a fakeNet.
 func bindWorld(t *testing.T) (*world, *fakeNet, [numTestGateways]*Bind) {
 	w := newWorld(t, bhcrypto.ChaChaPoly)
@@ -88,6 +98,7 @@ func bindWorld(t *testing.T) (*world, *fakeNet, [numTestGateways]*Bind) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		w.down[g], w.relayed[g] = map[GatewayID]bool{}, map[GatewayID]uint64{}
 		binds[g] = NewBind(&fakeBind{net, addr(g)}, keyTable{w, g}, r, 1420)
 		r.SetPlan(w.plan, g)
 		w.relay[g] = r

@@ -100,6 +100,10 @@ type world struct {
 	relay [numTestGateways]*Relay
 	// e2e are E1's and E2's keypairs of their end-to-end session.
 	e2e [2]*bhcrypto.Keypair
+	// With Binds (bindWorld): the gateways each gateway sees down, and
+	// the relay messages it sent through each hub gateway.
+	down    [numTestGateways]map[GatewayID]bool
+	relayed [numTestGateways]map[GatewayID]uint64
 }
 
 func addr(gw GatewayID) netip.AddrPort {

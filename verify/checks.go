@@ -178,6 +178,11 @@ func (v *run) remoteGateway(ctx context.Context, s config.Site, g config.Gateway
 	if known && !p.LastHandshake.IsZero() {
 		hs = "handshake " + since(p.LastHandshake) + " ago"
 	}
+	if known && p.Path != "" {
+		// The path the tunnel takes to the gateway: direct, or
+		// through which hub gateways (sites behind NAT).
+		hs += ", " + p.PathText()
+	}
 	if !g.Address.IsValid() {
 		chk.Result, chk.Figure = Skip, hs
 		chk.Detail = "no address listed for this gateway: nothing to ping through the tunnel"
