@@ -213,11 +213,29 @@ func TestPeerStates(t *testing.T) {
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("PeerStates = %+v, want %+v", got, want)
 	}
-	// A field added to router.PeerStats must be carried over here too.
-	if a, b := reflect.TypeFor[router.PeerStats]().NumField(), reflect.TypeFor[PeerState]().NumField(); a != b {
+	// A field added to router.PeerStats must be carried over here too
+	// (PeerState adds Path and Via, which the daemon sets).
+	if a, b := reflect.TypeFor[router.PeerStats]().NumField(), reflect.TypeFor[PeerState]().NumField()-2; a != b {
 		t.Errorf("router.PeerStats has %d fields, PeerState %d: update PeerStates", a, b)
 	}
 	if got := PeerStates(nil); got == nil || len(got) != 0 {
 		t.Errorf("PeerStates(nil) = %#v, want empty non-nil", got)
+	}
+}
+
+func TestPathText(t *testing.T) {
+	for _, tc := range []struct {
+		p    PeerState
+		want string
+	}{
+		{PeerState{Path: PathDirect}, "direct"},
+		{PeerState{Path: PathHub, Via: []string{"a/gw-a1"}}, "via hub a/gw-a1"},
+		{PeerState{Path: PathHub, Via: []string{"a/gw-a1", "b/gw-b1"}}, "via hub a/gw-a1, b/gw-b1"},
+		{PeerState{Path: PathHub}, "via hub (no session)"},
+		{PeerState{}, "-"},
+	} {
+		if got := tc.p.PathText(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.p, got, tc.want)
+		}
 	}
 }

@@ -144,7 +144,10 @@
 // by the same rendezvous hash on the flow as the site's gateways, among
 // the hub gateways that are up, over every gateway of every hub site the
 // spoke uses; a hub gateway going down moves its flows within the probe
-// bound (≤ 1 s) like any gateway.
+// bound (≤ 1 s) like any gateway. The router hands the flow hash of each
+// sealed datagram down (router.FlowSender), and counts what goes through
+// a hub gateway as traffic toward it, so it is probed at the active pace
+// while it relays (spread.go).
 //
 // # What is in this package
 //

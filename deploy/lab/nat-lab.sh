@@ -13,8 +13,11 @@
 #   e1-node ── e1-gw ── e1-nat ─────┤      203.0.113.0/24 (the Internet)
 #   pod 10.41.1.10  192.168.1.2  203.0.113.11 (masquerade)
 #                                   │
-#   e2-node ── e2-gw ── e2-nat ─────┘
+#   e2-node ── e2-gw ── e2-nat ─────┤
 #   pod 10.42.1.10  192.168.2.2  203.0.113.12 (masquerade)
+#                                   │
+#   (HUBS=2)       a2-gw ───────────┘
+#                  203.0.113.2, on site A's LAN beside a-gw
 #
 # Site A's gateway has a public endpoint. The edge gateways have none:
 # each sits behind its own NAT router, which masquerades what leaves
@@ -22,6 +25,11 @@
 # leave (nftables, policy drop), so no inbound port is open. The catalog
 # lists the edge sites without endpoints and without `via`: site A is
 # their hub by default.
+#
+# HUBS=2 adds a second gateway to site A, the hub: gw-a2 at 203.0.113.2,
+# with gw-a on a LAN bridge (PREFIX-a-lan) to node A, whose routes then
+# spread over both (ECMP, as `bridgehead routes` prints them). The edge
+# sites relay through both; a relayed flow takes one by its hash.
 #
 # NAT_E1, NAT_E2: "masquerade" (default; Linux keeps the source port and
 # reuses the mapping for every destination, an endpoint-independent
@@ -38,6 +46,7 @@ TUN_MTU=${TUN_MTU:-1380}
 NAT_E1=${NAT_E1:-masquerade}
 NAT_E2=${NAT_E2:-masquerade}
 START=${START:-1}
+HUBS=${HUBS:-1}
 # RUN_ARGS: extra flags for `bridgehead run`.
 RUN_ARGS=${RUN_ARGS:-}
 
@@ -45,6 +54,10 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
 
 SITES="a e1 e2"
+[ "$HUBS" = 1 ] || [ "$HUBS" = 2 ] || { echo "HUBS: want 1 or 2, not $HUBS" >&2; exit 2; }
+# GATEWAYS: one config, key, socket and log each (a2 is site A's second).
+GATEWAYS=$SITES
+[ "$HUBS" = 1 ] || GATEWAYS="a a2 e1 e2"
 
 up() {
 	local dir=$1 p=${2:-bhnat}
@@ -55,7 +68,9 @@ up() {
 	: >"$dir/pids"
 
 	say "creating namespaces ($p-*)"
-	for ns in wan a-gw a-node e1-nat e1-gw e1-node e2-nat e2-gw e2-node; do
+	local extra=
+	[ "$HUBS" = 1 ] || extra="a2-gw a-lan"
+	for ns in wan a-gw a-node e1-nat e1-gw e1-node e2-nat e2-gw e2-node $extra; do
 		run ip netns add "$p-$ns"
 		echo "$p-$ns" >>"$dir/namespaces"
 		ip -n "$p-$ns" link set lo up
@@ -66,13 +81,16 @@ up() {
 	ip -n "$p-wan" link add br0 type bridge
 	ip -n "$p-wan" link set br0 up
 	local wanns
-	for pair in a:a-gw e1:e1-nat e2:e2-nat; do
+	local wans="a:a-gw e1:e1-nat e2:e2-nat"
+	[ "$HUBS" = 1 ] || wans="$wans a2:a2-gw"
+	for pair in $wans; do
 		wanns=${pair#*:}
 		run ip -n "$p-wan" link add "to-${pair%%:*}" type veth peer name wan netns "$p-$wanns"
 		ip -n "$p-wan" link set "to-${pair%%:*}" master br0 up
 		ip -n "$p-$wanns" link set wan up
 	done
 	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
+	[ "$HUBS" = 1 ] || ip -n "$p-a2-gw" addr add 203.0.113.2/24 dev wan
 	ip -n "$p-e1-nat" addr add 203.0.113.11/24 dev wan
 	ip -n "$p-e2-nat" addr add 203.0.113.12/24 dev wan
 
@@ -112,22 +130,44 @@ NFT
 	done
 
 	say "site LANs: node -- gateway"
-	lanside a-gw a-node 10.224.0 10.244.1.10
+	if [ "$HUBS" = 1 ]; then
+		lanside a-gw a-node 10.224.0 10.244.1.10
+	else
+		# Site A: both gateways and the node on a bridge.
+		ip -n "$p-a-lan" link add br0 type bridge
+		ip -n "$p-a-lan" link set br0 up
+		local port ns dev sw
+		for port in a-gw:lan:gw1 a2-gw:lan:gw2 a-node:eth0:node; do
+			IFS=: read -r ns dev sw <<<"$port"
+			ip -n "$p-$ns" link add "$dev" type veth peer name "$sw" netns "$p-a-lan"
+			ip -n "$p-a-lan" link set "$sw" master br0 up
+			ip -n "$p-$ns" link set "$dev" up
+		done
+		ip -n "$p-a-gw" addr add 10.224.0.4/16 dev lan
+		ip -n "$p-a2-gw" addr add 10.224.0.6/16 dev lan
+		ip -n "$p-a-node" addr add 10.224.0.5/16 dev eth0
+		ip -n "$p-a-node" addr add 10.244.1.10/32 dev lo
+	fi
 	lanside e1-gw e1-node 10.31.0 10.41.1.10
 	lanside e2-gw e2-node 10.32.0 10.42.1.10
 
 	say "generating keys"
 	local s
-	for s in $SITES; do
+	for s in $GATEWAYS; do
 		"$BRIDGEHEAD" genkey -o "$dir/$s.key"
 	done
 
 	say "writing configs"
+	local a2=
+	[ "$HUBS" = 1 ] || a2=$("$BRIDGEHEAD" pubkey <"$dir/a2.key")
 	catalog "$("$BRIDGEHEAD" pubkey <"$dir/a.key")" "$("$BRIDGEHEAD" pubkey <"$dir/e1.key")" \
-		"$("$BRIDGEHEAD" pubkey <"$dir/e2.key")" >"$dir/sites.yaml"
-	for s in $SITES; do
+		"$("$BRIDGEHEAD" pubkey <"$dir/e2.key")" "$a2" >"$dir/sites.yaml"
+	local site
+	for s in $GATEWAYS; do
+		site=$s
+		[ "$s" != a2 ] || site=a
 		{
-			echo "site: site-$s"
+			echo "site: site-$site"
 			echo "gateway: gw-${s}"
 			echo "privateKeyFile: $dir/$s.key"
 			echo "listen: 0.0.0.0:51820"
@@ -151,13 +191,14 @@ NFT
 
 	[ "$START" = 1 ] || return 0
 	say "starting gateways"
-	for s in $SITES; do
+	for s in $GATEWAYS; do
 		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
 		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
 		echo $! >>"$dir/pids"
+		echo $! >"$dir/$s.pid"
 		echo "    gw-$s pid $! (log $dir/$s.log)"
 	done
-	for s in $SITES; do
+	for s in $GATEWAYS; do
 		local ok=
 		for _ in $(seq 1 100); do
 			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
@@ -192,6 +233,9 @@ sites:
     podCIDRs: [10.244.0.0/16]
     gateways:
       - {name: gw-a, address: 10.224.0.4, endpoint: "203.0.113.1:51820", publicKey: "$1"}
+YAML
+	[ -z "$4" ] || echo "      - {name: gw-a2, address: 10.224.0.6, endpoint: \"203.0.113.2:51820\", publicKey: \"$4\"}"
+	cat <<YAML
     nodes:
       - {name: node-a1, address: 10.224.0.5, podCIDR: 10.244.1.0/24}
   - name: site-e1
