@@ -72,7 +72,8 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KeepLeaseOnStop leaves the Lease held when Run's context ends (the
 	// standby then waits for it to expire, as after a crash). By default
-	// it is released, so the standby takes over within RetryPeriod.
+	// it is released once the workers have stopped, so the standby takes
+	// over at its next try, within about one (jittered) RetryPeriod.
 	KeepLeaseOnStop bool
 
 	// ReleaseGrace is how long a deleted node's blocks stay out of the pool.
@@ -307,6 +308,33 @@ func (c *Controller) Run(ctx context.Context) error {
 		started, closed bool
 	)
 	led := make(chan struct{})
+	// stopLead waits until no lead runs and none can start.
+	stopLead := func() {
+		startMu.Lock()
+		closed = true
+		wait := started
+		startMu.Unlock()
+		if wait {
+			<-led
+		}
+	}
+	// The elector runs on electCtx, which ends only after ctx has ended
+	// AND the lead's workers have stopped: with ReleaseOnCancel the
+	// elector gives the Lease up as soon as its context ends, and a
+	// standby that took over while a worker still wrote could hand out a
+	// block this leader was patching onto a Node.
+	electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElect()
+	var stopWG sync.WaitGroup
+	defer stopWG.Wait()
+	stopWG.Go(func() {
+		select {
+		case <-ctx.Done():
+			stopLead()
+			cancelElect()
+		case <-electCtx.Done():
+		}
+	})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            LeaseName,
@@ -324,6 +352,10 @@ func (c *Controller) Run(ctx context.Context) error {
 				started = true
 				startMu.Unlock()
 				defer close(led)
+				// The lead ends with the lease (lctx) or the stop (ctx).
+				lctx, cancel := context.WithCancel(lctx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
 				leadErr = c.lead(lctx)
 			},
 			OnStoppedLeading: func() { c.log.Info("leadership ended", "identity", c.opts.Identity) },
@@ -338,14 +370,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.log.Info("competing for the lease", "lease", c.opts.Namespace+"/"+LeaseName, "identity", c.opts.Identity)
-	le.Run(ctx) // its own context for the lead ends when it returns
-	startMu.Lock()
-	closed = true
-	wait := started
-	startMu.Unlock()
-	if wait {
-		<-led
-	}
+	le.Run(electCtx) // its own context for the lead ends when it returns
+	stopLead()
+	cancelElect()
 	if leadErr != nil {
 		return leadErr
 	}
@@ -402,15 +429,41 @@ func (c *Controller) lead(ctx context.Context) error {
 	return nil
 }
 
-// work runs reconciles from q until it shuts down.
+// drainTimeout is how long a reconcile in flight when the lead ends may
+// go on with its API calls: at most 5 s, and no longer than a standby
+// surely waits before it may take a Lease this replica failed to renew.
+// The lead ends RenewDeadline after the last renewal; a standby may act
+// LeaseDuration after it, less up to 1 s, because client-go compares the
+// Lease records at the JSON precision of their times (seconds) and so
+// misses renewals within one second. Hence LeaseDuration - RenewDeadline
+// - 1 s (4 s with the defaults 15 s and 10 s).
+func (c *Controller) drainTimeout() time.Duration {
+	d := 5 * time.Second
+	if c.opts.LeaderElect {
+		d = max(0, min(d, c.opts.LeaseDuration-c.opts.RenewDeadline-time.Second))
+	}
+	return d
+}
+
+// work runs reconciles from q until it shuts down. When ctx ends, the
+// reconcile in flight finishes its API calls (for up to drainTimeout)
+// rather than abandoning them: a request the client gave up on may still
+// be applied by the server, after the Lease was released.
 func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], kind string, reconcile func(context.Context, string) error) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(c.drainTimeout(), cancel) })()
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
 			return
 		}
+		if ctx.Err() != nil { // stopping: start nothing new
+			q.Done(key)
+			continue
+		}
 		start := time.Now()
-		err := reconcile(ctx, key)
+		err := reconcile(rctx, key)
 		c.metrics.reconcileDur.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 		if err != nil {
 			c.metrics.reconciles.WithLabelValues(kind, "error").Inc()

@@ -15,6 +15,27 @@
 // leads at most once: when it loses the lease, Run returns and the
 // process exits (the Deployment restarts it as a standby).
 //
+// # Handing over
+//
+//   - Stop (SIGTERM: kubectl delete pod, a rolling update): the workers
+//     start nothing new, the reconciles in flight finish their API calls
+//     (a request the client abandons may still be applied by the server),
+//     and only then is the Lease released (client-go's ReleaseOnCancel
+//     would release it while the workers still ran). The standby takes it
+//     at its next try: client-go waits RetryPeriod to 2.2 RetryPeriod
+//     between tries (TestKubeTakeover: 0.48-0.57 s with a 0.5 s retry).
+//   - Crash (SIGKILL, a node lost): the standby takes the Lease when it has
+//     seen no renewal for LeaseDuration, dated by its own clock when its
+//     poll saw the record change. client-go compares records at the JSON
+//     precision of their times (seconds), so renewals within one second
+//     look alike: measured from the renewTime in the Lease, the takeover
+//     comes between LeaseDuration - 1 s and LeaseDuration + about two
+//     jittered retry periods (TestKubeTakeover: 5.3-5.5 s with 4 s and
+//     0.5 s). A leader that cannot renew stops at RenewDeadline and lets a
+//     reconcile in flight finish for at most LeaseDuration -
+//     RenewDeadline - 1 s, so it has stopped writing before a standby may
+//     act.
+//
 // # Allocation state
 //
 // The ipam.Allocator holds which node has which block. On becoming leader,

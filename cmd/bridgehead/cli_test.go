@@ -109,6 +109,8 @@ func TestCLIGolden(t *testing.T) {
 			first: `bridgehead help: unknown command "nosuch" (commands: run, check, catalog, routes, node, status, verify, controller, genkey, pubkey, version, help)`},
 		{name: "controller lease timings", args: []string{"controller", "--kubeconfig", cfg, "--retry-period", "20s"}, code: 2,
 			first: "bridgehead controller: want --retry-period < --renew-deadline < --lease-duration, got 20s, 10s, 15s"},
+		{name: "controller lease in part seconds", args: []string{"controller", "--kubeconfig", cfg, "--lease-duration", "15500ms"}, code: 2,
+			first: "bridgehead controller: --lease-duration 15.5s: want whole seconds (the Lease records seconds)"},
 		{name: "controller bad kubeconfig", args: []string{"controller", "--kubeconfig", filepath.Join(dir, "none.kubeconfig"), "--metrics-listen", ""}, code: 1,
 			first: "bridgehead controller: --kubeconfig " + filepath.Join(dir, "none.kubeconfig") + ": stat " + filepath.Join(dir, "none.kubeconfig") + ": no such file or directory"},
 		{name: "routes unknown site", args: []string{"routes", "--config", cfg, "--site", "nosuch"}, code: 1,

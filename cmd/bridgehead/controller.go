@@ -44,9 +44,15 @@ func setupController(fs *flag.FlagSet) action {
 	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease and the catalog ConfigMaps (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9643", "`ADDR` serving /metrics, /healthz and /readyz (empty: none)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "compete for the Lease; run one replica only with false")
-	fs.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before taking over (`DURATION`)")
-	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader gives up leading when it cannot renew for this `DURATION`")
-	fs.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "interval of lease renewals and acquisition tries (`DURATION`)")
+	// Leader election: the timings of kube-controller-manager and
+	// kube-scheduler (and controller-runtime), which operators already
+	// know. A leader stopped by SIGTERM releases the Lease once its
+	// workers have stopped, and the standby takes it at its next try (2 to
+	// 4.4 s); after a crash the standby waits the lease duration from the
+	// last renewal it saw (see controller/doc.go).
+	fs.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "after a leader's crash, how long a standby waits from the last renewal it saw before taking over (`DURATION`, whole seconds)")
+	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader stops leading when it cannot renew for this `DURATION`; keep it at least 2 s below --lease-duration")
+	fs.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "interval of lease renewals and of a standby's tries (`DURATION`; client-go jitters the tries up to 2.2 times it)")
 	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
 	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, so no catalog object is written more often (`DURATION`)")
 	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
@@ -62,6 +68,10 @@ func setupController(fs *flag.FlagSet) action {
 		}
 		if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
 			return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
+		}
+		if f.leaderElect && f.leaseDuration%time.Second != 0 {
+			// The Lease records whole seconds: 4.5s would be 4s to the standby.
+			return usageError{fmt.Errorf("--lease-duration %s: want whole seconds (the Lease records seconds)", f.leaseDuration)}
 		}
 		ctx, stop := signalContext()
 		defer stop()
