@@ -26,6 +26,15 @@
 // file. When the API server is back the informers relist and the next
 // evaluation writes whatever changed meanwhile.
 //
+// The reflector retries a refused watch without telling the informer's
+// watch error handler, so the follower also watches its informers'
+// requests (conn.go, in their ListerWatcher): each failed list or watch
+// is counted by reason (bridgehead_follow_watch_errors_total),
+// bridgehead_follow_connected says whether both informers reach the API
+// server and bridgehead_follow_last_sync_timestamp_seconds when it last
+// answered. The log has one line when they stop reaching it and one
+// when they are back, never one per retry.
+//
 // The file is the gateway's source of truth: an operator can read it,
 // `bridgehead check` it, and, with the follower stopped, edit it.
 package follow

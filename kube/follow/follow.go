@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -87,9 +86,11 @@ type Follower struct {
 	log  *slog.Logger
 	kick chan struct{}
 
-	base, slices             cache.SharedIndexInformer
-	baseLister, sliceLister  listers.ConfigMapNamespaceLister
-	factoryBase, factorySlic informers.SharedInformerFactory
+	base, slices            cache.SharedIndexInformer
+	baseLister, sliceLister listers.ConfigMapNamespaceLister
+	// conn counts the informers' list/watch errors and says whether
+	// they reach the API server (conn.go).
+	conn *conn
 
 	// written is closed once the file holds a catalog the follower
 	// accepted (written now, or found there already).
@@ -106,22 +107,12 @@ type Follower struct {
 	grace  <-chan time.Time
 
 	m metrics
-
-	// watch errors: the reflectors' goroutines report, rate-limited.
-	watchMu      sync.Mutex
-	watchErrs    int
-	watchLogged  time.Time
-	watchFailing bool
 }
 
 // incompleteGrace is how long a publication may stay incomplete before
 // the follower says so: the base and the slices come through two
 // watches, so a reader often sees a new base a moment before its slice.
 const incompleteGrace = 10 * time.Second
-
-// watchLogEvery bounds the log lines of a failing watch: one when it
-// starts failing, then one summary at most this often.
-const watchLogEvery = time.Minute
 
 // New makes a Follower; Run starts it.
 func New(o Options) (*Follower, error) {
@@ -149,29 +140,29 @@ func New(o Options) (*Follower, error) {
 	}
 	f.m.state(StateWaiting)
 
-	f.factoryBase = informers.NewSharedInformerFactoryWithOptions(o.Client, 0,
-		informers.WithNamespace(o.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", catalog.BaseName).String()
-		}))
+	const baseSource, slicesSource = "base", "slices"
+	f.conn = newConn(f.log, o.Clock, &f.m, baseSource, slicesSource)
 	sel := labels.Set{catalog.CatalogLabel: catalog.KindNodes, catalog.SiteLabel: o.Site}.String()
-	f.factorySlic = informers.NewSharedInformerFactoryWithOptions(o.Client, 0,
-		informers.WithNamespace(o.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
-	bi := f.factoryBase.Core().V1().ConfigMaps()
-	si := f.factorySlic.Core().V1().ConfigMaps()
-	f.base, f.slices = bi.Informer(), si.Informer()
-	f.baseLister, f.sliceLister = bi.Lister().ConfigMaps(o.Namespace), si.Lister().ConfigMaps(o.Namespace)
+	f.base = newInformer(f.conn.listWatch(o.Client, o.Namespace, baseSource, func(lo *metav1.ListOptions) {
+		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", catalog.BaseName).String()
+	}))
+	f.slices = newInformer(f.conn.listWatch(o.Client, o.Namespace, slicesSource, func(lo *metav1.ListOptions) {
+		lo.LabelSelector = sel
+	}))
+	f.baseLister = listers.NewConfigMapLister(f.base.GetIndexer()).ConfigMaps(o.Namespace)
+	f.sliceLister = listers.NewConfigMapLister(f.slices.GetIndexer()).ConfigMaps(o.Namespace)
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { f.signal() },
 		UpdateFunc: func(any, any) { f.signal() },
 		DeleteFunc: func(any) { f.signal() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{f.base, f.slices} {
+	for src, inf := range map[string]cache.SharedIndexInformer{baseSource: f.base, slicesSource: f.slices} {
 		if _, err := inf.AddEventHandler(handler); err != nil {
 			return nil, fmt.Errorf("follow: %w", err)
 		}
-		if err := inf.SetWatchErrorHandler(f.watchError); err != nil {
+		if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *cache.Reflector, err error) {
+			f.conn.handlerError(ctx, src, err)
+		}); err != nil {
 			return nil, fmt.Errorf("follow: %w", err)
 		}
 	}
@@ -196,19 +187,18 @@ func (f *Follower) Run(ctx context.Context) {
 	if data, err := os.ReadFile(f.o.Path); err == nil {
 		f.last = data
 	}
-	defer f.factoryBase.Shutdown()
-	defer f.factorySlic.Shutdown()
-	f.factoryBase.Start(ctx.Done())
-	f.factorySlic.Start(ctx.Done())
-	synced := make(chan struct{})
-	go func() {
-		defer close(synced)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, inf := range []cache.SharedIndexInformer{f.base, f.slices} {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	wg.Go(func() {
 		if cache.WaitForCacheSync(ctx.Done(), f.base.HasSynced, f.slices.HasSynced) {
-			f.markWatchOK()
 			f.signal()
 		}
-	}()
-	defer func() { <-synced }()
+	})
 	for {
 		select {
 		case <-ctx.Done():
@@ -353,33 +343,6 @@ func (f *Follower) setState(s State, msg string) {
 		f.grace = nil
 		f.log.Error("published catalog not taken; keeping the catalog file", "state", string(s), "err", msg)
 	}
-}
-
-// watchError is the informers' watch error handler (called on the
-// reflectors' goroutines): counted, and logged when failing starts and
-// then at most every watchLogEvery.
-func (f *Follower) watchError(_ *cache.Reflector, err error) {
-	f.m.watchErrors.Inc()
-	now := f.o.Clock.Now()
-	f.watchMu.Lock()
-	defer f.watchMu.Unlock()
-	f.watchErrs++
-	if f.watchFailing && now.Sub(f.watchLogged) < watchLogEvery {
-		return
-	}
-	f.log.Warn("catalog watch failing; the gateway keeps its catalog file and retries",
-		"errors", f.watchErrs, "err", err)
-	f.watchFailing, f.watchLogged, f.watchErrs = true, now, 0
-}
-
-// markWatchOK notes that the informers listed again after failing.
-func (f *Follower) markWatchOK() {
-	f.watchMu.Lock()
-	defer f.watchMu.Unlock()
-	if f.watchFailing {
-		f.log.Info("catalog watch working again")
-	}
-	f.watchFailing, f.watchErrs = false, 0
 }
 
 // maxLoggedProblems bounds the problems of a refused catalog in its log

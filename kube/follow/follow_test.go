@@ -3,12 +3,14 @@ package follow
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,14 +114,33 @@ type followerRun struct {
 	f       *Follower
 	reg     *prometheus.Registry
 	changed atomic.Int64
+	logs    syncBuffer // the follower's log, also on stderr
 	stop    func()
+}
+
+// syncBuffer is a log sink safe for the follower's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func startFollower(t *testing.T, cs kubernetes.Interface, path string, validate func([]byte) error) *followerRun {
 	t.Helper()
 	fr := &followerRun{reg: prometheus.NewRegistry()}
 	f, err := New(Options{Client: cs, Namespace: ns, Site: "a", Gateway: "gw-a1", Path: path, Validate: validate,
-		Changed: func() { fr.changed.Add(1) }, Log: slog.New(slog.NewTextHandler(os.Stderr, nil)), Registry: fr.reg})
+		Changed: func() { fr.changed.Add(1) }, Log: slog.New(slog.NewTextHandler(io.MultiWriter(os.Stderr, &fr.logs), nil)), Registry: fr.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,8 +318,10 @@ func TestFollow(t *testing.T) {
 }
 
 // TestFollowAPIServerGone: with the API server stopped the file stays
-// as it is (watch errors counted); started again, the follower resyncs
-// without a restart and writes what changed.
+// as it is, the refused connections are counted by reason, the connected
+// gauge drops and one line says so, however many retries; started
+// again, the follower resyncs without a restart, writes what changed,
+// the gauge and the last-sync time move, and one line says it is back.
 func TestFollowAPIServerGone(t *testing.T) {
 	env := kubetest.Start(t)
 	cs := env.Clientset(t)
@@ -310,27 +333,43 @@ func TestFollowAPIServerGone(t *testing.T) {
 	fr := startFollower(t, cs, path, validate)
 	publish(t, cs, labSites(3, "10.102.0.0/16"))
 	waitFor(t, "first write", 20*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 3 })
+	connected := func() float64 { return testutil.ToFloat64(fr.f.m.connected) }
+	refused := func() float64 { return testutil.ToFloat64(fr.f.m.watchErrors.WithLabelValues(reasonRefused)) }
+	lastSync := func() float64 { return testutil.ToFloat64(fr.f.m.lastSync) }
+	waitFor(t, "connected", 10*time.Second, func() bool { return connected() == 1 })
 	before, _ := os.ReadFile(path)
 
 	if err := env.StopAPIServer(); err != nil {
 		t.Logf("%v (gone either way)", err)
 	}
-	// client-go's reflector retries a refused connection without
-	// reporting it (bridgehead_follow_watch_errors_total counts other
-	// failures): the file must simply stay.
-	time.Sleep(3 * time.Second)
+	stopped := time.Now()
+	waitFor(t, "the refused connections counted", 20*time.Second, func() bool { return refused() > 0 && connected() == 0 })
+	t.Logf("disconnected %v after the API server's stop returned", time.Since(stopped).Round(time.Millisecond))
+	// More retries (the reflectors back off from 0.8 s), no more lines.
+	waitFor(t, "retries", 20*time.Second, func() bool { return refused() >= 3 })
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Fatal("the file changed while the API server was away")
 	}
+	synced := lastSync()
 	if err := env.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	publish(t, cs, labSites(4, "10.102.0.0/16"))
 	waitFor(t, "the change after the API server came back", 60*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 4 })
-	t.Logf("written %v after the publication that followed the restart", time.Since(start).Round(time.Millisecond))
+	waitFor(t, "connected again", 60*time.Second, func() bool { return connected() == 1 })
+	t.Logf("written and connected %v after the publication that followed the restart; %v refused connections counted",
+		time.Since(start).Round(time.Millisecond), refused())
+	if lastSync() <= synced {
+		t.Errorf("last sync %v did not move (was %v)", lastSync(), synced)
+	}
 	if got := testutil.ToFloat64(fr.f.m.writes); got != 2 {
 		t.Errorf("%v writes, want 2 (one before the stop, one after)", got)
+	}
+	logs := fr.logs.String()
+	const downLine, upLine = "catalog watch cannot reach the API server", "catalog watch reaches the API server again"
+	if down, up := strings.Count(logs, downLine), strings.Count(logs, upLine); down != 1 || up != 1 {
+		t.Errorf("%d disconnected and %d reconnected lines over %v refused connections, want one each:\n%s", down, up, refused(), logs)
 	}
 }
 

@@ -11,7 +11,9 @@ type metrics struct {
 	evaluations prometheus.Counter
 	writes      prometheus.Counter
 	refused     *prometheus.CounterVec
-	watchErrors prometheus.Counter
+	watchErrors *prometheus.CounterVec
+	connected   prometheus.Gauge
+	lastSync    prometheus.Gauge
 	lastWrite   prometheus.Gauge
 	states      *prometheus.GaugeVec
 }
@@ -29,10 +31,21 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		Name: "bridgehead_follow_refused_total",
 		Help: "Published catalogs not written, by state: incomplete (publication in progress), malformed, refused (failed the gateway's checks), write-failed.",
 	}, []string{"state"})
-	m.watchErrors = prometheus.NewCounter(prometheus.CounterOpts{
+	m.watchErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "bridgehead_follow_watch_errors_total",
-		Help: "Errors of the catalog's list/watch (API server unreachable, forbidden, ...); the informers retry.",
+		Help: "Failed list/watch requests of the catalog's informers, by reason: connection-refused, connection-lost, timeout, unauthorized, forbidden, expired (410, the informer relists), too-many-requests, server-error, other. The informers retry with backoff.",
+	}, []string{"reason"})
+	m.connected = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bridgehead_follow_connected",
+		Help: "1 while the catalog's informers reach the API server (each one's last list or watch succeeded), 0 while one fails or before the first success.",
 	})
+	m.lastSync = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bridgehead_follow_last_sync_timestamp_seconds",
+		Help: "When the API server last answered the catalog's informers: a list, a watch open for a second, a watch event (0: not since start). A healthy follower stamps it at least at every watch restart (client-go: every 5-10 min).",
+	})
+	for _, r := range allReasons {
+		m.watchErrors.WithLabelValues(r)
+	}
 	m.lastWrite = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "bridgehead_follow_last_write_timestamp_seconds",
 		Help: "When the follower last wrote the catalog file (0: not since start).",
@@ -42,7 +55,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		Help: "1 for the follower's current state: waiting, current, incomplete, malformed, refused, write-failed.",
 	}, []string{"state"})
 	var errs []error
-	for _, c := range []prometheus.Collector{m.evaluations, m.writes, m.refused, m.watchErrors, m.lastWrite, m.states} {
+	for _, c := range []prometheus.Collector{m.evaluations, m.writes, m.refused, m.watchErrors, m.connected, m.lastSync, m.lastWrite, m.states} {
 		errs = append(errs, reg.Register(c))
 	}
 	return errors.Join(errs...)
