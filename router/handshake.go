@@ -257,6 +257,7 @@ func (h *handshaker) handleInitiation(msg []byte, from netip.AddrPort, now time.
 		h.r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed since we looked it up
 		return
 	}
+	p.hs.reached = true
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastReceive.Store(h.r.mono.ns(now))
@@ -303,6 +304,7 @@ func (h *handshaker) handleResponse(msg []byte, from netip.AddrPort, now time.Ti
 		h.r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed by a reload
 		return
 	}
+	p.hs.reached = true
 	ep := from
 	p.endpoint.Store(&ep)
 	p.lastHandshake.Store(h.r.mono.ns(now))

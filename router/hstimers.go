@@ -79,8 +79,12 @@ func (h *handshaker) liveness(p *Peer, now time.Time) {
 		// Both ends set sessions up proactively; the end with the
 		// lower key goes first, so a pair does not run two handshakes
 		// at once (and a restart storm costs half the DH). The other
-		// end steps in if nothing came for RekeyTimeout.
-		if p.hs.pending == nil && (h.leads(p) || now.Sub(p.hs.noSession) >= RekeyTimeout) {
+		// end steps in if nothing came for RekeyTimeout, or at once
+		// while it has never reached the peer: the leader's first
+		// initiation may have gone out before this gateway listened
+		// (both starting together), and would be retried only after
+		// RekeyTimeout.
+		if p.hs.pending == nil && (h.leads(p) || !p.hs.reached || now.Sub(p.hs.noSession) >= RekeyTimeout) {
 			h.initiate(p, now, false)
 		}
 	default:

@@ -129,6 +129,9 @@ type peerHandshake struct {
 	// noSession is since when the peer has had no usable session (zero
 	// while it has one), for the proactive handshake's tie-break.
 	noSession time.Time
+	// reached: a handshake with the peer completed (either way) since
+	// this Router started. Until then the tie-break does not apply.
+	reached bool
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {

@@ -1,0 +1,68 @@
+package router
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// TestFollowerStartsAfterLostInitiation: two gateways started together.
+// The one with the lower key (which goes first) starts before the other
+// listens, so its initiation is lost. The other must not wait RekeyTimeout
+// for the leader's retransmission: it has never reached the leader, so it
+// initiates at once and the pair has a session right after it starts.
+// (Seen in CI: a ping right after the lab came up waited 5 s.)
+func TestFollowerStartsAfterLostInitiation(t *testing.T) {
+	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420)}
+	b := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420)}
+	if bytes.Compare(a.id.Public[:], b.id.Public[:]) > 0 {
+		a.id, b.id = b.id, a.id
+	}
+	var err error
+	if a.bind, err = udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	// B's port, with nothing listening on it while A starts.
+	probe, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epB := probe.LocalAddr()
+	probe.Close()
+
+	a.start(t, twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), epB))
+	pa := a.r.state.Load().peers[b.id.Public]
+	for pa.hsInitiated.Load() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the initiation is gone (port unreachable)
+
+	if b.bind, err = udp.Listen(epB, udp.Options{}); err != nil {
+		t.Fatalf("reopening B's port: %v", err)
+	}
+	start := time.Now()
+	b.start(t, twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), epB))
+	for {
+		if _, _, ok := a.r.CurrentSession(b.id.Public); ok {
+			break
+		}
+		if time.Since(start) >= RekeyTimeout {
+			t.Fatalf("no session %v after B started: B waited for A's retransmission", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("session %v after B started", time.Since(start).Round(time.Millisecond))
+	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("right after start"))); err != nil {
+		t.Fatal(err)
+	}
+	b.expectPacket(t)
+	if err := b.tun.Inject(udpPacket(t, podB, podA, []byte("and back"))); err != nil {
+		t.Fatal(err)
+	}
+	a.expectPacket(t)
+}
