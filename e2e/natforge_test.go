@@ -236,4 +236,3 @@ func ipv4UDP(src, dst netip.Addr, port uint16, payload []byte) []byte {
 	copy(b[28:], payload)
 	return b
 }
-
