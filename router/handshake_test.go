@@ -8,7 +8,6 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/tun"
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // silentPeer is a UDP socket standing in for a gateway that never answers.
@@ -47,10 +46,7 @@ func TestHandshakeRetransmitAndGiveUp(t *testing.T) {
 	peer := newSilentPeer(t)
 	idB := newIdentity(t, bhcrypto.AESGCM)
 	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420), clock: clock}
-	bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bind := listenLoopback(t)
 	a.bind = bind
 	a.start(t, twoSiteConfig("site-a", a.id.Public, idB.Public, bind.LocalAddr(), peer.addr()))
 

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"log/slog"
@@ -113,19 +114,43 @@ func twoSiteConfig(local string, keyA, keyB bhcrypto.PublicKey, epA, epB netip.A
 	}}
 }
 
+// listenLoopback opens a UDP socket on a free loopback port.
+func listenLoopback(t *testing.T) *udp.LinuxBind {
+	t.Helper()
+	bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bind
+}
+
+// newGateways makes one gateway per TUN name, each with a fresh identity,
+// a channel TUN and its own loopback socket; none is started. clock may
+// be nil.
+func newGateways(t *testing.T, cipher bhcrypto.CipherKind, clock Clock, names ...string) []*gateway {
+	t.Helper()
+	gws := make([]*gateway, len(names))
+	for i, name := range names {
+		gws[i] = &gateway{id: newIdentity(t, cipher), tun: tun.NewChannel(name, 1420), clock: clock, bind: listenLoopback(t)}
+	}
+	return gws
+}
+
+// leaderFirst swaps the identities of a and b, if needed, so that a has
+// the lower public key: the end that goes first in the proactive
+// handshake's tie-break (handshaker.leads).
+func leaderFirst(a, b *gateway) {
+	if bytes.Compare(a.id.Public[:], b.id.Public[:]) > 0 {
+		a.id, b.id = b.id, a.id
+	}
+}
+
 // newLoopbackPair starts two routers on channel TUNs and real loopback UDP
 // sockets, configured as site-a and site-b. clock may be nil.
 func newLoopbackPair(t *testing.T, cipher bhcrypto.CipherKind, clock Clock) (a, b *gateway) {
 	t.Helper()
-	a = &gateway{id: newIdentity(t, cipher), tun: tun.NewChannel("bh-a", 1420), clock: clock}
-	b = &gateway{id: newIdentity(t, cipher), tun: tun.NewChannel("bh-b", 1420), clock: clock}
-	for _, g := range []*gateway{a, b} {
-		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind = bind
-	}
+	gws := newGateways(t, cipher, clock, "bh-a", "bh-b")
+	a, b = gws[0], gws[1]
 	cfgA := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
 	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
 	a.start(t, cfgA)

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -53,16 +52,7 @@ func (f *filterBind) Send(bufs [][]byte, ep netip.AddrPort) error {
 // filterBind, every gateway up at A, and B1 and B2 each carrying flows.
 func newFilteredGateways(t *testing.T, clock *fakeClock) (fa *filterBind, a, b1, b2 *gateway) {
 	t.Helper()
-	gws := make([]*gateway, 3)
-	for i, name := range []string{"bh-a", "bh-b1", "bh-b2"} {
-		g := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel(name, 1420), clock: clock}
-		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind = bind
-		gws[i] = g
-	}
+	gws := newGateways(t, bhcrypto.AESGCM, clock, "bh-a", "bh-b1", "bh-b2")
 	a, b1, b2 = gws[0], gws[1], gws[2]
 	fa = &filterBind{Bind: a.bind}
 	a.bind = fa

@@ -3,7 +3,6 @@ package router
 import (
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -17,16 +16,7 @@ import (
 // same catalog. clock may be nil.
 func newMultiGateway(t *testing.T, clock Clock) (a, b1, b2 *gateway, cfg func(local string) *Config) {
 	t.Helper()
-	gws := make([]*gateway, 3)
-	for i, name := range []string{"bh-a", "bh-b1", "bh-b2"} {
-		g := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel(name, 1420), clock: clock}
-		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind = bind
-		gws[i] = g
-	}
+	gws := newGateways(t, bhcrypto.AESGCM, clock, "bh-a", "bh-b1", "bh-b2")
 	a, b1, b2 = gws[0], gws[1], gws[2]
 	cfg = func(local string) *Config {
 		return &Config{LocalSite: local, Sites: []SiteConfig{

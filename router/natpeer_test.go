@@ -1,34 +1,22 @@
 package router
 
 import (
-	"bytes"
 	"net/netip"
 	"testing"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/tun"
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // TestPeerBehindNAT: a gateway without endpoint is not initiated to (no
 // failed sends, no unreachable warnings); its own handshake sets the
 // session up, and traffic flows both ways to where it came from.
 func TestPeerBehindNAT(t *testing.T) {
-	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420)}
-	b := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420)}
+	gws := newGateways(t, bhcrypto.AESGCM, nil, "bh-a", "bh-b")
+	a, b := gws[0], gws[1]
 	// A's key is the lower: by the key rule A would go first, toward
 	// nowhere, and B would wait RekeyTimeout before stepping in.
-	if bytes.Compare(a.id.Public[:], b.id.Public[:]) > 0 {
-		a.id, b.id = b.id, a.id
-	}
-	for _, g := range []*gateway{a, b} {
-		bind, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind = bind
-	}
+	leaderFirst(a, b)
 	// A knows no endpoint for B; B knows A's.
 	a.start(t, twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), netip.AddrPort{}))
 	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())

@@ -1,13 +1,10 @@
 package router
 
 import (
-	"bytes"
-	"net/netip"
 	"testing"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -18,22 +15,12 @@ import (
 // initiates at once and the pair has a session right after it starts.
 // (Seen in CI: a ping right after the lab came up waited 5 s.)
 func TestFollowerStartsAfterLostInitiation(t *testing.T) {
-	a := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-a", 1420)}
-	b := &gateway{id: newIdentity(t, bhcrypto.AESGCM), tun: tun.NewChannel("bh-b", 1420)}
-	if bytes.Compare(a.id.Public[:], b.id.Public[:]) > 0 {
-		a.id, b.id = b.id, a.id
-	}
-	var err error
-	if a.bind, err = udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	gws := newGateways(t, bhcrypto.AESGCM, nil, "bh-a", "bh-b")
+	a, b := gws[0], gws[1]
+	leaderFirst(a, b)
 	// B's port, with nothing listening on it while A starts.
-	probe, err := udp.Listen(netip.MustParseAddrPort("127.0.0.1:0"), udp.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	epB := probe.LocalAddr()
-	probe.Close()
+	epB := b.bind.LocalAddr()
+	b.bind.Close()
 
 	a.start(t, twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), epB))
 	pa := a.r.state.Load().peers[b.id.Public]
@@ -42,6 +29,7 @@ func TestFollowerStartsAfterLostInitiation(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // the initiation is gone (port unreachable)
 
+	var err error
 	if b.bind, err = udp.Listen(epB, udp.Options{}); err != nil {
 		t.Fatalf("reopening B's port: %v", err)
 	}
