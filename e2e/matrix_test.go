@@ -6,11 +6,11 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
-	"sync"
 
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/internal/tcptest"
 	"github.com/bridgehead/bridgehead/verify"
 )
 
@@ -33,23 +33,7 @@ func (l *lab) labAPIServer(ns, addr string) (*kubetest.Env, string) {
 		t.Fatal(err)
 	}
 	upstream := env.Config.Host[len("https://"):]
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				forward(c, upstream)
-			}()
-		}
-	}()
+	tcptest.Serve(t, ln, func(c net.Conn) { forward(c, upstream) })
 	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/clocktest"
+	"github.com/bridgehead/bridgehead/internal/tcptest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -45,26 +46,12 @@ func echoServer(t testing.TB, addr string) netip.AddrPort {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	tcptest.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c)
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, c)
+	})
 	return netip.MustParseAddrPort(ln.Addr().String())
 }
 
@@ -671,23 +658,9 @@ func sinkServer(t testing.TB, addr string) netip.AddrPort {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	tcptest.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(io.Discard, c)
+	})
 	return netip.MustParseAddrPort(ln.Addr().String())
 }
