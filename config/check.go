@@ -22,6 +22,9 @@ type CheckOptions struct {
 	// key file when set.
 	ReadFile func(name string) ([]byte, error)
 	Stat     func(name string) (fs.FileInfo, error)
+	// Overrides are applied to the file by CheckData and
+	// CheckWithCatalog, as LoadWith applies them.
+	Overrides Overrides
 }
 
 // Check validates the address plan of a Config returned by Load or Parse
@@ -701,6 +704,7 @@ func CheckWithCatalog(path string, data, catalog []byte, opts CheckOptions) (*Co
 }
 
 func (l loader) checkData(path string, data []byte, opts CheckOptions) (*Config, ErrorList, ErrorList) {
+	l.gateway = opts.Overrides.Gateway
 	c, decodeErrs := l.parseAll(path, data)
 	if c == nil {
 		return nil, decodeErrs, nil

@@ -11,6 +11,7 @@ import (
 
 const (
 	kubeFieldKubeconfig  = "kubernetes.kubeconfig"
+	kubeFieldInCluster   = "kubernetes.inCluster"
 	kubeFieldFollow      = "kubernetes.follow"
 	kubeFieldNamespace   = "kubernetes.namespace"
 	kubeFieldCatalogFile = "kubernetes.catalogFile"
@@ -38,6 +39,11 @@ type Kubernetes struct {
 	// Gateway's status, and read the catalog); a relative path is taken
 	// relative to the config file.
 	Kubeconfig string `yaml:"kubeconfig"`
+	// InCluster uses the pod's own ServiceAccount token and the API
+	// server the pod is given (KUBERNETES_SERVICE_HOST), for a gateway
+	// running in the cluster (deploy/kubernetes/gateway); instead of
+	// Kubeconfig.
+	InCluster bool `yaml:"inCluster"`
 	// Gateway is the Gateway object's name (default "<site>.<gateway>",
 	// how `catalog to-resources` names it).
 	Gateway string `yaml:"gateway"`
@@ -86,6 +92,11 @@ func (d *decoder) kubernetes(n *yaml.Node, path string, c *Config) {
 	var follow *bool
 	d.mapping(n, path, []field{
 		{"kubeconfig", d.str(&k.Kubeconfig)},
+		{"inCluster", func(n *yaml.Node, path string) {
+			var b *bool
+			d.boolPtr(&b)(n, path)
+			k.InCluster = b != nil && *b
+		}},
 		{"gateway", d.str(&k.Gateway)},
 		{"follow", d.boolPtr(&follow)},
 		{"namespace", d.str(&k.Namespace)},
@@ -122,8 +133,11 @@ func checkKubernetes(c *Config, r *reporter) {
 	if k == nil {
 		return
 	}
-	if k.Kubeconfig == "" {
-		r.errorf(kubeFieldKubeconfig, "is required when kubernetes is set: the gateway's own kubeconfig file")
+	switch {
+	case k.Kubeconfig == "" && !k.InCluster:
+		r.errorf(kubeFieldKubeconfig, "is required when kubernetes is set: the gateway's own kubeconfig file (or inCluster: true in a pod)")
+	case k.Kubeconfig != "" && k.InCluster:
+		r.errorf(kubeFieldInCluster, "is set with kubernetes.kubeconfig: use one credential, the kubeconfig or the pod's")
 	}
 	if !k.Follow {
 		if k.Namespace != "" {

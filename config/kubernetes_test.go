@@ -40,12 +40,64 @@ func TestKubernetesSection(t *testing.T) {
 	}
 }
 
+// TestKubernetesInCluster: inCluster replaces the kubeconfig (the pod's
+// own token); check does not look for a kubeconfig file then.
+func TestKubernetesInCluster(t *testing.T) {
+	c := mustParse(t, kubeAt("kubernetes:\n  inCluster: true"))
+	if !c.Kubernetes.InCluster || c.KubeconfigPath() != "" {
+		t.Errorf("inCluster %v, kubeconfig %q", c.Kubernetes.InCluster, c.KubeconfigPath())
+	}
+	readKey := func(string) ([]byte, error) { return nil, nil }
+	problems, _ := Check(c, CheckOptions{ReadFile: readKey})
+	for _, p := range problems {
+		if strings.HasPrefix(p.Field, "kubernetes") {
+			t.Errorf("in-cluster credential reported: %v", p)
+		}
+	}
+}
+
+// TestOverridesGateway: one file serves every gateway of a DaemonSet;
+// the override names this one, at load and at every check, and the
+// Gateway object's name follows it.
+func TestOverridesGateway(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gw.yaml")
+	text := "site: a\ngateway: somebody-else\nprivateKeyFile: a.key\nkubernetes: {kubeconfig: kc, follow: true}\n"
+	for name, data := range map[string]string{path: text, filepath.Join(dir, DefaultCatalogFile): ipCatalog} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, err := Load(path); err != nil || c.Gateway != "somebody-else" || c.LocalGateway() != nil {
+		t.Fatalf("without the override: %v, %+v", err, c)
+	}
+	over := Overrides{Gateway: "gw-a1"}
+	c, err := LoadWith(path, over)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Gateway != "gw-a1" || c.Kubernetes.Gateway != "a.gw-a1" || c.LocalGateway() == nil {
+		t.Errorf("gateway %q, Gateway object %q", c.Gateway, c.Kubernetes.Gateway)
+	}
+	if head, err := LoadHeadWith(path, over); err != nil || head.Gateway != "gw-a1" {
+		t.Errorf("LoadHeadWith: %v %v", head, err)
+	}
+	if _, problems, _ := CheckData(path, []byte(text), CheckOptions{SkipPrivateKey: true, Overrides: over}); len(problems) > 0 {
+		t.Errorf("CheckData with the override: %v", problems)
+	}
+	if _, problems, _ := CheckWithCatalog(path, []byte(text), []byte(ipCatalog), CheckOptions{SkipPrivateKey: true, Overrides: over}); len(problems) > 0 {
+		t.Errorf("CheckWithCatalog with the override: %v", problems)
+	}
+}
+
 func TestKubernetesErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, section string
 		want          []want
 	}{
 		{"no kubeconfig", "kubernetes:\n  gateway: a.b", []want{{19, "kubernetes.kubeconfig", "is required"}}},
+		{"kubeconfig and inCluster", "kubernetes:\n  kubeconfig: kc\n  inCluster: true", []want{{21, "kubernetes.inCluster", "use one credential"}}},
+		{"inCluster not a bool", "kubernetes:\n  inCluster: maybe", []want{{19, "kubernetes.kubeconfig", "is required"}, {20, "kubernetes.inCluster", "not true or false"}}},
 		{"unknown field", "kubernetes:\n  kubeconfig: kc\n  kubeConfig: kc",
 			[]want{{21, "kubernetes.kubeConfig", `did you mean "kubeconfig"`}}},
 		{"not a mapping", "kubernetes: yes", []want{{19, "kubernetes", "want a mapping"}, {19, "kubernetes.kubeconfig", "is required"}}},

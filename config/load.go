@@ -30,6 +30,28 @@ type loader struct {
 	catalog []byte
 	// head stops after decoding and defaults (LoadHead).
 	head bool
+	// gateway, when set, replaces the file's gateway (Overrides).
+	gateway string
+}
+
+// Overrides replace fields of the config file as it is loaded, the same
+// at start and at every reload: one file then serves every gateway of a
+// DaemonSet (`bridgehead run --gateway=$(NODE_NAME)`).
+type Overrides struct {
+	// Gateway replaces the file's gateway (this gateway's name in its
+	// site); the Gateway object's name defaults to <site>.<Gateway>.
+	Gateway string
+}
+
+// LoadWith is Load with o applied.
+func LoadWith(path string, o Overrides) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	l := defaultLoader()
+	l.gateway = o.Gateway
+	return l.parse(path, data)
 }
 
 func defaultLoader() loader {
@@ -50,12 +72,17 @@ func Load(path string) (*Config, error) {
 // checks of Parse. `bridgehead run` reads the kubernetes section this way
 // to fetch a catalog it does not have yet; everything else uses Load.
 func LoadHead(path string) (*Config, error) {
+	return LoadHeadWith(path, Overrides{})
+}
+
+// LoadHeadWith is LoadHead with o applied.
+func LoadHeadWith(path string, o Overrides) (*Config, error) {
 	data, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	l := defaultLoader()
-	l.head = true
+	l.head, l.gateway = true, o.Gateway
 	c, errs := l.parseAll(path, data)
 	if len(errs) > 0 {
 		return nil, errs
@@ -123,6 +150,9 @@ func (l loader) parseAll(path string, data []byte) (*Config, ErrorList) {
 	}
 	d.lines[""] = root.Line
 	d.config(root, c)
+	if l.gateway != "" {
+		c.Gateway = l.gateway
+	}
 	c.lines = d.lines
 
 	applyDefaults(c)

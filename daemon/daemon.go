@@ -40,6 +40,9 @@ type Options struct {
 	RekeyAfter time.Duration
 	// Lanes overrides the config's lanes (router.Lane) when positive.
 	Lanes int
+	// Overrides replace fields of the config file at start and at every
+	// reload (run --gateway: one file for a DaemonSet's gateways).
+	Overrides config.Overrides
 }
 
 // Run loads the config and runs the gateway until ctx is cancelled. It
@@ -54,16 +57,16 @@ func Run(ctx context.Context, o Options) error {
 	// there is no file of it yet; its writes reload like file changes.
 	reg := prometheus.NewRegistry()
 	followed := make(chan struct{}, 1)
-	stopFollow, err := startFollow(ctx, o.ConfigPath, reg, followed, log)
+	stopFollow, err := startFollow(ctx, o.ConfigPath, o.Overrides, reg, followed, log)
 	if err != nil {
 		return err
 	}
 	defer stopFollow()
-	cfg, err := config.Load(o.ConfigPath)
+	cfg, err := config.LoadWith(o.ConfigPath, o.Overrides)
 	if err != nil {
 		return err
 	}
-	problems, warnings := config.Check(cfg, config.CheckOptions{})
+	problems, warnings := config.Check(cfg, config.CheckOptions{Overrides: o.Overrides})
 	for _, w := range warnings {
 		log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
 	}
@@ -162,7 +165,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version), id: id, mtu: mtu,
-		version: o.Version, started: time.Now(), transit: hub, paths: tbind}
+		version: o.Version, started: time.Now(), transit: hub, paths: tbind,
+		checkOpts: config.CheckOptions{Overrides: o.Overrides}}
 	g.m.reg.MustRegister(newPathCollector(g.peerStates))
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"github.com/bridgehead/bridgehead/config"
@@ -27,21 +26,20 @@ const triggerFollow = "catalog from the API server"
 // starts from it at once, API server or not. Each write is signalled on
 // changed. It returns the function that stops the follower and waits
 // for it (a no-op without follow).
-func startFollow(ctx context.Context, path string, reg prometheus.Registerer, changed chan<- struct{}, log *slog.Logger) (stop func(), err error) {
-	head, err := config.LoadHead(path)
+func startFollow(ctx context.Context, path string, over config.Overrides, reg prometheus.Registerer, changed chan<- struct{}, log *slog.Logger) (stop func(), err error) {
+	head, err := config.LoadHeadWith(path, over)
 	if err != nil || !head.Follows() {
 		// Load reports a bad file in full.
 		return func() {}, nil
 	}
-	kc := head.KubeconfigPath()
-	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	rc, err := restConfig(head)
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubernetes.kubeconfig %s: %w", path, kc, err)
+		return nil, err
 	}
 	// No overall timeout: the informers' watches are long requests.
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubernetes.kubeconfig %s: %w", path, kc, err)
+		return nil, fmt.Errorf("%s: %s: %w", path, credential(head), err)
 	}
 	catalog := head.CatalogPath()
 	f, err := follow.New(follow.Options{
@@ -53,7 +51,7 @@ func startFollow(ctx context.Context, path string, reg prometheus.Registerer, ch
 			if err != nil {
 				return err
 			}
-			_, problems, _ := config.CheckWithCatalog(path, data, cat, config.CheckOptions{})
+			_, problems, _ := config.CheckWithCatalog(path, data, cat, config.CheckOptions{Overrides: over})
 			return problems.Err()
 		},
 		Changed: func() {

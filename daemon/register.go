@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/bridgehead/bridgehead/config"
@@ -27,16 +28,42 @@ func kubeClient(cfg *config.Config) (dynamic.Interface, error) {
 	if cfg.Kubernetes == nil {
 		return nil, nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.KubeconfigPath())
+	rc, err := restConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubernetes.kubeconfig %s: %w", cfg.Path, cfg.KubeconfigPath(), err)
+		return nil, err
 	}
 	rc.Timeout = registerTimeout
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: kubernetes.kubeconfig %s: %w", cfg.Path, cfg.KubeconfigPath(), err)
+		return nil, fmt.Errorf("%s: %s: %w", cfg.Path, credential(cfg), err)
 	}
 	return client, nil
+}
+
+// restConfig is the client config of the kubernetes section: the
+// kubeconfig file, or with inCluster the pod's ServiceAccount token
+// (client-go re-reads the projected token file as the kubelet rotates
+// it) and the API server the pod is given.
+func restConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubernetes.InCluster {
+		rc, err = rest.InClusterConfig()
+	} else {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.KubeconfigPath())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", cfg.Path, credential(cfg), err)
+	}
+	return rc, nil
+}
+
+// credential names the kubernetes section's credential in errors.
+func credential(cfg *config.Config) string {
+	if cfg.Kubernetes.InCluster {
+		return "kubernetes.inCluster"
+	}
+	return "kubernetes.kubeconfig " + cfg.KubeconfigPath()
 }
 
 // newPublisher makes the publisher of this gateway's Gateway status

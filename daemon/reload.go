@@ -286,7 +286,11 @@ func kubeString(c *config.Config) string {
 	if c.Kubernetes == nil {
 		return "off"
 	}
-	s := fmt.Sprintf("kubeconfig %s, gateway %s", c.KubeconfigPath(), c.Kubernetes.Gateway)
+	cred := "kubeconfig " + c.KubeconfigPath()
+	if c.Kubernetes.InCluster {
+		cred = "in-cluster"
+	}
+	s := fmt.Sprintf("%s, gateway %s", cred, c.Kubernetes.Gateway)
 	if c.Follows() {
 		s += fmt.Sprintf(", follow namespace %s into %s", c.Kubernetes.Namespace, c.CatalogPath())
 	}

@@ -131,7 +131,8 @@ func TestCLIGolden(t *testing.T) {
 			first: "bridgehead routes: config file " + filepath.Join(dir, "nope.yaml") + " does not exist"},
 		{name: "genkey over a key", args: []string{"genkey", "-o", key}, code: 1,
 			first: "bridgehead genkey: " + key + " already exists; not overwriting a private key (--force replaces it, and the old key is lost)"},
-		{name: "genkey --force alone", args: []string{"genkey", "--force"}, code: 2, first: "bridgehead genkey: --force only applies with -o FILE"},
+		{name: "genkey --force alone", args: []string{"genkey", "--force"}, code: 2, first: "bridgehead genkey: --force and --keep only apply with -o FILE"},
+		{name: "genkey --keep --force", args: []string{"genkey", "-o", key, "--keep", "--force"}, code: 2, first: "bridgehead genkey: --force and --keep contradict each other"},
 		{name: "pubkey garbage", args: []string{"pubkey"}, stdin: "not a key", code: 1,
 			first: "bridgehead pubkey: reading a private key from stdin: private key is not valid standard base64: illegal base64 data at input byte 3"},
 		{name: "run bad log level", args: []string{"run", "--log-level", "loud"}, code: 2,
@@ -241,6 +242,21 @@ func TestGenkeyFile(t *testing.T) {
 	}
 	if again, _ := os.ReadFile(key); !bytes.Equal(again, first) {
 		t.Fatal("refused overwrite changed the key")
+	}
+	// --keep: an existing key stays and the command succeeds (an init
+	// container's every start); a missing one is generated.
+	if code, _, stderr := runCLI(t, "", "genkey", "-o", key, "--keep"); code != 0 || !strings.Contains(stderr, "keeping it") {
+		t.Fatalf("--keep over a key: exit %d: %s", code, stderr)
+	}
+	if again, _ := os.ReadFile(key); !bytes.Equal(again, first) {
+		t.Fatal("--keep changed the key")
+	}
+	fresh := filepath.Join(t.TempDir(), "k", "gateway.key")
+	if code, _, stderr := runCLI(t, "", "genkey", "-o", fresh, "--keep"); code != 0 {
+		t.Fatalf("--keep without a key: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(fresh); len(b) == 0 {
+		t.Fatal("--keep without a key wrote none")
 	}
 	if err := os.Chmod(key, 0o644); err != nil {
 		t.Fatal(err)

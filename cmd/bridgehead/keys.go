@@ -17,15 +17,25 @@ import (
 func setupGenkey(fs *flag.FlagSet) action {
 	out := fs.String("o", "", "write the key to `FILE` with mode 0600, creating its directory (mode 0700) if missing")
 	force := fs.Bool("force", false, "with -o: replace an existing key file (the old key is lost)")
+	keep := fs.Bool("keep", false, "with -o: keep an existing key file and succeed (a gateway's first start generates its key once; an init container runs this at every start)")
 	return noArgs(func(std *stdio) error {
+		switch {
+		case (*force || *keep) && *out == "":
+			return usageError{errors.New("--force and --keep only apply with -o FILE")}
+		case *force && *keep:
+			return usageError{errors.New("--force and --keep contradict each other")}
+		}
+		if *keep {
+			if _, err := os.Stat(*out); err == nil {
+				fmt.Fprintf(std.err, "%s exists; keeping it\n", *out)
+				return nil
+			}
+		}
 		k, err := bhcrypto.GeneratePrivateKey(rand.Reader)
 		if err != nil {
 			return err
 		}
 		if *out == "" {
-			if *force {
-				return usageError{errors.New("--force only applies with -o FILE")}
-			}
 			_, err = fmt.Fprintln(std.out, k.String())
 			return err
 		}
