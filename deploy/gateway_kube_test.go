@@ -1,0 +1,204 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/internal/kubetest"
+	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+)
+
+const (
+	gwSA       = "bridgehead-gateway-site-a"
+	gwAdmitted = "site-a.aks-gateways-31415926-vmss000000"
+)
+
+// TestGatewayDaemonSet: deploy/kubernetes/gateway (site-a's in-cluster
+// gateways) passes the API server's server-side dry run and applies with
+// kubectl on top of deploy/kubernetes; its DaemonSet is what a gateway
+// needs and no more (host network, NET_ADMIN and NET_RAW only,
+// /dev/net/tun, the gateway pool's nodeSelector, probes, resources,
+// --gateway=$(NODE_NAME)), a pod of it is admitted (dry run); its config
+// checks as each node's gateway; and the site's ServiceAccount, with a
+// bound token, follows the catalog and writes an admitted Gateway's
+// status, and is refused (403) for a Gateway not admitted and for
+// everything else.
+func TestGatewayDaemonSet(t *testing.T) {
+	env := kubetest.Start(t)
+	applyDeploy(t, env)
+	kubectl(t, env, nil, "apply", "-k", "kubernetes/gateway", "--dry-run=server")
+	kubectl(t, env, nil, "apply", "-k", "kubernetes/gateway")
+	cs := env.Clientset(t)
+	ctx := context.Background()
+
+	ds, err := cs.AppsV1().DaemonSets("kube-system").Get(ctx, gwSA, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostNetwork || spec.ServiceAccountName != gwSA || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Errorf("hostNetwork %v, serviceAccountName %q, automount %v", spec.HostNetwork, spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	if spec.NodeSelector["bridgehead.io/gateway-pool"] != "site-a" {
+		t.Errorf("nodeSelector %v", spec.NodeSelector)
+	}
+	c := spec.Containers[0]
+	if got := strings.Join(c.Args, " "); !strings.HasPrefix(got, "run ") || !strings.Contains(got, "--gateway=$(NODE_NAME)") {
+		t.Errorf("args %q", got)
+	}
+	sc := c.SecurityContext
+	var add []string
+	for _, a := range sc.Capabilities.Add {
+		add = append(add, string(a))
+	}
+	slices.Sort(add)
+	if !slices.Equal(add, []string{"NET_ADMIN", "NET_RAW"}) || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" ||
+		sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("capabilities add %v drop %v, privileged %v, allowPrivilegeEscalation %v", add, sc.Capabilities.Drop, sc.Privileged, sc.AllowPrivilegeEscalation)
+	}
+	tun := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == "/dev/net/tun" && m.MountPath == "/dev/net/tun" &&
+				v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathCharDev {
+				tun = true
+			}
+		}
+	}
+	if !tun {
+		t.Error("/dev/net/tun is not mounted from the host as a character device")
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Errorf("probes %+v %+v", c.ReadinessProbe, c.LivenessProbe)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v", c.Resources)
+	}
+	// A pod of the template is admitted in kube-system (dry run).
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "gw-", Namespace: "kube-system", Labels: ds.Spec.Template.Labels}, Spec: spec}
+	pod.Spec.NodeName = "aks-gateways-31415926-vmss000000"
+	if _, err := cs.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("a gateway pod is not admitted: %v", err)
+	}
+
+	checkGatewayConfig(t, cs)
+	checkSiteGatewayCredential(t, env)
+}
+
+// checkGatewayConfig: the ConfigMap's config, as node
+// aks-gateways-31415926-vmss000000's gateway (run --gateway), checks
+// with a catalog listing it; it follows with the pod's credential.
+func checkGatewayConfig(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(context.Background(), gwSA, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bridgehead.yaml")
+	data := []byte(cm.Data["bridgehead.yaml"])
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	catalog := `sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16]
+    podCIDRs: [10.244.0.0/16]
+    gateways:
+      - {name: aks-gateways-31415926-vmss000000, address: 10.224.0.4, endpoint: "198.51.100.1:51820", publicKey: SS8cuFhH/8e7Qnhl9kxegEHsBJmzeh2pRaFbQQKvAn4=}
+  - name: site-b
+    nodeCIDRs: [192.168.50.0/24]
+    podCIDRs: [10.245.0.0/16]
+    gateways:
+      - {name: gw-b1, address: 192.168.50.2, endpoint: "203.0.113.7:51820", publicKey: fqE938us2KE1Qt7OiQiGSG+4Ak0NPMf5Xti7TvrWa3M=}
+`
+	opts := config.CheckOptions{SkipPrivateKey: true, Overrides: config.Overrides{Gateway: "aks-gateways-31415926-vmss000000"}}
+	c, problems, _ := config.CheckWithCatalog(path, data, []byte(catalog), opts)
+	if len(problems) > 0 {
+		t.Fatalf("the gateway ConfigMap's config: %v", problems)
+	}
+	k := c.Kubernetes
+	if !k.InCluster || !k.Follow || k.Gateway != gwAdmitted || c.CatalogPath() != "/var/lib/bridgehead/catalog.yaml" || c.LocalGateway() == nil {
+		t.Errorf("kubernetes %+v, catalog %s, local gateway %v", *k, c.CatalogPath(), c.LocalGateway())
+	}
+}
+
+// checkSiteGatewayCredential: the site's ServiceAccount (a bound token,
+// as the pod's) reads the catalog and writes the status of an admitted
+// Gateway; anything else is 403.
+func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	admin := dyn(t, env.Config)
+	gvr := v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)
+	for _, name := range []string{gwAdmitted, "site-a.not-admitted"} {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Gateway",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"site": "site-a", "address": "10.224.0.4"},
+		}}
+		if _, err := admin.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := env.ServiceAccountConfig(t, "kube-system", gwSA)
+	gw := dyn(t, cfg).Resource(gvr)
+	gwCS, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := []byte(`{"status":{"publicKey":"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=","endpoint":"198.51.100.1:51820"}}`)
+	if _, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").List(ctx, metav1.ListOptions{LabelSelector: "bridgehead.io/catalog"}); err != nil {
+		t.Errorf("site gateway lists the catalog: %v", err)
+	}
+	if w, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").Watch(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("site gateway watches the catalog: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := gw.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("site gateway lists Gateways: %v", err)
+	}
+	if _, err := gw.Patch(ctx, gwAdmitted, types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("site gateway writes an admitted Gateway's status: %v", err)
+	}
+	for _, r := range []struct {
+		name string
+		do   func() error
+	}{
+		{"a Gateway not admitted", func() error {
+			_, err := gw.Patch(ctx, "site-a.not-admitted", types.MergePatchType, status, metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"an admitted Gateway's spec", func() error {
+			_, err := gw.Patch(ctx, gwAdmitted, types.MergePatchType, []byte(`{"spec":{"endpoint":"198.51.100.66:51820"}}`), metav1.PatchOptions{})
+			return err
+		}},
+		{"ConfigMaps in its own namespace", func() error {
+			_, err := gwCS.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"Secrets", func() error {
+			_, err := gwCS.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"writing the catalog", func() error {
+			_, err := gwCS.CoreV1().ConfigMaps("bridgehead-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			return err
+		}},
+	} {
+		if err := r.do(); !apierrors.IsForbidden(err) {
+			t.Errorf("site gateway, %s: %v, want 403 Forbidden", r.name, err)
+		}
+	}
+}
