@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -135,7 +136,13 @@ func (s *Setup) Apply(w Want) error {
 	}
 	if w.Forwarding {
 		for _, f := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
-			if err := os.WriteFile(s.sysctlPath+"/"+f, []byte("1\n"), 0o644); err != nil {
+			// Written only when off: in a container /proc/sys is read-only
+			// (an in-cluster gateway, whose node forwards already).
+			path := s.sysctlPath + "/" + f
+			if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == "1" {
+				continue
+			}
+			if err := os.WriteFile(path, []byte("1\n"), 0o644); err != nil {
 				errs = append(errs, fmt.Errorf("enable forwarding: %w", err))
 			}
 		}

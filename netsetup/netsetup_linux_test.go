@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Every test below runs in a private network namespace and keeps its whole
@@ -429,6 +431,41 @@ func TestApplyConfiguresLink(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardingReadOnly: forwarding already on is not written, so a
+// gateway in a container (/proc/sys read-only) starts; off and
+// read-only is an error that says so.
+func TestForwardingReadOnly(t *testing.T) {
+	enterNetns(t)
+	newEnv(t)
+	for _, tc := range []struct {
+		value   string
+		wantErr bool
+	}{{"1", false}, {"0", true}} {
+		dir := t.TempDir()
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+			t.Fatalf("mount tmpfs: %v", err)
+		}
+		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+		for _, f := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), []byte(tc.value+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatalf("remount read-only: %v", err)
+		}
+		s := newSetup(t)
+		s.sysctlPath = dir
+		err := s.Apply(Want{Link: tunName, MTU: 1420, Forwarding: true, Tunnel: []netip.Prefix{pfx("10.1.0.0/16")}})
+		if tc.wantErr != (err != nil) || err != nil && !strings.Contains(err.Error(), "enable forwarding") {
+			t.Errorf("forwarding %s on a read-only /proc/sys: Apply: %v, want error %v", tc.value, err, tc.wantErr)
+		}
 	}
 }
 
