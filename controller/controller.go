@@ -114,6 +114,12 @@ type Controller struct {
 	siteQueue workqueue.TypedRateLimitingInterface[string]
 	// catalogQueue holds catalogKey at most once (see publish.go).
 	catalogQueue workqueue.TypedRateLimitingInterface[string]
+	// releaseQueue holds releaseQKey at most once (see releases.go); its
+	// one worker owns releasesWritten and releasesExist (restoreReleases
+	// sets them before the worker starts, the final flush after it ends).
+	releaseQueue    workqueue.TypedRateLimitingInterface[string]
+	releasesWritten string
+	releasesExist   bool
 
 	cmFactory  informers.SharedInformerFactory // catalog ConfigMaps in Namespace
 	configMaps listersv1.ConfigMapLister
@@ -124,6 +130,9 @@ type Controller struct {
 
 	ready   atomic.Bool // caches synced
 	leading atomic.Bool // workers may run; handlers enqueue
+	// stopping is set when Run's context ends (not a lost Lease): the
+	// lead may then drain for longer (drainTimeout).
+	stopping atomic.Bool
 	// sitesDirty is set by Site events that change a spec; the site
 	// worker then re-reads every Site (overlaps span sites).
 	sitesDirty atomic.Bool
@@ -198,6 +207,8 @@ func New(o Options) (*Controller, error) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_sites"})
 	c.catalogQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_catalog"})
+	c.releaseQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_releases"})
 	o.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bridgehead_controller_queue_depth", Help: "Keys waiting in the node queue.",
 			ConstLabels: prometheus.Labels{"queue": "nodes"}}, func() float64 { return float64(c.nodeQueue.Len()) }),
@@ -355,7 +366,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				// The lead ends with the lease (lctx) or the stop (ctx).
 				lctx, cancel := context.WithCancel(lctx)
 				defer cancel()
-				defer context.AfterFunc(ctx, cancel)()
+				defer context.AfterFunc(ctx, func() { c.stopping.Store(true); cancel() })()
 				leadErr = c.lead(lctx)
 			},
 			OnStoppedLeading: func() { c.log.Info("leadership ended", "identity", c.opts.Identity) },
@@ -421,25 +432,37 @@ func (c *Controller) lead(ctx context.Context) error {
 		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", c.reconcileNode) })
 	}
 	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
+	wg.Go(func() { c.work(ctx, c.releaseQueue, "releases", c.reconcileReleases) })
+	c.releaseQueue.Add(releaseQKey) // drops the graces that ended while no one led
 	<-ctx.Done()
 	c.nodeQueue.ShutDown()
 	c.siteQueue.ShutDown()
 	c.catalogQueue.ShutDown()
+	c.releaseQueue.ShutDown()
 	wg.Wait()
+	// A node deleted just before the stop: its grace is recorded before
+	// the Lease goes (the queue drops keys at the stop).
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drainTimeout())
+	defer cancel()
+	if err := c.reconcileReleases(fctx, releaseQKey); err != nil {
+		c.log.Warn("release graces not recorded at the stop", "configmap", c.opts.Namespace+"/"+ReleasesName, "err", err)
+	}
 	return nil
 }
 
 // drainTimeout is how long a reconcile in flight when the lead ends may
-// go on with its API calls: at most 5 s, and no longer than a standby
-// surely waits before it may take a Lease this replica failed to renew.
-// The lead ends RenewDeadline after the last renewal; a standby may act
+// go on with its API calls (and the release graces be recorded): 5 s at
+// a stop, while this replica still holds the Lease (it releases it only
+// after). When the lead ended because the Lease could not be renewed, no
+// longer than a standby surely waits before it may take the Lease: the
+// lead ends RenewDeadline after the last renewal, and a standby may act
 // LeaseDuration after it, less up to 1 s, because client-go compares the
 // Lease records at the JSON precision of their times (seconds) and so
 // misses renewals within one second. Hence LeaseDuration - RenewDeadline
 // - 1 s (4 s with the defaults 15 s and 10 s).
 func (c *Controller) drainTimeout() time.Duration {
 	d := 5 * time.Second
-	if c.opts.LeaderElect {
+	if c.opts.LeaderElect && !c.stopping.Load() {
 		d = max(0, min(d, c.opts.LeaseDuration-c.opts.RenewDeadline-time.Second))
 	}
 	return d

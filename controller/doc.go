@@ -44,7 +44,23 @@
 // cache, so a write of the previous leader that the cache has not seen yet
 // still counts), and rebuilds the allocator from the blocks they record:
 // the annotation bridgehead.io/pod-cidrs first, else spec.podCIDRs, oldest
-// Node first. Nothing else is persisted.
+// Node first.
+//
+// A deleted Node's blocks stay out of the pool for --release-grace, and
+// no Node records them any more, so the leader records them in the
+// ConfigMap bridgehead-releases of --namespace (one line per node: node,
+// site, when the grace ends, blocks), written by one worker whenever a
+// delete starts a grace, and once more when the lead stops. After the
+// rebuild, a new leader reads it and keeps those blocks out of the pool
+// until the grace that began with the delete ends (ipam.Restore); a node
+// of the same name that comes back within it gets its blocks again. Lines
+// whose grace is over are ignored and dropped at the next write. The
+// times are wall-clock times of the leader that wrote them: clock skew
+// between the replicas' hosts shortens or lengthens the grace by as much.
+// A Node deleted while no replica leads is not in the ConfigMap, and its
+// blocks are free once a leader rebuilds. The ConfigMap holds about 80
+// bytes per node in its grace: etcd's 1.5 MiB limit is some 18,000 nodes
+// deleted within one grace.
 //
 // # Node → site → blocks (reconcileNode)
 //

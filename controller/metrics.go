@@ -44,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		problems: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_pod_cidr_problems_total",
 			Help: "Existing node pod CIDRs not adopted, by reason (OutOfPool, NotBlock, Conflict, ...)."}, []string{"reason"}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_reconciles_total",
-			Help: "Reconciles by kind (node, site) and result (ok, error)."}, []string{"kind", "result"}),
+			Help: "Reconciles by kind (node, site, catalog, releases) and result (ok, error)."}, []string{"kind", "result"}),
 		reconcileDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "bridgehead_controller_reconcile_seconds",
 			Help:    "Reconcile duration by kind, API writes included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8)}, []string{"kind"}),
@@ -87,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{"allocated", "adopted", "exhausted"} {
 		m.allocations.WithLabelValues(r)
 	}
-	for _, k := range []string{"node", "site", "catalog"} {
+	for _, k := range []string{"node", "site", "catalog", "releases"} {
 		for _, r := range []string{"ok", "error"} {
 			m.reconciles.WithLabelValues(k, r)
 		}

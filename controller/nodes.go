@@ -67,6 +67,9 @@ func (c *Controller) rebuild(ctx context.Context) ([]string, error) {
 		entries = append(entries, ipam.Entry{Node: n.Name, Site: s, CIDRs: cidrs})
 	}
 	probs := c.alloc.Rebuild(entries)
+	if err := c.restoreReleases(ctx); err != nil {
+		return nil, err
+	}
 	held := len(c.alloc.Holdings())
 	took := time.Since(start)
 	c.metrics.rebuildNodes.Set(float64(len(nodes)))
@@ -303,6 +306,7 @@ func (c *Controller) forgetNode(name string) {
 		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
 	}
 	if holds {
+		c.releaseQueue.Add(releaseQKey)
 		// The site's reconcile sees the pending blocks and comes back when
 		// their grace ends.
 		c.log.Info("node deleted, blocks in their release grace", "node", name, "site", siteName, "grace", c.opts.ReleaseGrace)

@@ -29,8 +29,9 @@
 //     from Holdings() gives back the same state. Blocks in their release
 //     grace survive a Rebuild when nobody in the list claims them, so a
 //     leader that loses and regains the lease in one process keeps the
-//     grace; a new process cannot know about nodes deleted before it
-//     started, and frees their blocks at once.
+//     grace. A new process learns of nodes deleted before it started from
+//     Pending, recorded by the previous one: Restore after Rebuild keeps
+//     their blocks out of the pool until the same expiry.
 //   - Exhaustion is an error (errors.Is(err, ErrExhausted)); a dual-stack
 //     Allocate that gets one family and not the other takes neither.
 //

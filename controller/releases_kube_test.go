@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestKubeReleaseGraceRestart: a deleted node's block stays out of the pool
+// for the grace that began with the delete, across a controller restart.
+// The pool has two blocks, both held; one node is deleted, the controller
+// is stopped and another one started halfway through the grace (under the
+// deploy RBAC's token), and a new node is created at once: it must wait
+// until the grace that began with the delete ends, then get the block —
+// not get it at once (the new leader rebuilt from the Nodes alone and
+// knew nothing of the delete), and not a grace after the restart.
+func TestKubeReleaseGraceRestart(t *testing.T) {
+	h := startKube(t)
+	h.env.ApplyFiles(t, deployRBAC...)
+	sa := h.env.ServiceAccountConfig(t, testNS, controllerSA)
+	saCS, saDyn := kubernetes.NewForConfigOrDie(sa), dynamic.NewForConfigOrDie(sa)
+	const grace = 8 * time.Second
+	opts := func(o *Options) { o.Client, o.Dynamic, o.ReleaseGrace = saCS, saDyn, grace }
+	h.createSite(t, "rg", []string{"10.40.0.0/24"}, []string{"10.140.0.0/23"}, 24, 64) // two blocks
+	h.createGateway(t, "rg", "gw1", "10.40.0.1", "192.0.2.40:51820")
+	a := h.start(t, "bhc-rg-a", opts)
+	waitLeader(t, h, a, 30*time.Second)
+	ctx := context.Background()
+	for i, ip := range []string{"10.40.0.11", "10.40.0.12"} {
+		if err := h.createNode(ctx, "bhc-rg-"+string(rune('1'+i)), ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.obs.waitFor(t, 15*time.Second, "both nodes allocated", func() bool {
+		return allocated(h.obs.node("bhc-rg-1")) && allocated(h.obs.node("bhc-rg-2"))
+	})
+	released := h.obs.node("bhc-rg-1").Spec.PodCIDRs[0]
+
+	deleted := time.Now()
+	if err := h.cs.CoreV1().Nodes().Delete(ctx, "bhc-rg-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The leader records the grace (the releases ConfigMap, read here as
+	// the admin; it is no informer's object).
+	waitTrue(t, 10*time.Second, "the release recorded", func() bool {
+		cm, err := h.cs.CoreV1().ConfigMaps(testNS).Get(ctx, ReleasesName, metav1.GetOptions{})
+		return err == nil && strings.HasPrefix(cm.Data[releasesKey], "bhc-rg-1 rg ")
+	})
+	a.stop(t)
+	// Restart halfway through the grace, so that a grace counted again
+	// from the restart would end visibly later than the real one.
+	time.Sleep(time.Until(deleted.Add(grace / 2)))
+	b := h.start(t, "bhc-rg-b", opts)
+	waitLeader(t, h, b, 30*time.Second)
+	if err := h.createNode(ctx, "bhc-rg-3", "10.40.0.13"); err != nil {
+		t.Fatal(err)
+	}
+	h.obs.waitFor(t, 15*time.Second, "bhc-rg-3 assigned", func() bool {
+		n := h.obs.node("bhc-rg-3")
+		return n != nil && n.Labels[LabelSite] == "rg"
+	})
+	h.obs.waitFor(t, 2*grace, "bhc-rg-3 allocated", func() bool { return allocated(h.obs.node("bhc-rg-3")) })
+	took := time.Since(deleted)
+	got := h.obs.node("bhc-rg-3").Spec.PodCIDRs[0]
+	t.Logf("released block %s handed to the new node %s after the delete (grace %s, restart at %s)", got, took.Round(time.Millisecond), grace, grace/2)
+	if took < grace {
+		t.Errorf("the released block went to a new node %s after the delete, within the grace %s", took, grace)
+	}
+	if took > grace+3*time.Second {
+		t.Errorf("the new node waited %s after the delete: the grace (%s) was counted again from the restart", took, grace)
+	}
+	if got != released {
+		t.Errorf("new node got %s, want the released %s (the only block)", got, released)
+	}
+	checkNoDuplicates(t, h.cs)
+}
