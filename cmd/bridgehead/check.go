@@ -19,11 +19,12 @@ const defaultConfig = "/etc/bridgehead/bridgehead.yaml"
 func setupCheck(fs *flag.FlagSet) action {
 	cfgPath := fs.String("config", defaultConfig, "read the config from `FILE`")
 	noKey := fs.Bool("skip-private-key", false, "do not check the private key file (checking a config away from its gateway)")
+	gateway := fs.String("gateway", "", "check as gateway `NAME` of the config's site, as run --gateway runs it (a DaemonSet's config)")
 	return noArgs(func(std *stdio) error {
 		if data, err := os.ReadFile(*cfgPath); err == nil && kube.LooksLikeResources(data) {
 			return checkResources(std, *cfgPath, data)
 		}
-		cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey})
+		cfg, problems, warnings, err := config.CheckFile(*cfgPath, config.CheckOptions{SkipPrivateKey: *noKey, Overrides: config.Overrides{Gateway: *gateway}})
 		if err != nil {
 			return configError(fs, err)
 		}

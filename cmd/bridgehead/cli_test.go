@@ -79,6 +79,9 @@ func TestCLIGolden(t *testing.T) {
 	cfgOpen := filepath.Join(dir, "open.yaml")
 	text, _ := os.ReadFile(cfg)
 	os.WriteFile(cfgOpen, bytes.Replace(text, []byte("privateKeyFile: a.key"), []byte("privateKeyFile: open.key"), 1), 0o600)
+	// A DaemonSet's config: another gateway's name, or none, in the file.
+	cfgOther := filepath.Join(dir, "other.yaml")
+	os.WriteFile(cfgOther, bytes.Replace(text, []byte("gateway: gw-a1\n"), []byte("gateway: gw-elsewhere\n"), 1), 0o600)
 	badIndent := filepath.Join(dir, "indent.yaml")
 	lines := strings.Split(string(text), "\n")
 	lines[10] = "   " + lines[10] // line 11, "nodeCIDRs" of site-b, indented too far
@@ -123,6 +126,10 @@ func TestCLIGolden(t *testing.T) {
 			first: cfgOpen + ":3: privateKeyFile: " + open + " has mode 0644: group or others can access the private key; run chmod 600 " + open},
 		{name: "check skips the key", args: []string{"check", "--config", cfgOpen, "--skip-private-key"}, code: 0, stdout: true,
 			first: cfgOpen + ": ok: site site-a, gateway gw-a1, 2 sites, 2 gateways, config "},
+		{name: "check as another gateway", args: []string{"check", "--config", cfgOpen, "--skip-private-key", "--gateway", "gw-nope"}, code: 1,
+			first: cfgOpen + `:2: gateway: "gw-nope" is not a gateway of site "site-a"`},
+		{name: "check with --gateway", args: []string{"check", "--config", cfgOther, "--skip-private-key", "--gateway", "gw-a1"}, code: 0, stdout: true,
+			first: cfgOther + ": ok: site site-a, gateway gw-a1, 2 sites, 2 gateways, config "},
 		{name: "check bad indentation", args: []string{"check", "--config", badIndent}, code: 1,
 			first: badIndent + ":11: invalid YAML: mapping values are not allowed in this context"},
 		{name: "check missing file", args: []string{"check", "--config", filepath.Join(dir, "nope.yaml")}, code: 1,
