@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
@@ -23,6 +25,8 @@ import (
 const (
 	gwSA       = "bridgehead-gateway-site-a"
 	gwAdmitted = "site-a.aks-gateways-31415926-vmss000000"
+	// gwAdmittedOther is admitted too, for another node.
+	gwAdmittedOther = "site-a.aks-gateways-31415926-vmss000001"
 )
 
 // TestGatewayDaemonSet: deploy/kubernetes/gateway (site-a's in-cluster
@@ -142,7 +146,7 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 	ctx := context.Background()
 	admin := dyn(t, env.Config)
 	gvr := v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)
-	for _, name := range []string{gwAdmitted, "site-a.not-admitted"} {
+	for _, name := range []string{gwAdmitted, gwAdmittedOther, "site-a.not-admitted"} {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Gateway",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{"site": "site-a", "address": "10.224.0.4"},
@@ -151,7 +155,28 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 			t.Fatal(err)
 		}
 	}
-	cfg := env.ServiceAccountConfig(t, "kube-system", gwSA)
+	// The pod's token: bound to a pod of the DaemonSet on node
+	// aks-gateways-31415926-vmss000000 (so it carries the node's name).
+	cs := env.Clientset(t)
+	node := strings.TrimPrefix(gwAdmitted, "site-a.")
+	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-gateway-site-a-x", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: gwSA,
+			Containers: []corev1.Container{{Name: "gateway", Image: "ghcr.io/bridgehead/bridgehead:dev"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, gwSA, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &rest.Config{Host: env.Config.Host, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, BearerToken: tr.Status.Token}
 	gw := dyn(t, cfg).Resource(gvr)
 	gwCS, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -176,6 +201,14 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 		name string
 		do   func() error
 	}{
+		{"another admitted node's Gateway (the token is bound to its own node)", func() error {
+			_, err := gw.Patch(ctx, gwAdmittedOther, types.MergePatchType, status, metav1.PatchOptions{}, "status")
+			return err
+		}},
+		{"its own node's Gateway with a token not bound to a pod", func() error {
+			_, err := dyn(t, env.ServiceAccountConfig(t, "kube-system", gwSA)).Resource(gvr).Patch(ctx, gwAdmitted, types.MergePatchType, status, metav1.PatchOptions{}, "status")
+			return err
+		}},
 		{"a Gateway not admitted", func() error {
 			_, err := gw.Patch(ctx, "site-a.not-admitted", types.MergePatchType, status, metav1.PatchOptions{}, "status")
 			return err

@@ -363,6 +363,8 @@ func TestFollowAPIServerGone(t *testing.T) {
 	if lastSync() <= synced {
 		t.Errorf("last sync %v did not move (was %v)", lastSync(), synced)
 	}
+	// The file is renamed into place a moment before the count moves.
+	waitFor(t, "two writes (one before the stop, one after)", 5*time.Second, func() bool { return testutil.ToFloat64(fr.f.m.writes) >= 2 })
 	if got := testutil.ToFloat64(fr.f.m.writes); got != 2 {
 		t.Errorf("%v writes, want 2 (one before the stop, one after)", got)
 	}
