@@ -70,6 +70,11 @@ func (c *Controller) rebuild(ctx context.Context) ([]string, error) {
 	if err := c.restoreReleases(ctx); err != nil {
 		return nil, err
 	}
+	exists := make(map[string]bool, len(names))
+	for _, n := range names {
+		exists[n] = true
+	}
+	c.releaseUnrecorded(exists)
 	held := len(c.alloc.Holdings())
 	took := time.Since(start)
 	c.metrics.rebuildNodes.Set(float64(len(nodes)))

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridgehead/bridgehead/controller/ipam"
+	"github.com/bridgehead/bridgehead/kube/catalog"
 )
 
 // The leader records the blocks of deleted Nodes that are in their release
@@ -149,4 +150,61 @@ func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
 	}
 	c.releasesExist, c.releasesWritten = true, data
 	return nil
+}
+
+// releaseUnrecorded starts, now, the grace of the blocks that the
+// published catalog lists for nodes that no longer exist and that no
+// recorded grace covers: nodes deleted while no replica led, or before
+// the last leader recorded them. Called after restoreReleases, so a
+// recorded grace keeps its end. The catalog is read from the cache.
+func (c *Controller) releaseUnrecorded(exists map[string]bool) {
+	if c.opts.ReleaseGrace <= 0 {
+		return
+	}
+	cms := c.configMaps.ConfigMaps(c.opts.Namespace)
+	base, err := cms.Get(catalog.BaseName)
+	if err != nil {
+		return // nothing published yet
+	}
+	_, refs, err := catalog.DecodeBase(base)
+	if err != nil {
+		c.log.Warn("release graces: the published catalog is unreadable", "err", err)
+		return
+	}
+	expires := c.now().Add(c.opts.ReleaseGrace)
+	var rs []ipam.Released
+	for site, list := range refs {
+		for _, ref := range list {
+			cm, err := cms.Get(ref.Name)
+			if err != nil {
+				continue
+			}
+			nodes, err := catalog.DecodeNodes([]byte(cm.Data[catalog.NodesKey]))
+			if err != nil {
+				c.log.Warn("release graces: a catalog slice is unreadable", "configmap", ref.Name, "err", err)
+				continue
+			}
+			for _, n := range nodes {
+				if exists[n.Name] {
+					continue
+				}
+				r := ipam.Released{Node: n.Name, Site: site, Expires: expires}
+				for _, p := range []netip.Prefix{n.PodCIDR, n.PodCIDR6} {
+					if p.IsValid() {
+						r.CIDRs = append(r.CIDRs, p)
+					}
+				}
+				if len(r.CIDRs) > 0 {
+					rs = append(rs, r)
+				}
+			}
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	before := len(c.alloc.Pending())
+	probs := c.alloc.Restore(rs)
+	c.log.Info("release graces started for nodes deleted unseen (in the published catalog, not in the Nodes)",
+		"nodes", len(c.alloc.Pending())-before, "not_restored", len(probs), "grace", c.opts.ReleaseGrace)
 }

@@ -18,7 +18,9 @@ import (
 // deploy RBAC's token), and a new node is created at once: it must wait
 // until the grace that began with the delete ends, then get the block —
 // not get it at once (the new leader rebuilt from the Nodes alone and
-// knew nothing of the delete), and not a grace after the restart.
+// knew nothing of the delete), and not a grace after the restart. Then a
+// node is deleted while no replica runs: its grace starts when the next
+// leader finds it in the published catalog and not in the Nodes.
 func TestKubeReleaseGraceRestart(t *testing.T) {
 	h := startKube(t)
 	h.env.ApplyFiles(t, deployRBAC...)
@@ -76,6 +78,31 @@ func TestKubeReleaseGraceRestart(t *testing.T) {
 	}
 	if got != released {
 		t.Errorf("new node got %s, want the released %s (the only block)", got, released)
+	}
+	checkNoDuplicates(t, h.cs)
+
+	// A node deleted while no replica runs: no one records its grace, but
+	// the published catalog lists it; the next leader starts its grace
+	// when it rebuilds, and hands the block out no sooner.
+	b.stop(t)
+	gone := h.obs.node("bhc-rg-2").Spec.PodCIDRs[0]
+	if err := h.cs.CoreV1().Nodes().Delete(ctx, "bhc-rg-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.start(t, "bhc-rg-c", opts)
+	waitLeader(t, h, c, 30*time.Second)
+	led := time.Now()
+	if err := h.createNode(ctx, "bhc-rg-4", "10.40.0.14"); err != nil {
+		t.Fatal(err)
+	}
+	h.obs.waitFor(t, 2*grace, "bhc-rg-4 allocated", func() bool { return allocated(h.obs.node("bhc-rg-4")) })
+	took = time.Since(led)
+	t.Logf("block %s of a node deleted while no replica ran handed out %s after the next leader led (grace %s)", gone, took.Round(time.Millisecond), grace)
+	if took < grace-time.Second { // led is seen up to the 20 ms poll after the rebuild
+		t.Errorf("the block of a node deleted unseen went to a new node %s after the leader started, within the grace %s", took, grace)
+	}
+	if got := h.obs.node("bhc-rg-4").Spec.PodCIDRs[0]; got != gone {
+		t.Errorf("new node got %s, want %s", got, gone)
 	}
 	checkNoDuplicates(t, h.cs)
 }
