@@ -29,7 +29,8 @@
 //
 // All integers are little endian unless noted. Every message starts with a
 // one-byte type and three reserved bytes that must be zero; receivers drop
-// messages with other values. An "index" is a random 32-bit number a node
+// messages with other values. The one exception is a transport message's
+// byte 1, its lane byte (below). An "index" is a random 32-bit number a node
 // picks to identify one handshake/keypair locally: each side announces
 // its own as the sender index, and the other side echoes it as the
 // receiver index so the receiver can find its state with a map lookup.
@@ -74,7 +75,8 @@
 //
 //	offset size field
 //	0      1    type = 4
-//	1      3    reserved = 0
+//	1      1    lane (0: none; see below)
+//	2      2    reserved = 0
 //	4      4    receiver index (the recipient's LocalIndex)
 //	8      8    counter
 //	16     n    encrypted padded plaintext
@@ -89,6 +91,15 @@
 // Open run with no scratch buffer and no allocation. The initiator sends
 // with the first Split key and receives with the second; the responder
 // does the reverse.
+//
+// The lane byte of a transport message lets the receiver spread one
+// peer's datagrams over its cores while each inner flow stays in order:
+// the sender puts a value derived from the inner packet's flow in it
+// (1-255; 0 means none) and the receiver's kernel steers the datagram to
+// one of its sockets by it (package udp, ListenLanes). Receivers accept
+// any value; a sender sets one only toward a receiver that said it
+// accepts them (package router's probe flags), because receivers that
+// predate the lane byte drop transport messages whose byte 1 is not zero.
 //
 // Relay (type 5, RelayOverhead = 40 bytes plus the relayed datagram)
 // carries another session's datagram through a hub, authenticated but not

@@ -90,8 +90,17 @@ func (kp *Keypair) nextCounter() (uint64, bool) {
 // header, encrypts, and returns pkt[:TransportOverhead+plainLen], which
 // aliases pkt. Once the counter reaches RejectAfterMessages it returns
 // ErrCounterExhausted. Safe for concurrent callers with distinct buffers.
-// It does not allocate.
+// It does not allocate. The lane byte is 0 (no lane; see SealLane).
 func (kp *Keypair) Seal(pkt []byte, plainLen int) ([]byte, error) {
+	return kp.SealLane(pkt, plainLen, 0)
+}
+
+// SealLane is Seal with lane in header byte 1 (see the wire format): the
+// receiver's kernel picks its socket, and so its core, by it. The lane is
+// authenticated with the rest of the header. Only a receiver that
+// announced it reads lane bytes may get a non-zero one: older receivers
+// drop transport messages whose byte 1 is not zero.
+func (kp *Keypair) SealLane(pkt []byte, plainLen int, lane byte) ([]byte, error) {
 	if plainLen < 0 || plainLen > cap(pkt)-TransportOverhead {
 		return nil, ErrBufferSize
 	}
@@ -101,7 +110,7 @@ func (kp *Keypair) Seal(pkt []byte, plainLen int) ([]byte, error) {
 	}
 	pkt = pkt[:TransportOverhead+plainLen]
 	pkt[0] = MsgTransport
-	pkt[1], pkt[2], pkt[3] = 0, 0, 0
+	pkt[1], pkt[2], pkt[3] = lane, 0, 0
 	binary.LittleEndian.PutUint32(pkt[4:8], kp.RemoteIndex)
 	binary.LittleEndian.PutUint64(pkt[8:16], counter)
 	// Nonce = receiverIndex || counter, AD = the whole header.

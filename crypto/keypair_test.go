@@ -72,7 +72,9 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"short", genuine[:TransportOverhead-1], ErrMessageSize},
 		{"type", mod(func(m []byte) { m[0] = MsgResponse }), ErrMessageType},
-		{"reserved", mod(func(m []byte) { m[1] = 1 }), ErrReserved},
+		{"reserved", mod(func(m []byte) { m[2] = 1 }), ErrReserved},
+		{"reserved 3", mod(func(m []byte) { m[3] = 1 }), ErrReserved},
+		{"lane", mod(func(m []byte) { m[1] = 7 }), ErrAuth}, // authenticated
 		{"receiver", mod(func(m []byte) { m[5] ^= 1 }), ErrIndexMismatch},
 		{"counter limit", mod(func(m []byte) {
 			for i := 8; i < 16; i++ {
@@ -237,6 +239,34 @@ func TestAllocs(t *testing.T) {
 		for name, f := range tests {
 			if n := testing.AllocsPerRun(200, f); n != 0 {
 				t.Errorf("%s %s: %v allocations per run, want 0", kind, name, n)
+			}
+		}
+	}
+}
+
+// TestSealLane: the lane byte reaches the receiver in byte 1, opens like
+// any message, and is authenticated.
+func TestSealLane(t *testing.T) {
+	for _, kind := range ciphers {
+		a, b := testKeypairs(t, kind)
+		for _, lane := range []byte{0, 1, 200, 255} {
+			buf := make([]byte, TransportOverhead+5)
+			copy(buf[TransportHeaderSize:], "hello")
+			msg, err := a.SealLane(buf, 5, lane)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg[1] != lane || msg[2]|msg[3] != 0 {
+				t.Fatalf("%v: header % x, want lane %d", kind, msg[:4], lane)
+			}
+			m := bytes.Clone(msg)
+			m[1] ^= 0x80
+			if _, _, err := b.Open(m); err != ErrAuth {
+				t.Errorf("%v lane %d: altered lane byte: err %v, want ErrAuth", kind, lane, err)
+			}
+			plain, _, err := b.Open(msg)
+			if err != nil || string(plain) != "hello" {
+				t.Errorf("%v lane %d: Open = %q, %v", kind, lane, plain, err)
 			}
 		}
 	}

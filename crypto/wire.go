@@ -98,15 +98,19 @@ func parseTransport(b []byte) (receiver uint32, counter uint64, err error) {
 	if len(b) < TransportOverhead {
 		return 0, 0, ErrMessageSize
 	}
-	if err := checkHeader(b, MsgTransport); err != nil {
-		return 0, 0, err
+	// Byte 1 is the lane byte (any value); 2 and 3 are reserved.
+	if b[0] != MsgTransport {
+		return 0, 0, ErrMessageType
+	}
+	if b[2]|b[3] != 0 {
+		return 0, 0, ErrReserved
 	}
 	return binary.LittleEndian.Uint32(b[4:8]), binary.LittleEndian.Uint64(b[8:16]), nil
 }
 
 // ParseTransportHeader returns the receiver index and counter of a
 // transport message. ok is true only if b[0] is MsgTransport, the reserved
-// bytes are zero and len(b) >= TransportOverhead. It does no cryptography;
+// bytes 2 and 3 are zero (byte 1 is the lane byte, any value) and len(b) >= TransportOverhead. It does no cryptography;
 // the values are unauthenticated until Keypair.Open succeeds.
 func ParseTransportHeader(b []byte) (receiver uint32, counter uint64, ok bool) {
 	receiver, counter, err := parseTransport(b)

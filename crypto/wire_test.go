@@ -23,7 +23,7 @@ func TestParseTransportHeader(t *testing.T) {
 		{"short", good[:TransportOverhead-1], false},
 		{"empty", nil, false},
 		{"wrong type", mod(func(b []byte) []byte { b[0] = MsgInitiation; return b }), false},
-		{"reserved 1", mod(func(b []byte) []byte { b[1] = 1; return b }), false},
+		{"lane byte", mod(func(b []byte) []byte { b[1] = 0xff; return b }), true},
 		{"reserved 2", mod(func(b []byte) []byte { b[2] = 1; return b }), false},
 		{"reserved 3", mod(func(b []byte) []byte { b[3] = 0x80; return b }), false},
 	}

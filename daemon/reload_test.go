@@ -179,31 +179,37 @@ func TestReloadKeepsSessions(t *testing.T) {
 	pathB := keys.write(t, dir, "b", sa, sb)
 	bindA, bindB := udp.NewPair(epA, epB)
 	ga, tunA, kernA := startGateway(t, pathA, bindA)
-	_, tunB, _ := startGateway(t, pathB, bindB)
+	gb, tunB, _ := startGateway(t, pathB, bindB)
 
 	podA, podB := netip.MustParseAddr("10.101.0.5"), netip.MustParseAddr("10.102.0.5")
-	send := func(i int) {
+	// send reports what went wrong; it runs on the traffic goroutine,
+	// which must not call t.Fatal.
+	send := func(i int) error {
 		pkt := ipv4UDP(podA, podB, []byte(fmt.Sprintf("packet %d", i)))
 		if err := tunA.Inject(pkt); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		select {
 		case got := <-tunB.Outbound():
 			if !bytes.Equal(got, pkt) {
-				t.Fatalf("packet %d changed in transit", i)
+				return fmt.Errorf("packet %d changed in transit", i)
 			}
 			tunB.Release(got)
+			return nil
 		case <-time.After(5 * time.Second):
-			t.Fatalf("packet %d lost", i)
+			return fmt.Errorf("packet %d lost; drops at A %v, at B %v", i, nonZeroDrops(ga.r), nonZeroDrops(gb.r))
 		}
 	}
-	send(0)
+	if err := send(0); err != nil {
+		t.Fatal(err)
+	}
 	// Both gateways set sessions up on their own as well (proactive
 	// handshakes): count from when they are done.
 	hs := settledHandshakes(t, ga.r)
 
 	stop := make(chan struct{})
-	traffic := make(chan int)
+	traffic := make(chan int, 1)
+	failed := make(chan error, 1)
 	go func() {
 		n := 1
 		for {
@@ -213,11 +219,19 @@ func TestReloadKeepsSessions(t *testing.T) {
 				return
 			default:
 			}
-			send(n)
+			if err := send(n); err != nil {
+				failed <- err
+				return
+			}
 			n++
 		}
 	}()
 	for i := range 1000 {
+		select {
+		case err := <-failed:
+			t.Fatalf("during reload %d: %v", i, err)
+		default:
+		}
 		if i%2 == 0 {
 			keys.write(t, dir, "a", sa, sb, sc)
 		} else {
@@ -238,7 +252,12 @@ func TestReloadKeepsSessions(t *testing.T) {
 		}
 	}
 	close(stop)
-	n := <-traffic
+	var n int
+	select {
+	case n = <-traffic:
+	case err := <-failed:
+		t.Fatal(err)
+	}
 	t.Logf("%d packets crossed during 1000 reloads", n)
 	if got := peerHandshakes(ga.r, "b"); got != hs {
 		t.Fatalf("reloads renegotiated the a-b session: before %+v, after %+v", hs, got)
@@ -442,4 +461,17 @@ func TestReloadUnchangedIsNotParsed(t *testing.T) {
 	if err := ga.reload(pathA, "test"); err == nil || !strings.Contains(err.Error(), "a.key does not exist") {
 		t.Fatalf("reload of a changed file = %v, want the missing key reported", err)
 	}
+}
+
+// nonZeroDrops lists r's drop counters that are not zero.
+func nonZeroDrops(r *router.Router) []string {
+	var out []string
+	for _, d := range []router.Direction{router.Inside, router.Outside} {
+		for _, reason := range router.Reasons() {
+			if n := r.Drops().Get(d, reason); n != 0 {
+				out = append(out, fmt.Sprintf("%v/%v=%d", d, reason, n))
+			}
+		}
+	}
+	return out
 }

@@ -146,6 +146,10 @@ func TestFilter(t *testing.T) {
 			const idx = 0x01020304
 			reserved := transport(idx, 64)
 			reserved[2] = 1
+			lane := transport(idx, 64)
+			lane[1] = 0x9c
+			relayLane := relayMsg(idx, 100)
+			relayLane[1] = 1
 			cases := []struct {
 				name   string
 				probe  []byte
@@ -165,6 +169,8 @@ func TestFilter(t *testing.T) {
 				{"cookie reply long", msg(3, bhcrypto.CookieReplySize+16, 7), false, ReasonBadSize},
 				{"transport runt", transport(idx, bhcrypto.TransportOverhead-1), false, ReasonRunt},
 				{"transport reserved", reserved, false, ReasonUnknownType},
+				{"transport lane byte, unknown index", lane, false, ReasonUnknownIndex},
+				{"relay byte 1", relayLane, false, ReasonUnknownType},
 				{"transport unknown index", transport(idx, 100), false, ReasonUnknownIndex},
 				{"relay runt", relayMsg(idx, bhcrypto.RelayOverhead-1), false, ReasonRunt},
 				{"relay unknown index", relayMsg(idx, 100), false, ReasonUnknownIndex},
@@ -192,6 +198,9 @@ func TestFilter(t *testing.T) {
 			}
 			if !p.passes(transport(idx, 100)) {
 				t.Error("transport with a known index dropped")
+			}
+			if !p.passes(lane) {
+				t.Error("transport with a lane byte and a known index dropped")
 			}
 			if !p.passes(transport(idx, bhcrypto.TransportOverhead)) {
 				t.Error("keepalive-sized transport with a known index dropped")

@@ -180,12 +180,14 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 
 		// A relay message starts with a transport header (package
 		// crypto): the same checks, with its own minimum size.
+		// A transport message's byte 1 is its lane byte (any value);
+		// a relay message's is reserved.
 		asm.JLT.Imm(asm.R7, bhcrypto.RelayOverhead, "runt").WithSymbol("relay"),
+		asm.LoadMem(asm.R1, asm.RFP, stHeader+1, asm.Byte),
+		asm.JNE.Imm(asm.R1, 0, "unknown_type"),
 		asm.Ja.Label("reserved"),
 		asm.JLT.Imm(asm.R7, bhcrypto.TransportOverhead, "runt").WithSymbol("transport"),
-		asm.LoadMem(asm.R1, asm.RFP, stHeader+1, asm.Byte).WithSymbol("reserved"),
-		asm.LoadMem(asm.R2, asm.RFP, stHeader+2, asm.Byte),
-		asm.Or.Reg(asm.R1, asm.R2),
+		asm.LoadMem(asm.R1, asm.RFP, stHeader+2, asm.Byte).WithSymbol("reserved"),
 		asm.LoadMem(asm.R2, asm.RFP, stHeader+3, asm.Byte),
 		asm.Or.Reg(asm.R1, asm.R2),
 		asm.JNE.Imm(asm.R1, 0, "unknown_type"),

@@ -46,7 +46,8 @@ func reference(payload []byte, indexKnown, fromPeer, blocked bool) (pass bool, r
 		if len(payload) < min {
 			return false, ReasonRunt
 		}
-		if payload[1]|payload[2]|payload[3] != 0 {
+		// A transport message's byte 1 is its lane byte.
+		if payload[2]|payload[3] != 0 || (payload[0] == bhcrypto.MsgRelay && payload[1] != 0) {
 			return false, ReasonUnknownType
 		}
 		if indexKnown || fromPeer {
@@ -217,6 +218,7 @@ func FuzzProgram(f *testing.F) {
 		seed(4, bhcrypto.TransportOverhead, nil),
 		seed(4, bhcrypto.TransportOverhead-1, nil),
 		seed(4, 100, func(b []byte) { b[3] = 1 }),
+		seed(4, 100, func(b []byte) { b[1] = 0x9c }),
 		seed(4, 1400, func(b []byte) { b[4] = 0x11 }),
 		seed(5, bhcrypto.RelayOverhead, nil),
 		seed(5, bhcrypto.RelayOverhead-1, nil),

@@ -27,6 +27,14 @@
 //     every remote gateway before traffic needs them, sends keepalives,
 //     and runs the probes that decide whether each gateway is up.
 //
+// Lanes (lanes.go): with Options.Lanes the inside and outside loops run
+// once per lane, each on its own queue of a multi-queue TUN and its own
+// socket of one SO_REUSEPORT port. The sender writes a lane byte derived
+// from the inner flow hash into each transport header (only toward a
+// gateway that said, in a probe, that it reads them), and the receiver's
+// kernel steers datagrams to sockets by it, so one gateway pair's flows
+// spread over the receiver's cores while each flow stays in order.
+//
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes
 // its first fragment's hash from a small table, flows.go) and ranks the site's gateways by rendezvous hashing

@@ -256,7 +256,7 @@ func TestOutsideGarbage(t *testing.T) {
 		{"three bytes", []byte{4, 0, 0}, ReasonRunt},
 		{"short transport", transport(2, 20), ReasonRunt},
 		{"unknown type", []byte{9, 0, 0, 0, 1, 2, 3, 4}, ReasonUnknownType},
-		{"reserved bits set", append([]byte{4, 1, 0, 0}, make([]byte, 40)...), ReasonUnknownType},
+		{"reserved bits set", append([]byte{4, 0, 1, 0}, make([]byte, 40)...), ReasonUnknownType},
 		{"unknown index", transport(77, 64), ReasonUnknownIndex},
 		{"bad tag", transport(2, 64), ReasonBadTag},
 		{"short initiation", append([]byte{1, 0, 0, 0}, make([]byte, 20)...), ReasonBadSize},

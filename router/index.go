@@ -12,6 +12,11 @@ type indexEntry struct {
 	idx  uint32
 	peer *Peer
 	kp   *bhcrypto.Keypair
+	// windows are the session's replay windows for messages with a
+	// lane byte, one per receiving lane (see laneWindows); lanes is the
+	// Router's lane count. Messages without one use kp's window.
+	windows []laneWindow
+	lanes   int
 }
 
 // indexTable maps our receiver indices to sessions.
@@ -41,6 +46,8 @@ type indexTable struct {
 	// unpublished, still under mu.
 	onAdd    func(idx uint32)
 	onRemove func(idxs []uint32)
+	// lanes is the Router's lane count, set by New before any add.
+	lanes int
 }
 
 type indexSlots struct {
@@ -92,7 +99,7 @@ func (t *indexTable) add(p *Peer, kp *bhcrypto.Keypair) {
 	}
 	t.grow(1)
 	s := t.tab.Load()
-	e := &indexEntry{idx: kp.LocalIndex, peer: p, kp: kp}
+	e := &indexEntry{idx: kp.LocalIndex, peer: p, kp: kp, windows: laneWindows(t.lanes), lanes: t.lanes}
 	if _, i, ok := s.find(kp.LocalIndex); ok {
 		s.slots[i].Store(e)
 		return

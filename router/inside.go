@@ -289,7 +289,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		}
 		padded := bhcrypto.PaddedLen(size, r.set.mtu)
 		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
-		msg, err := kp.Seal(b.bufs[i], padded)
+		msg, err := kp.SealLane(b.bufs[i], padded, laneByte(p, kp, flow))
 		if err != nil {
 			r.drops.Add(Inside, ReasonExpired, 1)
 			r.hs.want(p)

@@ -3,8 +3,10 @@ package router
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -25,8 +27,10 @@ type Lane struct {
 // outside reader+opener (receiving on bind, writing to tun).
 // Lane 0 is Options.TUN and Options.Bind. The kernel picks the lane of a
 // packet: the TUN queue by the flow hash of the packet the stack routes
-// into the interface, the socket by a hash of the datagram's addresses
-// and ports, so one flow stays on one lane and in order.
+// into the interface, the socket by the lane byte the sending gateway
+// derived from the inner flow (see Lane bytes below) or, without one, by
+// a hash of the datagram's addresses and ports; so one flow stays on one
+// lane and in order, and one gateway pair's flows spread over the lanes.
 //
 // Everything else is shared by every lane and safe for concurrent use:
 // the routing state (an immutable snapshot behind an atomic pointer), the
@@ -100,4 +104,83 @@ func (r *Router) lanesHealthy(now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// Lane bytes. Every datagram of a gateway pair leaves from one port to
+// one port, so the receiver's SO_REUSEPORT hash would hand all of them
+// to one socket, and one core would open them however many lanes it
+// runs. Instead the sender writes a byte derived from the inner packet's
+// flow hash into each transport header (crypto.Keypair.SealLane), and the
+// receiver's kernel steers each datagram to socket (byte mod lanes)
+// (udp.ListenLanes' reuseport program), so one pair's flows spread over
+// the receiver's lanes while each flow stays on one socket, in order.
+// Nothing else changes: one source port per pair, so NAT mappings,
+// keepalives, endpoint learning and the kernel filter's endpoint map are
+// as before; handshakes and messages without a lane byte are steered by
+// the kernel's hash, as before.
+//
+// Receivers that predate the lane byte drop messages carrying one, so a
+// sender sets it only on a session on which the peer said it reads them
+// (flagLanes in its probes and replies; the prober probes once on each
+// new session to learn it within a round trip). Until then, and toward
+// older gateways, the byte is 0 and the receiver's hash spreads by peer.
+// When a session starts carrying lane bytes a flow may move from its
+// hashed socket to its steered one, once per session: a few packets can
+// be reordered then, within the replay window.
+
+// laneTag names a session for Peer.laneSession: its local index, with a
+// bit set so that no session's tag is 0.
+func laneTag(kp *bhcrypto.Keypair) uint64 { return 1<<32 | uint64(kp.LocalIndex) }
+
+// laneByte is the lane byte of a packet of the given flow sealed for p on
+// kp: 1-255 from the flow hash once p said it reads them on kp, else 0.
+func laneByte(p *Peer, kp *bhcrypto.Keypair, flow uint64) byte {
+	if p.laneSession.Load() != laneTag(kp) {
+		return 0
+	}
+	return byte(1 + (flow>>32)%255)
+}
+
+// Replay windows. A session's messages reach several lanes at once, and
+// while one lane is descheduled its socket's queue ages: with one window
+// per session, the other lanes move it past that queue's counters, and
+// they are dropped as too old when the lane wakes (BenchmarkLanesRouters
+// measured 6.7 % of packets so dropped on a loaded machine). Within one
+// socket counters arrive in order, so each receiving lane's share of a
+// session gets its own window, picked by the message's lane byte (which
+// is authenticated, so a replay always meets the window that saw the
+// original, whatever socket it arrives on) the way the kernel picks the
+// socket. Messages without a lane byte use the keypair's own window.
+// A window is about 2 KiB: at most maxLaneWindows per session, shared
+// round robin by the lanes beyond.
+
+// maxLaneWindows bounds the replay windows of one session.
+const maxLaneWindows = 16
+
+// laneWindow is one lane's replay window of a session, under its own lock.
+type laneWindow struct {
+	mu sync.Mutex
+	w  bhcrypto.ReplayWindow
+}
+
+// laneWindows returns the replay windows of a new session of a Router
+// with lanes lanes: none for one lane.
+func laneWindows(lanes int) []laneWindow {
+	if lanes < 2 {
+		return nil
+	}
+	return make([]laneWindow, min(lanes, maxLaneWindows))
+}
+
+// checkReplay records counter, received with lane byte lane, in the
+// session's replay window for that lane and reports whether it is new.
+func (e *indexEntry) checkReplay(counter uint64, lane byte) bool {
+	if lane == 0 || len(e.windows) == 0 {
+		return e.kp.CheckReplay(counter)
+	}
+	w := &e.windows[int(lane)%e.lanes%len(e.windows)]
+	w.mu.Lock()
+	ok := w.w.Check(counter)
+	w.mu.Unlock()
+	return ok
 }

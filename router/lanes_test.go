@@ -316,3 +316,101 @@ func TestNewLanesChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneBytes: A sets no lane byte until B says, on the session in use,
+// that it reads them; then each flow gets one non-zero lane byte, flows
+// spread over many, and B opens them; a new session starts without again.
+func TestLaneBytes(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	in := h.a.newInsideBatch()
+	out := h.b.testLane(nil)
+	bind := &laneBind{local: h.bindA.local, to: out}
+	in.run.bind = bind
+	pkt := udpPacket(t, podA, podB, make([]byte, 100))
+	seal := func(port uint16) byte {
+		t.Helper()
+		binary.BigEndian.PutUint16(pkt[20:], port) // the inner UDP source port
+		refill(in, pkt)
+		bind.n = 0
+		h.a.routeBatch(in, 1, h.now)
+		if bind.n != 1 {
+			t.Fatalf("port %d: packet not sealed", port)
+		}
+		lane := out.bufs[0][1]
+		before := out.lane.tun.Device.(*nullTUN).written
+		h.b.receiveBatch(out, 1, h.now)
+		if out.lane.tun.Device.(*nullTUN).written != before+1 {
+			t.Fatalf("port %d, lane byte %d: B did not deliver the packet", port, lane)
+		}
+		return lane
+	}
+	if l := seal(1000); l != 0 {
+		t.Fatalf("lane byte %d before B said it reads them", l)
+	}
+	pA := h.a.state.Load().peers[h.b.id.Public]
+	reply := func(flags byte) []byte {
+		b := make([]byte, probeLen)
+		b[0], b[1] = probeReply, flags
+		return b
+	}
+	h.a.probe.handleControl(nil, pA, pA.current.Load(), reply(0), h.bindB.local, h.now)
+	if l := seal(1000); l != 0 {
+		t.Fatalf("lane byte %d after a reply without flagLanes", l)
+	}
+	h.a.probe.handleControl(nil, pA, pA.current.Load(), reply(flagLanes), h.bindB.local, h.now)
+	seen := map[byte]bool{}
+	for port := uint16(1000); port < 1064; port++ {
+		l := seal(port)
+		if l == 0 {
+			t.Fatalf("port %d: no lane byte after flagLanes", port)
+		}
+		if again := seal(port); again != l {
+			t.Fatalf("port %d: lane bytes %d then %d: a flow changed lanes", port, l, again)
+		}
+		seen[l] = true
+	}
+	if len(seen) < 32 {
+		t.Errorf("64 flows got %d lane bytes", len(seen))
+	}
+	rekey(t, h, 3, 4)
+	if l := seal(1000); l != 0 {
+		t.Fatalf("lane byte %d on a new session B has not spoken on", l)
+	}
+}
+
+// TestLaneReplayWindows: each receiving lane's share of a session has its
+// own replay window, picked by the lane byte: a lane far ahead does not
+// age out another lane's counters, a duplicate is refused in its own
+// window, and messages without a lane byte use the keypair's window.
+func TestLaneReplayWindows(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	kp := h.b.state.Load().peers[h.a.id.Public].current.Load()
+	e := &indexEntry{kp: kp, windows: laneWindows(3), lanes: 3}
+	ahead := uint64(3 * bhcrypto.ReplayWindowSize)
+	for _, step := range []struct {
+		counter uint64
+		lane    byte
+		ok      bool
+	}{
+		{ahead, 1, true},      // lane 1 runs far ahead
+		{10, 2, true},         // lane 2's older counter is still new
+		{10, 2, false},        // its duplicate is not
+		{11, 5, true},         // lane byte 5 is lane 2 too (5 mod 3)
+		{11, 2, false},        // so a replay on lane byte 2 meets the same window
+		{12, 1, false},        // too old for lane 1's window
+		{13, 0, true},         // no lane byte: the keypair's window
+		{13, 0, false},        //
+		{ahead - 5, 4, true},  // lane byte 4 is lane 1
+		{ahead - 5, 1, false}, //
+		{ahead + 1, 0, true},  // the keypair's window is apart
+		{14, 0, false},        // and now too old there
+		{bhcrypto.RejectAfterMessages, 2, false},
+	} {
+		if got := e.checkReplay(step.counter, step.lane); got != step.ok {
+			t.Errorf("counter %d lane byte %d: new=%v, want %v", step.counter, step.lane, got, step.ok)
+		}
+	}
+	if laneWindows(1) != nil || len(laneWindows(64)) != maxLaneWindows {
+		t.Errorf("windows for 1 and 64 lanes: %d, %d", len(laneWindows(1)), len(laneWindows(64)))
+	}
+}

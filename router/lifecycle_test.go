@@ -45,6 +45,25 @@ func TestKeepalive(t *testing.T) {
 	}
 	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
 	b.expectPacket(t)
+	// Each side probes once on a new session to learn whether the
+	// other reads lane bytes: let those cross before counting.
+	for i := 0; ; i++ {
+		if a.r.state.Load().peers[b.id.Public].laneSession.Load() != 0 &&
+			b.r.state.Load().peers[a.id.Public].laneSession.Load() != 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatal("lane probes not answered")
+		}
+		if i%10 == 0 {
+			clock.Advance(ProbeTick)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Then data from A again, later than anything B sent.
+	clock.Advance(time.Second)
+	a.tun.Inject(udpPacket(t, podA, podB, []byte("hi")))
+	b.expectPacket(t)
 	rx := func() uint64 { return b.r.Peers()[0].RxPackets }
 	base := rx()
 	// B answers A's data with a passive keepalive after

@@ -187,7 +187,8 @@ func TestParseControl(t *testing.T) {
 	}{
 		{"old request", msg(probeRequest, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42), control{typ: probeRequest, echo: 42, size: probeLen}, true},
 		{"reply cannot deliver", msg(probeReply, flagCannotDeliver), control{typ: probeReply, flags: flagCannotDeliver, size: probeLen}, true},
-		{"unknown flags and reserved bytes ignored", msg(probeReply, 0xfe, 9, 9), control{typ: probeReply, size: probeLen}, true},
+		{"reply reads lane bytes", msg(probeReply, flagLanes), control{typ: probeReply, flags: flagLanes, size: probeLen}, true},
+		{"unknown flags and reserved bytes ignored", msg(probeReply, 0xfc, 9, 9), control{typ: probeReply, size: probeLen}, true},
 		{"padded MTU probe", append(msg(probeRequest), make([]byte, 1400)...), control{typ: probeRequest, size: probeLen + 1400}, true},
 		{"short", msg(probeRequest)[:probeLen-1], control{}, false},
 		{"unknown type", msg(0x1f), control{}, false},

@@ -156,7 +156,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		r.drops.Add(Outside, ReasonBadTag, 1)
 		return nil, false
 	}
-	if !e.kp.CheckReplay(counter) {
+	if !e.checkReplay(counter, msg[1]) {
 		r.drops.Add(Outside, ReasonReplay, 1)
 		return nil, false
 	}

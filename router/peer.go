@@ -85,6 +85,12 @@ type Peer struct {
 
 	queue packetQueue // safe for concurrent use (see packetQueue)
 
+	// laneSession is laneTag of the session on which the peer last said
+	// it reads lane bytes (flagLanes in a control message), 0 if none:
+	// the inside path sets a lane byte only on that session (laneByte).
+	// Written by the outside loop (handleControl), only when it changes.
+	laneSession atomic.Uint64
+
 	// Traffic counters: tx by the inside path and the handshake loop
 	// (queued packets it flushes), rx by the outside loop.
 	txPackets, txBytes atomic.Uint64
@@ -132,6 +138,9 @@ type peerHandshake struct {
 	// reached: a handshake with the peer completed (either way) since
 	// this Router started. Until then the tie-break does not apply.
 	reached bool
+	// laneAsked is laneTag of the last session on which the prober
+	// sent a probe to learn whether the peer reads lane bytes.
+	laneAsked uint64
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {

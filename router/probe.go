@@ -14,7 +14,7 @@ import (
 // instead of an IP packet:
 //
 //	byte 0     probeRequest or probeReply (high nibble 1: never an IP version)
-//	byte 1     flags about the sender (flagCannotDeliver); unknown ones ignored
+//	byte 1     flags about the sender (flagCannotDeliver, flagLanes); unknown ones ignored
 //	bytes 2-7  reserved, zero; ignored
 //	bytes 8-15 echo: opaque to the answerer, copied into the reply
 //	bytes 16-  padding, any length, ignored (path MTU probes, see pathMTU)
@@ -33,7 +33,12 @@ const (
 	// flagCannotDeliver: the sender's LAN side is broken (see
 	// Router.SetCanDeliver): it must not get flows.
 	flagCannotDeliver = 0x01
-	knownFlags        = flagCannotDeliver
+	// flagLanes: the sender reads the lane byte of transport messages
+	// (package crypto's wire format), so it may get non-zero ones on
+	// the session that carried this message. Gateways that predate it
+	// drop such messages; they never set it.
+	flagLanes  = 0x02
+	knownFlags = flagCannotDeliver | flagLanes
 )
 
 // control is a parsed control message.
@@ -99,10 +104,14 @@ func newProber(r *Router) *prober {
 
 // flags are the flags this gateway sends in every control message.
 func (pr *prober) flags() byte {
-	if pr.cannotDeliver.Load() {
-		return flagCannotDeliver
+	var f byte = flagLanes
+	if pr.r.set.noLaneBytes {
+		f = 0
 	}
-	return 0
+	if pr.cannotDeliver.Load() {
+		f |= flagCannotDeliver
+	}
+	return f
 }
 
 // SetCanDeliver says whether this gateway can deliver to its own site
@@ -129,6 +138,11 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		return
 	}
 	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
+	if c.flags&flagLanes != 0 {
+		if tag := laneTag(kp); p.laneSession.Load() != tag {
+			p.laneSession.Store(tag)
+		}
+	}
 	switch c.typ {
 	case probeRequest:
 		buf := b.replies.next()
@@ -169,6 +183,13 @@ func (pr *prober) run(st *routingState, now time.Time) {
 		session := kp != nil && usable(kp, now)
 		a := p.live.evaluate(mono, p.live.acked.Load(), p.txPackets.Load(), session)
 		a.probe = a.probe || (announce && session)
+		if session && p.hs.laneAsked != laneTag(kp) && p.laneSession.Load() != laneTag(kp) {
+			// A new session: learn at once whether the peer reads
+			// lane bytes on it (its reply says), rather than at
+			// the next probe of its interval.
+			p.hs.laneAsked = laneTag(kp)
+			a.probe = true
+		}
 		if a.changed {
 			// No new handshake here: a peer that lost our session
 			// (it restarted) starts one itself when our probes hit

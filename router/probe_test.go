@@ -15,11 +15,11 @@ func TestProberPart(t *testing.T) {
 	r := &Router{mono: newMonoEpoch(now.Add(-time.Minute))}
 	r.probe = &prober{r: r}
 	pr := r.probe
-	if pr.flags() != 0 || !r.CanDeliver() {
+	if pr.flags() != flagLanes || !r.CanDeliver() {
 		t.Fatal("a new router says it cannot deliver")
 	}
 	r.SetCanDeliver(false)
-	if pr.flags() != flagCannotDeliver || r.CanDeliver() {
+	if pr.flags() != flagCannotDeliver|flagLanes || r.CanDeliver() {
 		t.Fatal("SetCanDeliver(false) not in the flags")
 	}
 	r.SetCanDeliver(true)

@@ -99,6 +99,9 @@ type settings struct {
 	bufSize, queueLen int
 	rekeyAfter        time.Duration
 	fifoInside        bool // Options.FIFOInside: insidePipe instead of the fair queue
+	// noLaneBytes (tests only) makes the Router behave like a gateway
+	// that predates lane bytes: its probes never say it reads them.
+	noLaneBytes bool
 }
 
 // bufHeadroom is the space in front of each packet in the data-path
@@ -160,6 +163,7 @@ func New(o Options) (*Router, error) {
 	if err := r.initLanes(o.Lanes); err != nil {
 		return nil, err
 	}
+	r.index.lanes = len(r.lanes)
 	r.icmp = newICMPResponder(&r.tun, &r.drops, r.set.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices

@@ -46,6 +46,9 @@ type Options struct {
 
 	// reusePort sets SO_REUSEPORT before bind (ListenLanes).
 	reusePort bool
+	// noGRO leaves receive coalescing off (ListenLanes: the kernel
+	// steers a coalesced datagram whole, by its first segment).
+	noGRO bool
 }
 
 // LinuxBind is a UDP socket using recvmmsg/sendmmsg, one system call per
@@ -157,7 +160,7 @@ func Listen(addr netip.AddrPort, opts Options) (*LinuxBind, error) {
 	}
 	var gso, gro bool
 	if !opts.DisableOffload {
-		if err := raw.Control(func(fd uintptr) { gso, gro = probeOffloads(int(fd)) }); err != nil {
+		if err := raw.Control(func(fd uintptr) { gso, gro = probeOffloads(int(fd), !opts.noGRO) }); err != nil {
 			_ = conn.Close()
 			return nil, fmt.Errorf("udp: listen %v: %w", addr, err)
 		}

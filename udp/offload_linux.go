@@ -42,12 +42,12 @@ const (
 	groCmsgSize = 64
 )
 
-// probeOffloads enables UDP_GRO on fd and checks that the kernel knows
+// probeOffloads enables UDP_GRO on fd (if wantGRO) and checks that the kernel knows
 // UDP_SEGMENT. Either may be missing on old kernels (ENOPROTOOPT).
-func probeOffloads(fd int) (gso, gro bool) {
+func probeOffloads(fd int, wantGRO bool) (gso, gro bool) {
 	_, err := unix.GetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT)
 	gso = err == nil
-	gro = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	gro = wantGRO && unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
 	return gso, gro
 }
 

@@ -5,21 +5,39 @@ package udp
 import (
 	"fmt"
 	"net/netip"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 )
 
 // MaxLanes is the most sockets ListenLanes opens on one port.
 const MaxLanes = 64
 
+// Datagram layout the steering program reads (package crypto's wire
+// format): byte 0 the type, byte 1 of a transport message its lane byte.
+const (
+	msgTransport = 4
+	noSocket     = 0xffffffff // out of range: the kernel picks by hash
+)
+
 // ListenLanes opens n UDP sockets bound to the same address and port with
 // SO_REUSEPORT, each a LinuxBind with opts, so that n goroutines can
-// receive in parallel. The kernel gives each datagram to one of them by a
-// hash of its source and destination addresses and ports: the datagrams of
-// one peer's source port all reach one socket, in order, and peers (or one
-// peer's several source ports) spread over the sockets. A datagram sent
-// from any of them leaves from the shared port. Port 0 picks a free port
-// for the first socket; the others join it.
+// receive in parallel. A datagram sent from any of them leaves from the
+// shared port. Port 0 picks a free port for the first socket; the others
+// join it.
 //
-// When a socket of the group closes, the kernel rehashes the remaining
+// With n > 1 a classic BPF program on the group (SO_ATTACH_REUSEPORT_CBPF)
+// picks each datagram's socket: a transport message with a non-zero lane
+// byte goes to socket (lane byte mod n), in the order the sockets were
+// opened, so one peer's flows spread over the sockets while each flow
+// stays on one; every other datagram goes where the kernel's hash of its
+// addresses and ports sends it (then one peer's source port reaches one
+// socket, in order). Receive coalescing (GRO) stays off on these sockets:
+// the kernel would steer a coalesced run whole, by its first datagram,
+// and so move a flow between sockets. A kernel without the option (before
+// Linux 4.5) fails ListenLanes; the caller falls back to one lane.
+//
+// When a socket of the group closes, the kernel renumbers the remaining
 // ones: close them together. The caller owns the binds. On error nothing
 // stays open.
 func ListenLanes(addr netip.AddrPort, n int, opts Options) ([]*LinuxBind, error) {
@@ -27,17 +45,60 @@ func ListenLanes(addr netip.AddrPort, n int, opts Options) ([]*LinuxBind, error)
 		return nil, fmt.Errorf("udp: %d sockets outside [1, %d]", n, MaxLanes)
 	}
 	opts.reusePort = true
+	opts.noGRO = n > 1
 	binds := make([]*LinuxBind, 0, n)
+	fail := func(err error) ([]*LinuxBind, error) {
+		for _, b := range binds {
+			_ = b.Close()
+		}
+		return nil, err
+	}
 	for i := range n {
 		b, err := Listen(addr, opts)
 		if err != nil {
-			for _, b := range binds {
-				_ = b.Close()
-			}
-			return nil, fmt.Errorf("udp: socket %d of %d on %v: %w", i+1, n, addr, err)
+			return fail(fmt.Errorf("udp: socket %d of %d on %v: %w", i+1, n, addr, err))
 		}
 		binds = append(binds, b)
 		addr = netip.AddrPortFrom(addr.Addr(), b.LocalAddr().Port())
 	}
+	if n > 1 {
+		if err := binds[0].steer(n); err != nil {
+			return fail(fmt.Errorf("udp: steering by lane byte on %v: %w", addr, err))
+		}
+	}
 	return binds, nil
+}
+
+// laneProgram is the reuseport program of a group of n sockets. The
+// kernel runs it with the packet's data starting at the UDP payload.
+func laneProgram(n int) ([]bpf.RawInstruction, error) {
+	return bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: msgTransport, SkipTrue: 4},
+		bpf.LoadAbsolute{Off: 1, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 2},
+		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
+		bpf.RetA{},
+		bpf.RetConstant{Val: noSocket},
+	})
+}
+
+// steer attaches laneProgram(n) to b's reuseport group.
+func (b *LinuxBind) steer(n int) error {
+	raw, err := laneProgram(n)
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, ins := range raw {
+		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	var serr error
+	if err := b.raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &prog)
+	}); err != nil {
+		return err
+	}
+	return serr
 }

@@ -128,3 +128,117 @@ func TestListenLanesErrors(t *testing.T) {
 		t.Error("joined a port bound without SO_REUSEPORT")
 	}
 }
+
+// TestListenLanesSteersByLaneByte: from one source port, transport
+// messages go to socket (lane byte mod n), each lane byte's in order;
+// messages without a lane byte, and other types, follow the kernel's hash
+// (one source port: one socket). Receive coalescing is off.
+func TestListenLanesSteersByLaneByte(t *testing.T) {
+	for _, tc := range []struct {
+		name, network, listen string
+		dst                   net.IP
+	}{
+		{"ipv4", "udp4", "127.0.0.1:0", net.IPv4(127, 0, 0, 1)},
+		{"ipv6", "udp6", "[::1]:0", net.IPv6loopback},
+		{"ipv4 to dual-stack", "udp4", "[::]:0", net.IPv4(127, 0, 0, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const lanes, perLane = 3, 50
+			binds, err := ListenLanes(netip.MustParseAddrPort(tc.listen), lanes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type got struct {
+				socket int
+				msg    [4]byte // type, lane byte, sequence
+			}
+			var mu sync.Mutex
+			var recv []got
+			var wg sync.WaitGroup
+			for l, b := range binds {
+				if b.GRO() {
+					t.Errorf("socket %d: GRO on", l)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					bufs, sizes, eps := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
+					for i := range bufs {
+						bufs[i] = make([]byte, 64)
+					}
+					for {
+						n, err := b.Receive(bufs, sizes, eps)
+						if err != nil {
+							return
+						}
+						mu.Lock()
+						for i := range n {
+							recv = append(recv, got{socket: l, msg: [4]byte(bufs[i][:4])})
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			defer func() {
+				for _, b := range binds {
+					b.Close()
+				}
+				wg.Wait()
+			}()
+			c, err := net.DialUDP(tc.network, nil, &net.UDPAddr{IP: tc.dst, Port: int(binds[0].LocalAddr().Port())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// Lane bytes 0-6 and a handshake-type message, interleaved.
+			kinds := [][2]byte{{4, 0}, {4, 1}, {4, 2}, {4, 3}, {4, 4}, {4, 5}, {4, 255}, {1, 7}}
+			msg := make([]byte, 32)
+			for seq := range perLane {
+				for _, k := range kinds {
+					msg[0], msg[1], msg[2], msg[3] = k[0], k[1], 0, byte(seq)
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := perLane * len(kinds)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				n := len(recv)
+				mu.Unlock()
+				if n >= want || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(recv) != want {
+				t.Fatalf("received %d datagrams, want %d", len(recv), want)
+			}
+			socketOf := map[[2]byte]int{}
+			next := map[[2]byte]byte{}
+			for _, g := range recv {
+				k := [2]byte{g.msg[0], g.msg[1]}
+				if s, ok := socketOf[k]; ok && s != g.socket {
+					t.Errorf("type %d lane %d on sockets %d and %d", k[0], k[1], s, g.socket)
+				}
+				socketOf[k] = g.socket
+				if g.msg[3] != next[k] {
+					t.Errorf("type %d lane %d: sequence %d after %d", k[0], k[1], g.msg[3], next[k]-1)
+				}
+				next[k] = g.msg[3] + 1
+			}
+			for _, k := range kinds[1:7] {
+				if want := int(k[1]) % lanes; socketOf[k] != want {
+					t.Errorf("lane byte %d on socket %d, want %d", k[1], socketOf[k], want)
+				}
+			}
+			// One source port: no lane byte and handshakes go where the hash says, together.
+			if socketOf[kinds[0]] != socketOf[kinds[7]] {
+				t.Errorf("lane byte 0 on socket %d, handshake type on %d: want one hashed socket", socketOf[kinds[0]], socketOf[kinds[7]])
+			}
+		})
+	}
+}
