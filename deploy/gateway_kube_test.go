@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -196,6 +197,16 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 	}
 	if _, err := gw.Patch(ctx, gwAdmitted, types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
 		t.Errorf("site gateway writes an admitted Gateway's status: %v", err)
+	}
+	// The API server loads admission policies through an informer: the
+	// policy applied a moment ago is in force once it refuses.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := gw.Patch(ctx, gwAdmittedOther, types.MergePatchType, status, metav1.PatchOptions{}, "status")
+		if apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for _, r := range []struct {
 		name string
