@@ -334,10 +334,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	// elector gives the Lease up as soon as its context ends, and a
 	// standby that took over while a worker still wrote could hand out a
 	// block this leader was patching onto a Node.
+	var stopWG sync.WaitGroup
+	defer stopWG.Wait() // after cancelElect, deferred below
 	electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelElect()
-	var stopWG sync.WaitGroup
-	defer stopWG.Wait()
 	stopWG.Go(func() {
 		select {
 		case <-ctx.Done():
