@@ -93,3 +93,27 @@ func TestFakeReconcile(t *testing.T) {
 		t.Errorf("lost node assigned: %v %v", l.Labels, l.Spec.PodCIDRs)
 	}
 }
+
+// TestRunBadLeaderElection: timings client-go refuses (a renew deadline
+// not below the lease duration) make Run return that error at once, with
+// its context still live.
+func TestRunBadLeaderElection(t *testing.T) {
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
+		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"})
+	c, err := New(Options{Client: fake.NewClientset(), Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+		Namespace: "bh", LeaderElect: true, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "leaseDuration must be greater than renewDeadline") {
+			t.Errorf("Run: %v, want client-go's refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10 s")
+	}
+}
