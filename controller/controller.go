@@ -403,6 +403,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	// The catalog comes from the caches alone (Nodes carry their blocks),
 	// so its worker starts before the rebuild, which lists every Node
 	// from the API server: the first catalog does not wait for it.
+	published := c.publishedNodes() // before the catalog worker rewrites it
 	var wg sync.WaitGroup
 	wg.Go(func() { c.work(ctx, c.catalogQueue, "catalog", c.reconcileCatalog) })
 	defer func() {
@@ -410,7 +411,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		wg.Wait()
 	}()
 	c.catalogQueue.Add(catalogKey)
-	names, err := c.rebuild(ctx)
+	names, err := c.rebuild(ctx, published)
 	if err != nil {
 		return fmt.Errorf("rebuild: %w", err)
 	}

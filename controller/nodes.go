@@ -23,7 +23,10 @@ import (
 // rebuild lists every Node from the API server (paged, a consistent
 // read) and rebuilds the allocator from the blocks they record, oldest
 // Node first. It returns the node names listed.
-func (c *Controller) rebuild(ctx context.Context) ([]string, error) {
+//
+// published are the nodes of the catalog published before this lead
+// (publishedNodes): those no Node matches start their release grace.
+func (c *Controller) rebuild(ctx context.Context, published []ipam.Released) ([]string, error) {
 	start := time.Now()
 	var nodes []*corev1.Node
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -74,7 +77,7 @@ func (c *Controller) rebuild(ctx context.Context) ([]string, error) {
 	for _, n := range names {
 		exists[n] = true
 	}
-	c.releaseUnrecorded(exists)
+	c.releaseUnrecorded(published, exists)
 	held := len(c.alloc.Holdings())
 	took := time.Since(start)
 	c.metrics.rebuildNodes.Set(float64(len(nodes)))

@@ -152,26 +152,24 @@ func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
 	return nil
 }
 
-// releaseUnrecorded starts, now, the grace of the blocks that the
-// published catalog lists for nodes that no longer exist and that no
-// recorded grace covers: nodes deleted while no replica led, or before
-// the last leader recorded them. Called after restoreReleases, so a
-// recorded grace keeps its end. The catalog is read from the cache.
-func (c *Controller) releaseUnrecorded(exists map[string]bool) {
+// publishedNodes reads from the cache the nodes the published catalog
+// lists, with their site and blocks. lead calls it before its catalog
+// worker starts, which would publish the catalog without the nodes
+// deleted since.
+func (c *Controller) publishedNodes() []ipam.Released {
 	if c.opts.ReleaseGrace <= 0 {
-		return
+		return nil
 	}
 	cms := c.configMaps.ConfigMaps(c.opts.Namespace)
 	base, err := cms.Get(catalog.BaseName)
 	if err != nil {
-		return // nothing published yet
+		return nil // nothing published yet
 	}
 	_, refs, err := catalog.DecodeBase(base)
 	if err != nil {
 		c.log.Warn("release graces: the published catalog is unreadable", "err", err)
-		return
+		return nil
 	}
-	expires := c.now().Add(c.opts.ReleaseGrace)
 	var rs []ipam.Released
 	for site, list := range refs {
 		for _, ref := range list {
@@ -185,10 +183,7 @@ func (c *Controller) releaseUnrecorded(exists map[string]bool) {
 				continue
 			}
 			for _, n := range nodes {
-				if exists[n.Name] {
-					continue
-				}
-				r := ipam.Released{Node: n.Name, Site: site, Expires: expires}
+				r := ipam.Released{Node: n.Name, Site: site}
 				for _, p := range []netip.Prefix{n.PodCIDR, n.PodCIDR6} {
 					if p.IsValid() {
 						r.CIDRs = append(r.CIDRs, p)
@@ -198,6 +193,22 @@ func (c *Controller) releaseUnrecorded(exists map[string]bool) {
 					rs = append(rs, r)
 				}
 			}
+		}
+	}
+	return rs
+}
+
+// releaseUnrecorded starts, now, the grace of the blocks of published
+// nodes that no longer exist and that no recorded grace covers: nodes
+// deleted while no replica led, or before the last leader recorded them.
+// Called after restoreReleases, so a recorded grace keeps its end.
+func (c *Controller) releaseUnrecorded(published []ipam.Released, exists map[string]bool) {
+	expires := c.now().Add(c.opts.ReleaseGrace)
+	var rs []ipam.Released
+	for _, r := range published {
+		if !exists[r.Node] {
+			r.Expires = expires
+			rs = append(rs, r)
 		}
 	}
 	if len(rs) == 0 {
