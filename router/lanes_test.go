@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -198,9 +199,11 @@ func TestLanesOpenOneSessionConcurrently(t *testing.T) {
 
 // benchmarkLanes runs lanes pipelines at once, each sealing batches of 16
 // packets of 1420 bytes on A and opening them on B, on one shared session:
-// A's send counter, B's replay window, both peers' counters, the index and
-// the routing state are shared, as they are between a Router's lanes. Run
-// with -cpu 1,2 to compare one core with two:
+// A's send counter, both peers' counters, the index and the routing state
+// are shared, as they are between a Router's lanes. B said it reads lane
+// bytes, and pipe i carries a flow whose lane byte the kernel would steer
+// to B's socket i, so each pipe meets its own replay window at B, as a
+// lane does. Run with -cpu 1,2 to compare one core with two:
 //
 //	go test -run '^$' -bench BenchmarkLanes -cpu 1,2 -count 5 ./router/
 //
@@ -215,14 +218,16 @@ func benchmarkLanes(b *testing.B, lanes int) {
 		in   *insideBatch
 		out  *outsideBatch
 		bind *laneBind
+		pkt  []byte
 	}
 	pipes := make([]pipe, lanes)
+	pkts := lanePackets(b, h, pkt, lanes)
 	for i := range pipes {
 		in := h.a.newInsideBatch()
 		out := h.b.testLane(nil)
 		bind := &laneBind{local: h.bindA.local, to: out}
 		in.run.bind = bind
-		pipes[i] = pipe{in, out, bind}
+		pipes[i] = pipe{in, out, bind, pkts[i]}
 	}
 	b.SetBytes(batch * size)
 	b.ReportAllocs()
@@ -239,7 +244,7 @@ func benchmarkLanes(b *testing.B, lanes int) {
 			defer wg.Done()
 			for range n {
 				for k := range batch {
-					p.in.sizes[k] = copy(p.in.bufs[k][bufHeadroom:], pkt)
+					p.in.sizes[k] = copy(p.in.bufs[k][bufHeadroom:], p.pkt)
 				}
 				p.bind.n = 0
 				p.in.run.now = h.a.mono.ns(h.now)
@@ -252,6 +257,31 @@ func benchmarkLanes(b *testing.B, lanes int) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(h.b.drops.Get(Outside, ReasonReplay))/float64(b.N), "replay-drops/op")
+}
+
+// lanePackets makes B of h a Router of lanes lanes that said it reads lane
+// bytes on the session, and returns, for each of B's lanes, a copy of pkt
+// (an IPv4 UDP packet) with an inner source port whose flow's lane byte
+// steers it to that lane.
+func lanePackets(tb testing.TB, h *hotPair, pkt []byte, lanes int) [][]byte {
+	tb.Helper()
+	pA := h.a.state.Load().peers[h.b.id.Public]
+	kpA := pA.current.Load()
+	pA.laneSession.Store(laneTag(kpA))
+	pB := h.b.state.Load().peers[h.a.id.Public]
+	h.b.index.lanes = lanes
+	h.b.index.add(pB, pB.current.Load()) // again, with a window per lane
+	out := make([][]byte, lanes)
+	for port, found := uint16(1000), 0; found < lanes; port++ {
+		p := bytes.Clone(pkt)
+		binary.BigEndian.PutUint16(p[20:], port)
+		l := int(laneByte(pA, kpA, h.a.flows.hash(p))) % lanes
+		if out[l] == nil {
+			out[l] = p
+			found++
+		}
+	}
+	return out
 }
 
 func BenchmarkLanes(b *testing.B) {

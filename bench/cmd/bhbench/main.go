@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		mtu       = fs.Int("mtu", 1420, "MTU of the tunnel interfaces (bridgehead interface.mtu, wg interface)")
 		wanMTU    = fs.Int("wan-mtu", 1500, "MTU of the WAN veth between the gateways")
 		streams   = fs.Int("streams", 4, "parallel streams of the multi-stream TCP test")
+		prefix    = fs.String("prefix", fmt.Sprintf("bhb%d", os.Getpid()), "prefix of the lab's namespaces and interfaces (unique per run)")
+		laneList  = fs.String("lanes", "", "bridgehead lane counts (run --lanes), comma-separated; each is a column (default: the daemon's, one per CPU)")
 		udpSize   = fs.Int("udp-size", 64, "UDP payload bytes of the small-packet test")
 		udpRate   = fs.String("udp-bitrate", "0", "iperf3 -b of the small-packet test (0: as fast as the sender can)")
 		pingEvery = fs.Duration("ping-interval", 20*time.Millisecond, "gap between ICMP echo requests")
@@ -136,12 +139,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			Control:  *floodCtl,
 			TunMTU:   *mtu,
 			WANMTU:   *wanMTU,
-			Prefix:   fmt.Sprintf("bhb%d", os.Getpid()),
+			Prefix:   *prefix,
 			Progress: stdout,
 			Verbose:  *verbose,
 		}, *binDir, *out, stdout, stderr)
 	}
 
+	var lanes []int
+	for _, l := range splitList(*laneList) {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 64 {
+			return fail("-lanes: %q is not a lane count 1..64", l)
+		}
+		lanes = append(lanes, n)
+	}
 	var variants []modes.Variant
 	for _, m := range splitList(*modeList) {
 		switch m {
@@ -157,7 +168,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			tools.Bridgehead = bh
 			for _, c := range splitList(*ciphers) {
-				variants = append(variants, modes.Variant{Mode: m, Cipher: c})
+				if len(lanes) == 0 {
+					variants = append(variants, modes.Variant{Mode: m, Cipher: c})
+				}
+				for _, n := range lanes {
+					variants = append(variants, modes.Variant{Mode: m, Cipher: c, Lanes: n})
+				}
 			}
 		case modes.WireguardGo:
 			wg, wgErr := exec.LookPath("wg")
@@ -205,7 +221,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		UDPBitrate:   *udpRate,
 		PingInterval: *pingEvery,
 		OutDir:       outDir,
-		Prefix:       fmt.Sprintf("bhb%d", os.Getpid()),
+		Prefix:       *prefix,
 		Progress:     stdout,
 		Verbose:      *verbose,
 	}

@@ -26,13 +26,20 @@ const (
 type Variant struct {
 	Mode   string
 	Cipher string
+	// Lanes is bridgehead's `run --lanes`; 0 leaves the daemon's
+	// default (one per CPU).
+	Lanes int
 }
 
 func (v Variant) String() string {
+	s := v.Mode
 	if v.Cipher != "" {
-		return v.Mode + "-" + v.Cipher
+		s += "-" + v.Cipher
 	}
-	return v.Mode
+	if v.Lanes > 0 {
+		s += fmt.Sprintf("-lanes%d", v.Lanes)
+	}
+	return s
 }
 
 // Tools names the binaries the modes run.
@@ -55,7 +62,7 @@ func Start(ctx context.Context, t *lab.Topology, v Variant, tools Tools, tunMTU 
 	case Kernel:
 		return Gateways{}, startKernel(ctx, t)
 	case Bridgehead:
-		return startBridgehead(ctx, t, tools.Bridgehead, v.Cipher, tunMTU)
+		return startBridgehead(ctx, t, tools.Bridgehead, v.Cipher, v.Lanes, tunMTU)
 	case WireguardGo:
 		return startWireguardGo(ctx, t, tools, tunMTU)
 	}
@@ -83,7 +90,7 @@ func startKernel(ctx context.Context, t *lab.Topology) error {
 
 // startBridgehead writes keys and configs the way deploy/lab/lab.sh does
 // and runs `bridgehead run` in each gateway namespace.
-func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, tunMTU int) (Gateways, error) {
+func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, lanes, tunMTU int) (Gateways, error) {
 	var pub [2]string
 	for i, s := range []string{"a", "b"} {
 		key, err := t.Run(ctx, bin, "genkey")
@@ -113,10 +120,17 @@ func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, t
 	}
 	var gw Gateways
 	var err error
-	if gw.A, err = t.Start("gw-a", lab.AGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "a.yaml")); err != nil {
+	args := func(site string) []string {
+		a := []string{bin, "run", "--config", filepath.Join(t.Dir, site+".yaml")}
+		if lanes > 0 {
+			a = append(a, "--lanes", fmt.Sprint(lanes))
+		}
+		return a
+	}
+	if gw.A, err = t.Start("gw-a", lab.AGW, nil, args("a")...); err != nil {
 		return gw, err
 	}
-	if gw.B, err = t.Start("gw-b", lab.BGW, nil, bin, "run", "--config", filepath.Join(t.Dir, "b.yaml")); err != nil {
+	if gw.B, err = t.Start("gw-b", lab.BGW, nil, args("b")...); err != nil {
 		return gw, err
 	}
 	// Up when the daemon has installed its routes on bh0, as lab.sh waits.
