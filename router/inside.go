@@ -36,6 +36,9 @@ type sealRun struct {
 	now   int64    // time of the batch (monotonic nanoseconds, see monoEpoch)
 	// bind sends the run: its lane's socket (nil: lane 0's).
 	bind udp.Bind
+	// sortOut and sortFlows are sortByLane's scratch.
+	sortOut   [][]byte
+	sortFlows []uint64
 }
 
 // newInsideSlot returns buffers for one TUN read, without a run.
@@ -315,6 +318,7 @@ func (r *Router) flushInside(b *sealRun) {
 	if bind == nil {
 		bind = r.bind
 	}
+	b.sortByLane()
 	var err error
 	if fs, ok := bind.(FlowSender); ok {
 		err = fs.SendFlows(b.out, b.flows, p.Endpoint())

@@ -86,21 +86,21 @@ func (d *sinkTUN) MTU() int       { return 1420 }
 func (d *sinkTUN) Name() string   { return "sink" }
 func (d *sinkTUN) Close() error   { d.once.Do(func() { close(d.closed) }); return nil }
 
-// benchmarkLanesRouters runs two Routers with lanes lanes each on real
+// benchmarkLanesRouters runs two Routers with lanesA and lanesB lanes on real
 // loopback sockets (udp.ListenLanes, so the kernel steers B's datagrams)
 // and measures what B delivers of 1420-byte packets of 64 flows that A's
 // lanes read as fast as they can. oldB makes B a gateway that predates
 // lane bytes (A then sends none and B's kernel hashes the pair to one
 // socket).
-func benchmarkLanesRouters(b *testing.B, lanes int, oldB bool) {
+func benchmarkLanesRouters(b *testing.B, lanesA, lanesB int, oldB bool) {
 	const size, flows = 1420, 64
 	pkt := udpPacket(b, podA, podB, make([]byte, size-28))
 	idA, idB := newIdentity(b, bhcrypto.AESGCM), newIdentity(b, bhcrypto.AESGCM)
-	bindsA, err := udp.ListenLanes(netip.MustParseAddrPort("127.0.0.1:0"), lanes, udp.Options{})
+	bindsA, err := udp.ListenLanes(netip.MustParseAddrPort("127.0.0.1:0"), lanesA, udp.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	bindsB, err := udp.ListenLanes(netip.MustParseAddrPort("127.0.0.1:0"), lanes, udp.Options{})
+	bindsB, err := udp.ListenLanes(netip.MustParseAddrPort("127.0.0.1:0"), lanesB, udp.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,22 +109,27 @@ func benchmarkLanesRouters(b *testing.B, lanes int, oldB bool) {
 	done, doneOnce := make(chan struct{}), new(sync.Once)
 	var gens []*genTUN
 	var sinks []*sinkTUN
-	var lanesA, lanesB []Lane
-	for i := range lanes {
+	var extraA, extraB []Lane
+	for i := range lanesA {
 		g := &genTUN{pkt: pkt, base: uint16(10000 + i*flows), flows: flows, start: start, closed: make(chan struct{})}
-		s := &sinkTUN{total: &total, target: uint64(b.N), done: done, doneMu: doneOnce, closed: make(chan struct{})}
-		gens, sinks = append(gens, g), append(sinks, s)
+		gens = append(gens, g)
 		if i > 0 {
-			lanesA = append(lanesA, Lane{TUN: g, Bind: bindsA[i]})
-			lanesB = append(lanesB, Lane{TUN: s, Bind: bindsB[i]})
+			extraA = append(extraA, Lane{TUN: g, Bind: bindsA[i]})
+		}
+	}
+	for i := range lanesB {
+		s := &sinkTUN{total: &total, target: uint64(b.N), done: done, doneMu: doneOnce, closed: make(chan struct{})}
+		sinks = append(sinks, s)
+		if i > 0 {
+			extraB = append(extraB, Lane{TUN: s, Bind: bindsB[i]})
 		}
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ra, err := New(Options{TUN: gens[0], Bind: bindsA[0], Identity: idA, Lanes: lanesA, Logger: log})
+	ra, err := New(Options{TUN: gens[0], Bind: bindsA[0], Identity: idA, Lanes: extraA, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rb, err := New(Options{TUN: sinks[0], Bind: bindsB[0], Identity: idB, Lanes: lanesB, Logger: log})
+	rb, err := New(Options{TUN: sinks[0], Bind: bindsB[0], Identity: idB, Lanes: extraB, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,19 +182,23 @@ func benchmarkLanesRouters(b *testing.B, lanes int, oldB bool) {
 }
 
 // BenchmarkLanesRouters: two Routers on loopback, 1 and 2 lanes each, B
-// new (steered by lane byte) and old (hashed by the pair's ports). Run
+// new (steered by lane byte) and old (hashed by the pair's ports), and A
+// with 1 lane sending to B with 2 (B's spread without A's lanes). Run
 // with -cpu 1,2:
 //
 //	go test -run '^$' -bench BenchmarkLanesRouters -cpu 1,2 -count 3 -benchtime 200000x ./router/
 func BenchmarkLanesRouters(b *testing.B) {
 	for _, tc := range []struct {
-		lanes int
-		oldB  bool
-	}{{1, false}, {2, false}, {2, true}} {
-		name := fmt.Sprintf("lanes=%d", tc.lanes)
+		a, b int
+		oldB bool
+	}{{1, 1, false}, {2, 2, false}, {2, 2, true}, {1, 2, false}} {
+		name := fmt.Sprintf("lanes=%d", tc.a)
+		if tc.b != tc.a {
+			name = fmt.Sprintf("lanes=%d-to-%d", tc.a, tc.b)
+		}
 		if tc.oldB {
 			name += "/old-receiver"
 		}
-		b.Run(name, func(b *testing.B) { benchmarkLanesRouters(b, tc.lanes, tc.oldB) })
+		b.Run(name, func(b *testing.B) { benchmarkLanesRouters(b, tc.a, tc.b, tc.oldB) })
 	}
 }

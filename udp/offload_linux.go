@@ -67,9 +67,9 @@ func (c *segmentCmsg) init() {
 
 // build lays out the messages for datagrams s.bufs[d:], starting at message
 // m, and returns the total number of messages. With gso, each run of
-// datagrams of equal length (the last may be shorter), up to
-// maxGSOSegments datagrams and maxGSOBytes bytes, becomes one message;
-// empty datagrams and runs of one are plain messages.
+// datagrams of equal length (the last may be shorter) and one lane byte
+// (laneKey), up to maxGSOSegments datagrams and maxGSOBytes bytes, becomes
+// one message; empty datagrams and runs of one are plain messages.
 func (s *sendState) build(m, d int, gso bool) int {
 	for d < len(s.bufs) {
 		size := len(s.bufs[d])
@@ -77,7 +77,7 @@ func (s *sendState) build(m, d int, gso bool) int {
 		if gso && size > 0 {
 			for total := size; end < len(s.bufs) && end-d < maxGSOSegments; {
 				l := len(s.bufs[end])
-				if l == 0 || l > size || total+l > maxGSOBytes {
+				if l == 0 || l > size || total+l > maxGSOBytes || laneKey(s.bufs[end]) != laneKey(s.bufs[d]) {
 					break
 				}
 				total += l
@@ -244,6 +244,18 @@ func groSegment(ctrl []byte) int {
 			return 0
 		}
 		ctrl = ctrl[next:]
+	}
+	return 0
+}
+
+// laneKey is what a receiver's ListenLanes steers a datagram by: a
+// transport message's lane byte, else 0. A segmented message reaches the
+// receiver whole where nothing segments it on the way (loopback, veth):
+// its kernel then steers all of it by its first datagram, so one message
+// never carries two lane bytes.
+func laneKey(b []byte) byte {
+	if len(b) >= 2 && b[0] == msgTransport {
+		return b[1]
 	}
 	return 0
 }

@@ -4,6 +4,7 @@ package udp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -240,5 +241,26 @@ func TestListenLanesSteersByLaneByte(t *testing.T) {
 				t.Errorf("lane byte 0 on socket %d, handshake type on %d: want one hashed socket", socketOf[kinds[0]], socketOf[kinds[7]])
 			}
 		})
+	}
+}
+
+// TestGSORunsKeepOneLaneByte: a segmented message never spans two lane
+// bytes (the receiver steers it whole by its first datagram).
+func TestGSORunsKeepOneLaneByte(t *testing.T) {
+	s := newSendState(64, nil)
+	msg := func(lane byte) []byte { b := make([]byte, 100); b[0], b[1] = msgTransport, lane; return b }
+	other := make([]byte, 100) // not a transport message: key 0
+	s.bufs = [][]byte{msg(1), msg(1), msg(2), msg(2), msg(2), msg(0), other, msg(1)}
+	n := s.build(0, 0, true)
+	var runs []int
+	for m := range n {
+		end := len(s.bufs)
+		if m+1 < n {
+			end = s.first[m+1]
+		}
+		runs = append(runs, end-s.first[m])
+	}
+	if fmt.Sprint(runs) != "[2 3 2 1]" {
+		t.Errorf("messages of %v datagrams, want [2 3 2 1]", runs)
 	}
 }
