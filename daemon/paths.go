@@ -18,6 +18,7 @@ import (
 // router endpoint (transit.Bind.Via).
 type pathFinder interface {
 	Via(ep netip.AddrPort) ([]transit.Gateway, bool)
+	Direct(ep netip.AddrPort) (netip.AddrPort, bool)
 }
 
 // withPaths sets Path and Via of every peer from pf (nil: all direct).
@@ -26,6 +27,10 @@ func withPaths(peers []health.PeerState, pf pathFinder) []health.PeerState {
 		p := &peers[i]
 		p.Path = health.PathDirect
 		if pf == nil {
+			continue
+		}
+		if at, ok := pf.Direct(p.Endpoint); ok {
+			p.DirectAt = at.String()
 			continue
 		}
 		via, relayed := pf.Via(p.Endpoint)

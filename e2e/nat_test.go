@@ -27,7 +27,9 @@ var natPods = map[string]string{"a": "10.244.1.10", "e1": "10.41.1.10", "e2": "1
 // inbound and reach the Internet through their NAT's public address. They
 // start their sessions with site A, whose gateway learns their public
 // mappings; pods of A and of each edge site reach each other both ways,
-// and pods of the two edge sites through site A's gateway as the hub.
+// and pods of the two edge sites directly once the hub told each gateway
+// the other's mapping (checkDirect); TestNATLabSymmetric has them through
+// the hub.
 func TestNATLab(t *testing.T) {
 	l := startNATLab(t)
 	l.checkNATTopology("e1", "203.0.113.11")
@@ -43,8 +45,121 @@ func TestNATLab(t *testing.T) {
 			t.Errorf("gw-a sees %s at %q, want %s (its NAT's mapping)", e, eps[e], want)
 		}
 	}
-	l.checkPaths("e1", map[string]string{"gw-a": "direct", "gw-e2": "via hub site-a/gw-a"})
-	l.checkThroughHub()
+	l.checkDirect()
+}
+
+// checkDirect: with endpoint-independent NATs on both sides, the edge
+// gateways learn each other's mapping from the hub and go direct; a
+// 50 MiB transfer between their pods does not touch the hub. When the
+// direct path breaks (nftables on E1's NAT drops what goes between the
+// NATs), a 1 kHz stream from pod E1 to pod E2 falls back to the hub
+// within a second.
+func (l *lab) checkDirect() {
+	l.t.Helper()
+	l.waitPath("e1", "gw-e2", "direct to 203.0.113.12:51820")
+	l.waitPath("e2", "gw-e1", "direct to 203.0.113.11:51820")
+	l.checkPaths("e1", map[string]string{"gw-a": "direct", "gw-e2": "direct to 203.0.113.12:51820"})
+	l.waitPing("e1", "e2", 5*time.Second)
+	l.waitPing("e2", "e1", 5*time.Second)
+	fwd := func() float64 {
+		return metric(l.metrics("a"), `bridgehead_transit_datagrams_total{direction="forwarded"}`)
+	}
+	before := fwd()
+	from := l.transfer("e1-node", natPods["e1"], "e2-node", natPods["e2"], 5001, 50<<20)
+	if !strings.HasPrefix(from, natPods["e1"]+":") {
+		l.t.Errorf("E2's pod saw the transfer from %s, want pod E1's address", from)
+	}
+	if d := fwd() - before; d > 200 {
+		l.t.Errorf("the hub relayed %v datagrams during a direct transfer", d)
+	}
+
+	results := l.sinkAt("e2-node", natPods["e2"], 7300)
+	_, streamDone := l.bg("e1-node", filepath.Join(l.bin, "bhprobe"), "udp-stream", "-src", natPods["e1"],
+		"-rate", "1000", "-duration", "5s", natPods["e2"]+":7300")
+	time.Sleep(1500 * time.Millisecond)
+	rules := `table inet bh_nodirect {
+	chain block {
+		type filter hook forward priority -10;
+		ip daddr 203.0.113.12 drop
+		ip saddr 203.0.113.12 drop
+	}
+}`
+	c := exec.Command("ip", "netns", "exec", l.ns("e1-nat"), "nft", "-f", "-")
+	c.Stdin = strings.NewReader(rules)
+	if out, err := c.CombinedOutput(); err != nil {
+		l.t.Fatalf("nft in e1-nat: %v\n%s", err, out)
+	}
+	broken := time.Now()
+	l.waitPath("e1", "gw-e2", "via hub site-a/gw-a")
+	back := time.Since(broken)
+	streamDone()
+	st := results()["0"]
+	if st.MaxGapMs > 1000 {
+		l.t.Errorf("falling back to the hub: longest gap %.0f ms, want under 1000", st.MaxGapMs)
+	}
+	if st.Duplicates != 0 {
+		l.t.Errorf("%d datagrams delivered twice", st.Duplicates)
+	}
+	l.t.Logf("direct path broken: gw-e1 relays through the hub after at most %s (status polling); longest gap %.0f ms, %d received, %d lost",
+		back.Round(time.Millisecond), st.MaxGapMs, st.Received, st.Lost)
+}
+
+// waitPath waits until the gateway of site s reports want as its path
+// to gateway gw (status --json), for at most 20 s.
+func (l *lab) waitPath(s, gw, want string) {
+	l.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := l.natPaths(s)[gw]
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("gw-%s: path to %s is %q, want %q", s, gw, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// natPaths returns the path the gateway of site s reports to each remote
+// gateway, as status shows it.
+func (l *lab) natPaths(s string) map[string]string {
+	l.t.Helper()
+	out, err := l.exec(s+"-gw", filepath.Join(l.bin, "bridgehead"), "status", "--json", "--socket", filepath.Join(l.dir, s+".sock"))
+	var st struct {
+		Peers []natPeer `json:"peers"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &st); jerr != nil {
+		l.t.Fatalf("status: %v, %v\n%s", err, jerr, out)
+	}
+	m := map[string]string{}
+	for _, p := range st.Peers {
+		m[p.Gateway] = p.pathText()
+	}
+	return m
+}
+
+// natPeer is what the NAT tests read of a peer in status --json.
+type natPeer struct {
+	Site     string   `json:"site"`
+	Gateway  string   `json:"gateway"`
+	Path     string   `json:"path"`
+	Via      []string `json:"via"`
+	DirectAt string   `json:"directAt"`
+	Live     struct {
+		ProbeRTT time.Duration `json:"probeRTT"`
+	} `json:"live"`
+}
+
+// pathText is the path as status shows it (health.PeerState.PathText).
+func (p natPeer) pathText() string {
+	switch {
+	case p.Path == "hub":
+		return "via hub " + strings.Join(p.Via, ", ")
+	case p.DirectAt != "":
+		return "direct to " + p.DirectAt
+	}
+	return p.Path
 }
 
 // checkPaths: the gateway of site s reports the path to each remote
@@ -54,15 +169,7 @@ func (l *lab) checkPaths(s string, want map[string]string) {
 	l.t.Helper()
 	sock := filepath.Join(l.dir, s+".sock")
 	var st struct {
-		Peers []struct {
-			Site    string   `json:"site"`
-			Gateway string   `json:"gateway"`
-			Path    string   `json:"path"`
-			Via     []string `json:"via"`
-			Live    struct {
-				ProbeRTT time.Duration `json:"probeRTT"`
-			} `json:"live"`
-		} `json:"peers"`
+		Peers []natPeer `json:"peers"`
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -87,10 +194,7 @@ func (l *lab) checkPaths(s string, want map[string]string) {
 			continue
 		}
 		delete(want, p.Gateway)
-		got := p.Path
-		if p.Path == "hub" {
-			got = "via hub " + strings.Join(p.Via, ", ")
-		}
+		got := p.pathText()
 		if got != w {
 			l.t.Errorf("gw-%s: path to %s is %q, want %q", s, p.Gateway, got, w)
 		}
@@ -137,7 +241,8 @@ func (l *lab) checkThroughHub() {
 }
 
 // TestNATLabSymmetric: with `masquerade random` on E2's NAT the mapping
-// gets a random port (a symmetric NAT), which gw-a learns all the same.
+// gets a random port (a symmetric NAT), which gw-a learns all the same;
+// pods E1 and E2 stay on the hub path (checkThroughHub).
 func TestNATLabSymmetric(t *testing.T) {
 	l := startNATLab(t, "NAT_E2=random")
 	l.checkNATTopology("e2", "203.0.113.12")
@@ -148,9 +253,14 @@ func TestNATLabSymmetric(t *testing.T) {
 		t.Fatalf("gw-a sees gw-e2 at %v (%v), want 203.0.113.12:<port>", ep, err)
 	}
 	t.Logf("E2's symmetric NAT mapped 192.168.2.2:51820 to %s", ep)
-	// Through the hub, a symmetric NAT is no obstacle.
+	// Through the hub, a symmetric NAT is no obstacle; the direct path
+	// cannot open (E2's NAT maps each destination to a new port), so
+	// the pair stays on the hub, which stays blind.
 	l.waitPing("e1", "e2", 20*time.Second)
 	l.waitPing("e2", "e1", 5*time.Second)
+	time.Sleep(2 * time.Second) // ten direct probe intervals
+	l.checkPaths("e1", map[string]string{"gw-a": "direct", "gw-e2": "via hub site-a/gw-a"})
+	l.checkThroughHub()
 }
 
 // checkNATTopology: nothing gets in to the gateway of edge site e, its
@@ -173,8 +283,8 @@ func (l *lab) checkNATTopology(e, public string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// The NAT answers with ICMP port unreachable, which fails the
-	// sender's next write: send one datagram at a time.
+	// One datagram at a time: were the NAT to answer with ICMP port
+	// unreachable, the sender's next write would fail.
 	for range 10 {
 		l.exec("a-gw", filepath.Join(l.bin, "bhprobe"), "udp-send", "-size", "64", public+":40000")
 	}

@@ -65,6 +65,10 @@ type PeerState struct {
 	// along this path.
 	Path string   `json:"path,omitempty"`
 	Via  []string `json:"via,omitempty"`
+	// DirectAt is where datagrams go when a gateway reached through a
+	// hub is reached directly now (its NAT's mapping, hole punched;
+	// Path is PathDirect).
+	DirectAt string `json:"directAt,omitempty"`
 	// Handshakes with the gateway, by result.
 	HandshakesInitiated uint64 `json:"handshakesInitiated"`
 	HandshakesAnswered  uint64 `json:"handshakesAnswered"`
@@ -81,11 +85,14 @@ const (
 	PathHub    = "hub"
 )
 
-// PathText is the path as status and verify show it: "direct", "via hub
+// PathText is the path as status and verify show it: "direct", "direct
+// to 203.0.113.12:51820" (a gateway behind NAT, hole punched), "via hub
 // a/gw-a1, a/gw-a2", "via hub (no session)" while no hub gateway has a
 // session, or "-" when unknown.
 func (p *PeerState) PathText() string {
 	switch {
+	case p.Path == PathDirect && p.DirectAt != "":
+		return "direct to " + p.DirectAt
 	case p.Path == PathDirect:
 		return "direct"
 	case p.Path == PathHub && len(p.Via) == 0:

@@ -214,8 +214,8 @@ func TestPeerStates(t *testing.T) {
 		t.Fatalf("PeerStates = %+v, want %+v", got, want)
 	}
 	// A field added to router.PeerStats must be carried over here too
-	// (PeerState adds Path and Via, which the daemon sets).
-	if a, b := reflect.TypeFor[router.PeerStats]().NumField(), reflect.TypeFor[PeerState]().NumField()-2; a != b {
+	// (PeerState adds Path, Via and DirectAt, which the daemon sets).
+	if a, b := reflect.TypeFor[router.PeerStats]().NumField(), reflect.TypeFor[PeerState]().NumField()-3; a != b {
 		t.Errorf("router.PeerStats has %d fields, PeerState %d: update PeerStates", a, b)
 	}
 	if got := PeerStates(nil); got == nil || len(got) != 0 {
@@ -229,6 +229,7 @@ func TestPathText(t *testing.T) {
 		want string
 	}{
 		{PeerState{Path: PathDirect}, "direct"},
+		{PeerState{Path: PathDirect, DirectAt: "203.0.113.12:51820"}, "direct to 203.0.113.12:51820"},
 		{PeerState{Path: PathHub, Via: []string{"a/gw-a1"}}, "via hub a/gw-a1"},
 		{PeerState{Path: PathHub, Via: []string{"a/gw-a1", "b/gw-b1"}}, "via hub a/gw-a1, b/gw-b1"},
 		{PeerState{Path: PathHub}, "via hub (no session)"},

@@ -119,6 +119,9 @@ type Bind struct {
 	fwdBufs [][]byte
 	fwdEps  []netip.AddrPort
 	rbufs   [][]byte
+	// hinted is when this hub last told each pair of spokes each
+	// other's mapping (direct.go); Receive only.
+	hinted map[[2]GatewayID]int64
 }
 
 // manySender is a bind that sends to several endpoints in one call.
@@ -187,6 +190,12 @@ func (b *Bind) SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error
 	dst, pseudo := PseudoGateway(ep)
 	if !pseudo {
 		return b.inner.Send(bufs, ep)
+	}
+	if v := b.relay.view.Load(); v != nil {
+		b.punch(v, dst)
+		if to, ok := b.directTo(v, dst); ok {
+			return b.inner.Send(bufs, to)
+		}
 	}
 	s := b.pool.Get().(*sendScratch)
 	defer b.put(s)
@@ -263,6 +272,13 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 	for i, m := range bufs {
 		to := eps[i]
 		if dst, pseudo := PseudoGateway(to); pseudo {
+			if v := b.relay.view.Load(); v != nil {
+				b.punch(v, dst)
+				if direct, ok := b.directTo(v, dst); ok {
+					to = direct
+					goto send
+				}
+			}
 			s.cands = b.candidates(dst, s.cands)
 			if len(s.cands) == 0 {
 				firstErr = cmpErr(firstErr, errNoHub)
@@ -283,6 +299,7 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 			b.noteRelayed(s.cands)
 			m, to = w, c.to
 		}
+	send:
 		if !many {
 			if err := b.inner.Send([][]byte{m}, to); err != nil {
 				firstErr = cmpErr(firstErr, err)
@@ -326,6 +343,12 @@ func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, e
 		keep := true
 		if len(msg) > 0 && msg[0] == bhcrypto.MsgRelay {
 			keep = b.receiveRelay(msg, &sizes[i], &eps[i])
+		} else if v := b.relay.view.Load(); v != nil {
+			// Straight from a gateway we reach through a hub: the
+			// router sees it at its pseudo endpoint (direct.go).
+			if gw, ok := v.fromCandidate(eps[i]); ok {
+				eps[i] = PseudoEndpoint(gw)
+			}
 		}
 		sizes[i] = min(sizes[i], len(bufs[i]))
 		if keep {
@@ -342,9 +365,19 @@ func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, e
 // the router gets something from it (then in place of msg).
 func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
 	res := b.relay.Receive(msg)
+	v := b.relay.view.Load()
 	switch res.Reason {
 	case Forwarded:
+		from := *ep
 		b.fwdBufs, b.fwdEps = append(b.fwdBufs, res.Out), append(b.fwdEps, res.To)
+		b.hint(v, res.From, res.Dst, from, res.To)
+		return false
+	case Control:
+		if res.Via == None {
+			b.receiveDirect(v, res.Origin, res.Inner, *ep)
+		} else if addr, ok := parseHint(res.Inner); ok {
+			v.setCandidate(res.Origin, addr)
+		}
 		return false
 	case Delivered:
 		inner := res.Inner

@@ -120,23 +120,32 @@
 //
 // # Direct when the NATs allow
 //
-// The hub knows each spoke's public mapping. When it relays for a pair,
-// it tells each side the other's mapping (an endpoint hint inside its
-// own session with each, so the spokes can trust it as much as they trust
-// the hub, and no more). Both spokes then send authenticated probes of
-// their end-to-end session to that address at once, every probe interval,
-// each opening its own NAT's mapping toward the other (simultaneous open).
-// With endpoint-independent mapping on both NATs, the probes pass both
-// ways and the pair moves its traffic to the direct path; a probe answered
-// directly proves the path both ways, since the answer comes back the
-// same way. With a symmetric NAT on either side (a new port per
-// destination, nftables `masquerade random`), the mapping the hub saw is
-// not the one the other spoke must use, the probes never pass, and the
-// pair stays on the hub. On the direct path the probes go on; three
-// missed ones (600 ms at the default interval) put the pair back on the
-// hub path, which its keepalives have kept warm, well inside 1 s. Probes
-// through the hub keep running at the idle rate meanwhile, so the hub
-// path's health is always known.
+// The hub knows each spoke's public mapping. While it relays for a pair,
+// it tells each side the other's mapping (a hint: a relay message of its
+// own session with each, naming the other spoke, so the spokes can trust
+// it as much as they trust the hub, and no more; HintInterval apart per
+// pair). Each spoke then sends probes of their end-to-end session (relay
+// framed, sealed with its keys, naming the sender) to that address
+// while it sends the other anything, at most every DirectProbeInterval,
+// each opening its own NAT's mapping toward the other (simultaneous
+// open). With endpoint-independent mapping on both NATs, the probes pass
+// both ways; a probe answered directly proves the path both ways, since
+// the answer comes back the same way, and from then on the spoke sends
+// everything for that gateway straight to where the answer came from,
+// unwrapped. With a symmetric NAT on either side (a new port
+// per destination, nftables `masquerade random`), the mapping the hub saw
+// is not the one the other spoke must use, the probes never pass, and the
+// pair stays on the hub. On the direct path the probes go on; with a
+// probe unanswered for DirectTimeout (two probe intervals, 400 ms) the
+// pair is back on the hub path, whose sessions the spokes' keepalives
+// and probes toward the hub kept warm, well inside 1 s; an idle pair
+// keeps its direct path, which the first probe after the pause tests. A hub cannot make a spoke
+// use a path that does not lead to the other spoke: only an answer sealed
+// in the end-to-end session switches, and a hub forwards only the
+// end-to-end protocol's messages (types 1-4), never a hint or probe of a
+// spoke. Datagrams arriving from the other spoke's mapping reach the
+// router as from its pseudo endpoint: the router sees one gateway on one
+// endpoint whichever way its datagrams take (direct.go).
 //
 // # Several hub gateways and hub sites
 //

@@ -14,7 +14,7 @@ func newCollector(c *Counts) *collector {
 	return &collector{
 		c: c,
 		datagrams: prometheus.NewDesc("bridgehead_transit_datagrams_total",
-			"Relay messages forwarded by this gateway as a hub (direction forwarded) or received through a hub and handed on (delivered).",
+			"Relay messages forwarded by this gateway as a hub (direction forwarded), received through a hub and handed on (delivered), or kept by the relay path: hubs' hints and direct probes (control).",
 			[]string{"direction"}, nil),
 		bytes: prometheus.NewDesc("bridgehead_transit_bytes_total",
 			"Bytes of relayed datagrams (relay header not counted), by direction as bridgehead_transit_datagrams_total.",
@@ -39,6 +39,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.datagrams, prometheus.CounterValue, float64(m.c.Get(d.r)), d.r.String())
 		ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.CounterValue, float64(d.b), d.r.String())
 	}
+	ch <- prometheus.MustNewConstMetric(m.datagrams, prometheus.CounterValue, float64(m.c.Get(Control)), Control.String())
 	for r := ReasonMalformed; r < numReasons; r++ {
 		ch <- prometheus.MustNewConstMetric(m.dropped, prometheus.CounterValue, float64(m.c.Get(r)), r.String())
 	}

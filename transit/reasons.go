@@ -11,6 +11,7 @@ type Reason uint8
 const (
 	Forwarded            Reason = iota // hub: sent on to the destination
 	Delivered                          // spoke: inner datagram handed to the router
+	Control                            // spoke: a hub's hint or a direct probe (direct.go), for the relay path itself
 	ReasonMalformed                    // not a relay message (size, type, reserved bytes)
 	ReasonUnknownIndex                 // no session has the receiver index
 	ReasonBadTag                       // authentication failed
@@ -26,6 +27,7 @@ const (
 var reasonNames = [numReasons]string{
 	Forwarded:            "forwarded",
 	Delivered:            "delivered",
+	Control:              "control",
 	ReasonMalformed:      "malformed",
 	ReasonUnknownIndex:   "unknown_index",
 	ReasonBadTag:         "bad_tag",
@@ -45,7 +47,7 @@ func (r Reason) String() string {
 }
 
 // Dropped reports whether r is a drop.
-func (r Reason) Dropped() bool { return r > Delivered }
+func (r Reason) Dropped() bool { return r > Control }
 
 // Counts counts outcomes and relayed bytes. Safe for concurrent use; the
 // zero value is ready.

@@ -3,6 +3,7 @@ package transit
 import (
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,9 +32,13 @@ type Result struct {
 	To  netip.AddrPort
 	// Inner is the relayed datagram (aliasing the message) when Reason
 	// is Delivered, Origin the gateway that sealed it and Via the hub
-	// gateway that passed it on (Receive only).
+	// gateway that passed it on (Receive only; None for a direct probe
+	// or reply, which Origin sealed in its end-to-end session and sent
+	// straight here).
 	Inner       []byte
 	Origin, Via GatewayID
+	// Dst is the gateway a forwarded message went to (Forwarded only).
+	Dst GatewayID
 	// From is the gateway that sent it, once its tag has verified
 	// (None before): the router notes it as traffic from that gateway,
 	// which it follows to a new source address as for any datagram.
@@ -48,6 +53,10 @@ type Relay struct {
 	sessions Sessions
 	view     atomic.Pointer[view]
 	counts   Counts
+	// now and epoch time the direct paths (direct.go); set by New,
+	// read-only after.
+	now   func() time.Time
+	epoch time.Time
 }
 
 // view is a Plan and the local gateway in it, swapped together, with
@@ -57,13 +66,18 @@ type view struct {
 	plan *Plan
 	self GatewayID
 	hubs [][]GatewayID // by destination
+	// direct is the direct path to each gateway (direct.go); anyCand
+	// is set once one has a candidate address.
+	direct  []directState
+	anyCand atomic.Bool
 }
 
 // New returns a Relay over the router's sessions and registers its
 // metrics on reg (nil: none). It relays nothing until SetPlan. sessions
 // may be nil when the Relay goes to NewBind, which sets them.
 func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
-	r := &Relay{sessions: sessions}
+	r := &Relay{sessions: sessions, now: time.Now}
+	r.epoch = r.now()
 	if reg != nil {
 		if err := reg.Register(newCollector(&r.counts)); err != nil {
 			return nil, err
@@ -74,7 +88,7 @@ func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
 
 // SetPlan installs the catalog's Plan; self is the local gateway.
 func (r *Relay) SetPlan(p *Plan, self GatewayID) {
-	v := &view{plan: p, self: self, hubs: make([][]GatewayID, p.Len())}
+	v := &view{plan: p, self: self, hubs: make([][]GatewayID, p.Len()), direct: make([]directState, p.Len())}
 	for dst := range v.hubs {
 		v.hubs[dst] = p.Hubs(self, GatewayID(dst))
 	}
@@ -141,6 +155,9 @@ func (r *Relay) forward(msg []byte) Result {
 	if !v.plan.Allowed(v.self, src, dst) {
 		return Result{From: src, Reason: ReasonNotAllowed}
 	}
+	if !isNoise(inner) {
+		return Result{From: src, Reason: ReasonMalformed}
+	}
 	kp, to, ok := r.sessions.Current(dst)
 	if !ok {
 		return Result{From: src, Reason: ReasonNoSession}
@@ -165,10 +182,14 @@ func (r *Relay) Receive(msg []byte) Result {
 		return Result{From: None, Origin: None, Via: None, Reason: ReasonNotAllowed}
 	}
 	inner, sender, named, reason := r.open(v, msg)
-	res := Result{From: sender, Origin: None, Via: None, Reason: reason}
+	res := Result{From: sender, Origin: None, Via: None, Dst: None, Reason: reason}
 	switch {
 	case reason != Delivered:
 	case v.plan.Allowed(v.self, sender, named):
+		if !isNoise(inner) {
+			res.Reason = ReasonMalformed // a hub passes on only the end-to-end protocol's messages
+			break
+		}
 		kp, to, ok := r.sessions.Current(named)
 		if !ok {
 			res.Reason = ReasonNoSession
@@ -179,9 +200,16 @@ func (r *Relay) Receive(msg []byte) Result {
 			res.Reason = ReasonSealFailed
 			break
 		}
-		res.Out, res.To, res.Reason = out, to, Forwarded
+		res.Out, res.To, res.Dst, res.Reason = out, to, named, Forwarded
 	case named != v.self && v.plan.Allowed(sender, named, v.self):
 		res.Inner, res.Origin, res.Via = inner, named, sender
+		if !isNoise(inner) {
+			res.Reason = Control // the hub's own hint about named
+		}
+	case sender == named && named != v.self && len(v.hubs[sender]) > 0 && !isNoise(inner):
+		// A direct probe or reply of a gateway reached through a hub,
+		// sealed in our end-to-end session with it.
+		res.Inner, res.Origin, res.Reason = inner, sender, Control
 	default:
 		res.Reason = ReasonNotAllowed
 	}

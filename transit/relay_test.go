@@ -257,8 +257,10 @@ bridgehead_transit_dropped_total{reason="unknown_index"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "bridgehead_transit_dropped_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 13 {
-		t.Fatalf("%d series (%v), want 13", n, err)
+	// 9 drop reasons, datagrams and bytes forwarded and delivered,
+	// control datagrams.
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 14 {
+		t.Fatalf("%d series (%v), want 14", n, err)
 	}
 }
 

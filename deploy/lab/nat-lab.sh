@@ -21,8 +21,12 @@
 #
 # Site A's gateway has a public endpoint. The edge gateways have none:
 # each sits behind its own NAT router, which masquerades what leaves
-# through its WAN side and forwards nothing inbound that it did not see
-# leave (nftables, policy drop), so no inbound port is open. The catalog
+# through its WAN side and lets nothing in that it did not see leave
+# (nftables, policy drop, forwarded or for itself), so no inbound port is
+# open. Dropping unsolicited datagrams to the router itself matters for
+# hole punching: Linux would otherwise keep a conntrack entry for the
+# other spoke's first probe, and the gateway's own datagram to that spoke
+# would then leave with a new port (a NAT clash) instead of its mapping. The catalog
 # lists the edge sites without endpoints and without `via`: site A is
 # their hub by default.
 #
@@ -124,6 +128,12 @@ table inet filter {
 		type filter hook forward priority filter; policy drop;
 		ct state established,related accept
 		iifname "lan" oifname "wan" accept
+	}
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname "lan" accept
+		iifname "lo" accept
 	}
 }
 NFT

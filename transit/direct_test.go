@@ -1,0 +1,177 @@
+package transit
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+)
+
+// fakeClock is a settable clock for the relays' direct paths.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+// queued returns how many datagrams wait at addr.
+func queued(net *fakeNet, addr netip.AddrPort) int {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	return len(net.q[addr])
+}
+
+// TestDirectPath: the hub tells E1 and E2 each other's address while it
+// relays for them; their probes go straight there and, once one is
+// answered, E1's datagrams for E2 go straight too, unwrapped, and reach
+// E2's router from E1's pseudo endpoint. When a probe stays unanswered
+// for DirectTimeout they go through the hub again, until an answer.
+func TestDirectPath(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	clock := &fakeClock{t: testNow}
+	for g := range numTestGateways {
+		w.relay[g].now, w.relay[g].epoch = clock.now, clock.now()
+	}
+	buf, n := sealInner(t, w.e2e[0], []byte("pod e1 to pod e2"))
+	datagram := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	e2 := PseudoEndpoint(gwE2)
+	send := func() {
+		t.Helper()
+		if err := binds[gwE1].SendFlows([][]byte{datagram}, []uint64{1}, e2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hubs := func() int { return queued(net, addr(gwHub)) + queued(net, addr(gwHub2)) }
+
+	// Through the hub: it forwards, and hints both ends.
+	send()
+	if hubs() != 1 {
+		t.Fatalf("%d datagrams at the hubs, want 1", hubs())
+	}
+	for _, h := range []GatewayID{gwHub, gwHub2} {
+		receiveAll(t, binds[h])
+	}
+	if got, _ := receiveAll(t, binds[gwE1]); len(got) != 0 {
+		t.Fatalf("E1's router got %d datagrams from the hint", len(got))
+	}
+	got, eps := receiveAll(t, binds[gwE2])
+	if len(got) != 1 || eps[0] != PseudoEndpoint(gwE1) {
+		t.Fatalf("E2 got %d datagrams from %v, want the relayed one", len(got), eps)
+	}
+	if c := w.relay[gwE2].Counts().Get(Control); c != 1 {
+		t.Fatalf("E2 kept %d control messages, want the hint", c)
+	}
+
+	// E1 knows E2's address: a probe goes there, the data still through
+	// the hub until the probe is answered.
+	send()
+	if hubs() != 1 || queued(net, addr(gwE2)) != 1 {
+		t.Fatalf("after the hint: %d at the hubs, %d straight at E2; want 1 and the probe", hubs(), queued(net, addr(gwE2)))
+	}
+	if got, _ := receiveAll(t, binds[gwE2]); len(got) != 0 {
+		t.Fatalf("E2's router got the probe")
+	}
+	if _, ok := binds[gwE1].Direct(e2); ok {
+		t.Fatal("direct before an answer")
+	}
+	if got, _ := receiveAll(t, binds[gwE1]); len(got) != 0 {
+		t.Fatalf("E1's router got the probe's reply")
+	}
+	to, ok := binds[gwE1].Direct(e2)
+	if !ok || to != addr(gwE2) {
+		t.Fatalf("Direct = %v, %v; want %v", to, ok, addr(gwE2))
+	}
+	if via, relayed := binds[gwE1].Via(e2); !relayed || len(via) == 0 {
+		t.Fatalf("Via = %v, %v", via, relayed)
+	}
+	net.mu.Lock()
+	clear(net.q)
+	net.mu.Unlock()
+
+	// Direct: unwrapped, straight to E2, from E1's pseudo endpoint there.
+	clock.t = clock.t.Add(DirectProbeInterval / 2)
+	send()
+	if hubs() != 0 || queued(net, addr(gwE2)) != 1 {
+		t.Fatalf("direct: %d at the hubs, %d at E2", hubs(), queued(net, addr(gwE2)))
+	}
+	got, eps = receiveAll(t, binds[gwE2])
+	if len(got) != 1 || !bytes.Equal(got[0], datagram) || eps[0] != PseudoEndpoint(gwE1) {
+		t.Fatalf("E2 got %d datagrams from %v, want the datagram from E1's pseudo endpoint", len(got), eps)
+	}
+
+	// Idle for longer than DirectTimeout: still direct.
+	clock.t = clock.t.Add(2 * DirectTimeout)
+	if _, ok := binds[gwE1].Direct(e2); !ok {
+		t.Fatal("an idle direct path was given up")
+	}
+	// A probe unanswered for DirectTimeout: back through the hub, still
+	// probing.
+	send() // direct, with a probe
+	if hubs() != 0 || queued(net, addr(gwE2)) != 2 {
+		t.Fatalf("direct with a probe: %d at the hubs, %d at E2", hubs(), queued(net, addr(gwE2)))
+	}
+	net.mu.Lock()
+	clear(net.q)
+	net.mu.Unlock()
+	clock.t = clock.t.Add(DirectTimeout + time.Millisecond)
+	send()
+	if hubs() != 1 || queued(net, addr(gwE2)) != 1 {
+		t.Fatalf("after the timeout: %d at the hubs, %d at E2 (the probe)", hubs(), queued(net, addr(gwE2)))
+	}
+	if _, ok := binds[gwE1].Direct(e2); ok {
+		t.Fatal("still direct after the timeout")
+	}
+	// The answer brings it back.
+	receiveAll(t, binds[gwE2])
+	receiveAll(t, binds[gwE1])
+	if _, ok := binds[gwE1].Direct(e2); !ok {
+		t.Fatal("not direct again after an answer")
+	}
+}
+
+// TestHubForwardsOnlyNoise: a spoke cannot make a hub pass a hint or a
+// probe on as its own; the hub forwards only the end-to-end protocol.
+func TestHubForwardsOnlyNoise(t *testing.T) {
+	w := newWorld(t, bhcrypto.AESGCM)
+	wrap := func(typ byte) []byte {
+		buf := make([]byte, bhcrypto.RelayOverhead+hintLen)
+		buf[bhcrypto.RelayHeaderSize] = typ
+		msg, err := w.relay[gwE1].Wrap(buf, hintLen, w.hubSession(gwE1, gwHub), gwE2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	for _, typ := range []byte{msgHint, msgProbe, msgProbeReply, 0, 9} {
+		if res := w.relay[gwHub].Receive(wrap(typ)); res.Reason != ReasonMalformed {
+			t.Errorf("type %#x: hub says %v", typ, res.Reason)
+		}
+		if res := w.relay[gwHub].Forward(wrap(typ)); res.Reason != ReasonMalformed {
+			t.Errorf("type %#x: Forward says %v", typ, res.Reason)
+		}
+	}
+}
+
+func TestParseHint(t *testing.T) {
+	w := newWorld(t, bhcrypto.AESGCM)
+	for _, tc := range []struct {
+		addr netip.AddrPort
+		ok   bool
+	}{
+		{netip.MustParseAddrPort("203.0.113.12:40000"), true},
+		{netip.MustParseAddrPort("[2001:db8::1]:51820"), true},
+		{netip.MustParseAddrPort("192.168.1.2:51820"), true},
+		{PseudoEndpoint(3), false},
+		{netip.MustParseAddrPort("127.0.0.1:51820"), false},
+		{netip.MustParseAddrPort("0.0.0.0:51820"), false},
+	} {
+		msg, ok := hintMessage(w.hubSession(gwE1, gwHub), w.plan.KeyID(gwE2), tc.addr)
+		if !ok {
+			t.Fatal("hint not sealed")
+		}
+		got, ok := parseHint(msg[bhcrypto.RelayHeaderSize : len(msg)-bhcrypto.TagSize])
+		if ok != tc.ok || ok && got != tc.addr {
+			t.Errorf("%v: parsed %v, %v", tc.addr, got, ok)
+		}
+	}
+}
