@@ -51,6 +51,11 @@ type Config struct {
 	// a TUN queue and a socket each, one sealer and one opener); 0 (the
 	// field absent) means one per CPU, at most MaxLanes. See LaneCount.
 	Lanes int `yaml:"lanes"`
+	// CoDel tunes the inside path's fair queue (package router/fq): a
+	// flow whose packets wait longer than Target for an Interval gets
+	// its head packets dropped or ECN-marked. Zero keeps fq's defaults
+	// (fq.DefaultTarget 2 ms, fq.DefaultInterval 20 ms). Read at start.
+	CoDel CoDel `yaml:"codel"`
 	// Relay is the HTTP CONNECT relay for API-server callbacks; nil
 	// (section absent) means off. See relay.go. With kubernetes.follow
 	// it may come from the followed catalog file instead (the Site's
@@ -197,6 +202,20 @@ type Node struct {
 	Address6 netip.Addr   `yaml:"address6"`
 	PodCIDR6 netip.Prefix `yaml:"podCIDR6"`
 }
+
+// CoDel is the codel section (Config.CoDel).
+type CoDel struct {
+	Target   time.Duration `yaml:"target"`
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Bounds of codel.target and codel.interval.
+const (
+	MinCoDelTarget   = 100 * time.Microsecond
+	MaxCoDelTarget   = time.Second
+	MinCoDelInterval = time.Millisecond
+	MaxCoDelInterval = 10 * time.Second
+)
 
 // MaxLanes is the most lanes (Config.Lanes) a gateway runs.
 const MaxLanes = 64

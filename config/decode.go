@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/bridgehead/bridgehead/router/fq"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -299,6 +300,23 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 }
 
 // intRange decodes an integer between lo and hi.
+// durationRange is duration within lo..hi.
+func (d *decoder) durationRange(dst *time.Duration, lo, hi time.Duration) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		var v time.Duration
+		before := len(d.errs)
+		d.duration(&v)(n, path)
+		if len(d.errs) != before {
+			return
+		}
+		if v < lo || v > hi {
+			d.errorAt(n.Line, path, "%v is out of range %v..%v", v, lo, hi)
+			return
+		}
+		*dst = v
+	}
+}
+
 func (d *decoder) intRange(dst *int, lo, hi int) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
@@ -378,6 +396,22 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"clampMSS", d.boolPtr(&c.ClampMSS)},
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
 		{"lanes", d.intRange(&c.Lanes, 1, MaxLanes)},
+		{"codel", func(n *yaml.Node, path string) {
+			d.mapping(n, path, []field{
+				{"target", d.durationRange(&c.CoDel.Target, MinCoDelTarget, MaxCoDelTarget)},
+				{"interval", d.durationRange(&c.CoDel.Interval, MinCoDelInterval, MaxCoDelInterval)},
+			})
+			t, i := c.CoDel.Target, c.CoDel.Interval
+			if t == 0 {
+				t = fq.DefaultTarget
+			}
+			if i == 0 {
+				i = fq.DefaultInterval
+			}
+			if t >= i {
+				d.errorAt(n.Line, path, "target %v is not below interval %v", t, i)
+			}
+		}},
 		{"relay", func(n *yaml.Node, path string) { d.relay(n, path, c) }},
 		{"lan", func(n *yaml.Node, path string) {
 			c.LAN = &LAN{}

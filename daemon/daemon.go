@@ -136,7 +136,8 @@ func Run(ctx context.Context, o Options) error {
 	tbind := transit.NewBind(bind, table, hub, mtu)
 	hub.SetPlan(plan, self)
 	lanes := ld.routerLanes(func(b udp.Bind) udp.Bind { return transit.NewBind(b, table, hub, mtu) })
-	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter})
+	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
+		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
 	if err != nil {
 		ld.close()
 		return err

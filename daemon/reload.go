@@ -236,6 +236,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("interface.mtu", old.Interface.MTU.String(), next.Interface.MTU.String())
 	same("interface.offload", fmt.Sprint(old.OffloadEnabled()), fmt.Sprint(next.OffloadEnabled()))
 	same("earlyDrop", fmt.Sprint(old.EarlyDropEnabled()), fmt.Sprint(next.EarlyDropEnabled()))
+	same("codel", fmt.Sprint(old.CoDel), fmt.Sprint(next.CoDel))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)

@@ -296,6 +296,7 @@ func TestReloadRefusals(t *testing.T) {
 		{"listen change", strings.Replace(mustRead(t, pathA), "127.0.0.1:51820", "127.0.0.1:51821", 1), "needs a restart"},
 		{"tun change", strings.Replace(mustRead(t, pathA), "name: bh-a", "name: bh-x", 1), "needs a restart"},
 		{"cipher change", "cipher: chachapoly\n" + mustRead(t, pathA), "needs a restart"},
+		{"codel change", "codel: {target: 5ms}\n" + mustRead(t, pathA), "codel changed"},
 		{"kubernetes added", "kubernetes: {kubeconfig: a.key}\n" + mustRead(t, pathA), "kubernetes changed from \"off\""},
 		{"other site's gateway", strings.Replace(mustRead(t, pathA), "site: site-a", "site: site-b", 1), `is not a gateway of site "site-b"`},
 	}

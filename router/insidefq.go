@@ -96,10 +96,12 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		p.free = append(p.free, int32(i))
 	}
 	q, err := fq.New(fq.Config{
-		Packets: n,
-		Bytes:   n * r.set.mtu,
-		ECN:     true,
-		Drop:    p.dropped(r),
+		Packets:  n,
+		Bytes:    n * r.set.mtu,
+		ECN:      true,
+		Target:   r.set.codelTarget,
+		Interval: r.set.codelInterval,
+		Drop:     p.dropped(r),
 	})
 	if err != nil {
 		return nil, err

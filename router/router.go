@@ -50,6 +50,9 @@ type Options struct {
 	// read order (insidePipe), as before the fair queue. For comparisons
 	// (benchmarks, tests); production leaves it false.
 	FIFOInside bool
+	// CoDelTarget and CoDelInterval tune the fair queue (fq.Config's
+	// Target and Interval); zero keeps fq's defaults.
+	CoDelTarget, CoDelInterval time.Duration
 }
 
 // Router forwards packets between the TUN device and the peers. It holds
@@ -99,6 +102,8 @@ type settings struct {
 	bufSize, queueLen int
 	rekeyAfter        time.Duration
 	fifoInside        bool // Options.FIFOInside: insidePipe instead of the fair queue
+	// codelTarget, codelInterval: Options.CoDelTarget, CoDelInterval.
+	codelTarget, codelInterval time.Duration
 	// noLaneBytes (tests only) makes the Router behave like a gateway
 	// that predates lane bytes: its probes never say it reads them.
 	noLaneBytes bool
@@ -124,10 +129,11 @@ func New(o Options) (*Router, error) {
 		tun: tunDevice{Device: o.TUN}, bind: o.Bind, id: o.Identity,
 		log: o.Logger, clock: o.Clock,
 		set: settings{
-			mtu:        o.TUN.MTU(),
-			queueLen:   o.QueueLen,
-			rekeyAfter: rekeyInterval(o.RekeyAfter),
-			fifoInside: o.FIFOInside,
+			mtu:         o.TUN.MTU(),
+			queueLen:    o.QueueLen,
+			rekeyAfter:  rekeyInterval(o.RekeyAfter),
+			fifoInside:  o.FIFOInside,
+			codelTarget: o.CoDelTarget, codelInterval: o.CoDelInterval,
 		},
 	}
 	if r.log == nil {
