@@ -182,22 +182,37 @@ func TestReloadKeepsSessions(t *testing.T) {
 	gb, tunB, _ := startGateway(t, pathB, bindB)
 
 	podA, podB := netip.MustParseAddr("10.101.0.5"), netip.MustParseAddr("10.102.0.5")
+	// The fair queue drops a packet that waited longer than its time
+	// bound (fq.DefaultMaxDelay, 100 ms) for the sealer: on this shared
+	// 2-core machine under -race the sealer's thread sometimes waits
+	// that long for a CPU. That is the queue doing its job, not the
+	// reload losing a packet, so such a packet is sent again, counted,
+	// and bounded below; any other loss fails the test.
+	expired := func() uint64 { return ga.r.Drops().Get(router.Inside, router.ReasonFQExpired) }
+	var resent int
 	// send reports what went wrong; it runs on the traffic goroutine,
 	// which must not call t.Fatal.
 	send := func(i int) error {
 		pkt := ipv4UDP(podA, podB, []byte(fmt.Sprintf("packet %d", i)))
-		if err := tunA.Inject(pkt); err != nil {
-			return err
-		}
-		select {
-		case got := <-tunB.Outbound():
-			if !bytes.Equal(got, pkt) {
-				return fmt.Errorf("packet %d changed in transit", i)
+		for {
+			before := expired()
+			if err := tunA.Inject(pkt); err != nil {
+				return err
 			}
-			tunB.Release(got)
-			return nil
-		case <-time.After(5 * time.Second):
-			return fmt.Errorf("packet %d lost; drops at A %v, at B %v", i, nonZeroDrops(ga.r), nonZeroDrops(gb.r))
+			select {
+			case got := <-tunB.Outbound():
+				if !bytes.Equal(got, pkt) {
+					return fmt.Errorf("packet %d changed in transit", i)
+				}
+				tunB.Release(got)
+				return nil
+			case <-time.After(5 * time.Second):
+				if expired() > before && resent < maxExpired {
+					resent++
+					continue
+				}
+				return fmt.Errorf("packet %d lost; drops at A %v, at B %v", i, nonZeroDrops(ga.r), nonZeroDrops(gb.r))
+			}
 		}
 	}
 	if err := send(0); err != nil {
@@ -258,7 +273,7 @@ func TestReloadKeepsSessions(t *testing.T) {
 	case err := <-failed:
 		t.Fatal(err)
 	}
-	t.Logf("%d packets crossed during 1000 reloads", n)
+	t.Logf("%d packets crossed during 1000 reloads; %d waited past the fair queue's time bound and were sent again", n, resent)
 	if got := peerHandshakes(ga.r, "b"); got != hs {
 		t.Fatalf("reloads renegotiated the a-b session: before %+v, after %+v", hs, got)
 	}
@@ -266,11 +281,20 @@ func TestReloadKeepsSessions(t *testing.T) {
 		t.Fatalf("successful reloads counted %v, want 1000", v)
 	}
 	for _, r := range router.Reasons() {
-		if d := ga.r.Drops().Get(router.Inside, r); d != 0 {
+		d := ga.r.Drops().Get(router.Inside, r)
+		if r == router.ReasonFQExpired {
+			d -= uint64(resent)
+		}
+		if d != 0 {
 			t.Errorf("A dropped %d packets for %s", d, r)
 		}
 	}
 }
+
+// maxExpired bounds the packets TestReloadKeepsSessions sends again after
+// the fair queue's time bound dropped them: a reload that stalled the
+// sealer again and again would pass it.
+const maxExpired = 5
 
 // TestReloadRefusals: a bad file, or a change that needs a restart, is
 // refused with a clear error; the running config keeps forwarding.
