@@ -246,8 +246,11 @@ type GatewaySpec struct {
 	PublicKey string `json:"publicKey,omitempty"`
 }
 
-// GatewayStatus is written by the gateway itself (PublicKey, Endpoint,
-// the Ready condition, remote counts) and by the controller (Valid).
+// GatewayStatus is written by the gateway itself, and only by it
+// (PublicKey, Endpoint, the Ready condition, remote counts): its
+// credential may write this subresource of its own Gateway. The
+// controller only reads it; a Gateway that fails the checks is reported
+// in its Site's Valid condition.
 type GatewayStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
@@ -266,7 +269,7 @@ type GatewayStatus struct {
 	RemoteGateways int32 `json:"remoteGateways,omitempty"`
 	// +optional
 	RemoteGatewaysUp int32 `json:"remoteGatewaysUp,omitempty"`
-	// Conditions: Ready, Valid.
+	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
