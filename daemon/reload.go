@@ -237,6 +237,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("interface.offload", fmt.Sprint(old.OffloadEnabled()), fmt.Sprint(next.OffloadEnabled()))
 	same("earlyDrop", fmt.Sprint(old.EarlyDropEnabled()), fmt.Sprint(next.EarlyDropEnabled()))
 	same("codel", fmt.Sprint(old.CoDel), fmt.Sprint(next.CoDel))
+	same("lanes", laneString(old.Lanes), laneString(next.Lanes))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)
@@ -296,4 +297,13 @@ func kubeString(c *config.Config) string {
 		s += fmt.Sprintf(", follow namespace %s into %s", c.Kubernetes.Namespace, c.CatalogPath())
 	}
 	return s
+}
+
+// laneString is a config's lanes as restartOnly names it: the number, or
+// what 0 means.
+func laneString(n int) string {
+	if n == 0 {
+		return "one per CPU"
+	}
+	return fmt.Sprint(n)
 }
