@@ -92,8 +92,18 @@ func (v *view) setCandidate(gw GatewayID, addr netip.AddrPort) {
 	if old := d.cand.Load(); old != nil && *old == addr {
 		return
 	}
+	v.candMu.Lock()
+	defer v.candMu.Unlock()
 	d.cand.Store(&addr)
-	v.anyCand.Store(true)
+	m := make(map[netip.AddrPort]GatewayID, len(v.direct))
+	for i := range v.direct {
+		if c := v.direct[i].cand.Load(); c != nil {
+			if _, taken := m[*c]; !taken {
+				m[*c] = GatewayID(i)
+			}
+		}
+	}
+	v.cands.Store(&m)
 }
 
 // directTo returns where to send datagrams for gateway dst straight, if
@@ -229,16 +239,18 @@ func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.A
 }
 
 // fromCandidate returns the gateway whose mapping addr is, if any.
+// It is on the receive path of every datagram once a hint arrived, so it
+// is one map lookup, whatever the catalog's size.
 func (v *view) fromCandidate(addr netip.AddrPort) (GatewayID, bool) {
-	if !v.anyCand.Load() {
+	m := v.cands.Load()
+	if m == nil {
 		return None, false
 	}
-	for i := range v.direct {
-		if c := v.direct[i].cand.Load(); c != nil && *c == addr {
-			return GatewayID(i), true
-		}
+	gw, ok := (*m)[addr]
+	if !ok {
+		return None, false
 	}
-	return None, false
+	return gw, true
 }
 
 // Direct reports whether the router's endpoint ep is a gateway reached

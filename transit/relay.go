@@ -2,6 +2,7 @@ package transit
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,10 +67,15 @@ type view struct {
 	plan *Plan
 	self GatewayID
 	hubs [][]GatewayID // by destination
-	// direct is the direct path to each gateway (direct.go); anyCand
-	// is set once one has a candidate address.
-	direct  []directState
-	anyCand atomic.Bool
+	// direct is the direct path to each gateway (direct.go).
+	direct []directState
+	// cands maps each gateway's candidate address (directState.cand) to
+	// the gateway, for Receive's lookup of a datagram's source: nil
+	// until one has a candidate. Copy on write by setCandidate, under
+	// candMu (candidates change once per hint or roam, not per
+	// datagram); readers load it.
+	candMu sync.Mutex
+	cands  atomic.Pointer[map[netip.AddrPort]GatewayID]
 }
 
 // New returns a Relay over the router's sessions and registers its
