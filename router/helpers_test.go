@@ -145,6 +145,23 @@ func leaderFirst(a, b *gateway) {
 	}
 }
 
+// waitSession waits until a holds a session with key, at most
+// RekeyTimeout after start (a proactive handshake that waited for the
+// peer's retransmission would take that long), and returns how long it
+// took; why names what a timeout would mean.
+func waitSession(t *testing.T, a *gateway, key bhcrypto.PublicKey, start time.Time, why string) time.Duration {
+	t.Helper()
+	for {
+		if _, _, ok := a.r.CurrentSession(key); ok {
+			return time.Since(start)
+		}
+		if time.Since(start) >= RekeyTimeout {
+			t.Fatalf("no session %v after B started: %s", time.Since(start), why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // newLoopbackPair starts two routers on channel TUNs and real loopback UDP
 // sockets, configured as site-a and site-b. clock may be nil.
 func newLoopbackPair(t *testing.T, cipher bhcrypto.CipherKind, clock Clock) (a, b *gateway) {

@@ -24,15 +24,7 @@ func TestPeerBehindNAT(t *testing.T) {
 	start := time.Now()
 	b.start(t, cfgB)
 	// B sets its session with A up at once, without traffic.
-	for {
-		if _, _, ok := a.r.CurrentSession(b.id.Public); ok {
-			break
-		}
-		if time.Since(start) >= RekeyTimeout {
-			t.Fatalf("no session %v after B started: B waited for A to go first", time.Since(start))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitSession(t, a, b.id.Public, start, "B waited for A to go first")
 	if err := b.tun.Inject(udpPacket(t, podB, podA, []byte("from behind the NAT"))); err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,8 @@ func TestFollowerStartsAfterLostInitiation(t *testing.T) {
 	}
 	start := time.Now()
 	b.start(t, twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), epB))
-	for {
-		if _, _, ok := a.r.CurrentSession(b.id.Public); ok {
-			break
-		}
-		if time.Since(start) >= RekeyTimeout {
-			t.Fatalf("no session %v after B started: B waited for A's retransmission", time.Since(start))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Logf("session %v after B started", time.Since(start).Round(time.Millisecond))
+	took := waitSession(t, a, b.id.Public, start, "B waited for A's retransmission")
+	t.Logf("session %v after B started", took.Round(time.Millisecond))
 	if err := a.tun.Inject(udpPacket(t, podA, podB, []byte("right after start"))); err != nil {
 		t.Fatal(err)
 	}

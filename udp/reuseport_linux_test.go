@@ -27,37 +27,12 @@ func TestListenLanesSpreadsSources(t *testing.T) {
 			t.Fatalf("socket %d on port %d, want %d", i, b.LocalAddr().Port(), port)
 		}
 	}
-	var mu sync.Mutex
 	seen := make([]map[uint16]int, lanes) // per socket: source port -> datagrams
-	var wg sync.WaitGroup
-	for l, b := range binds {
+	for l := range binds {
 		seen[l] = map[uint16]int{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bufs, sizes, eps := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
-			for i := range bufs {
-				bufs[i] = make([]byte, 64)
-			}
-			for {
-				n, err := b.Receive(bufs, sizes, eps)
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				for i := range n {
-					seen[l][eps[i].Port()]++
-				}
-				mu.Unlock()
-			}
-		}()
 	}
-	defer func() {
-		for _, b := range binds {
-			b.Close()
-		}
-		wg.Wait()
-	}()
+	var mu sync.Mutex
+	defer receiveEach(binds, &mu, func(l int, _ []byte, ep netip.AddrPort) { seen[l][ep.Port()]++ })()
 
 	dst := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)}
 	msg := make([]byte, 16)
@@ -153,39 +128,16 @@ func TestListenLanesSteersByLaneByte(t *testing.T) {
 				socket int
 				msg    [4]byte // type, lane byte, sequence
 			}
-			var mu sync.Mutex
-			var recv []got
-			var wg sync.WaitGroup
 			for l, b := range binds {
 				if b.GRO() {
 					t.Errorf("socket %d: GRO on", l)
 				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					bufs, sizes, eps := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
-					for i := range bufs {
-						bufs[i] = make([]byte, 64)
-					}
-					for {
-						n, err := b.Receive(bufs, sizes, eps)
-						if err != nil {
-							return
-						}
-						mu.Lock()
-						for i := range n {
-							recv = append(recv, got{socket: l, msg: [4]byte(bufs[i][:4])})
-						}
-						mu.Unlock()
-					}
-				}()
 			}
-			defer func() {
-				for _, b := range binds {
-					b.Close()
-				}
-				wg.Wait()
-			}()
+			var mu sync.Mutex
+			var recv []got
+			defer receiveEach(binds, &mu, func(l int, buf []byte, _ netip.AddrPort) {
+				recv = append(recv, got{socket: l, msg: [4]byte(buf[:4])})
+			})()
 			c, err := net.DialUDP(tc.network, nil, &net.UDPAddr{IP: tc.dst, Port: int(binds[0].LocalAddr().Port())})
 			if err != nil {
 				t.Fatal(err)
@@ -262,5 +214,40 @@ func TestGSORunsKeepOneLaneByte(t *testing.T) {
 	}
 	if fmt.Sprint(runs) != "[2 3 2 1]" {
 		t.Errorf("messages of %v datagrams, want [2 3 2 1]", runs)
+	}
+}
+
+// receiveEach receives on every bind in a goroutine of its own and calls
+// fn, holding mu, for each datagram with the bind's index. The returned
+// func closes the binds and waits for the goroutines; the caller reads
+// what fn collected under mu.
+func receiveEach(binds []*LinuxBind, mu *sync.Mutex, fn func(lane int, buf []byte, ep netip.AddrPort)) (stop func()) {
+	var wg sync.WaitGroup
+	for l, b := range binds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs, sizes, eps := make([][]byte, 8), make([]int, 8), make([]netip.AddrPort, 8)
+			for i := range bufs {
+				bufs[i] = make([]byte, 64)
+			}
+			for {
+				n, err := b.Receive(bufs, sizes, eps)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for i := range n {
+					fn(l, bufs[i][:sizes[i]], eps[i])
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	return func() {
+		for _, b := range binds {
+			b.Close()
+		}
+		wg.Wait()
 	}
 }
