@@ -255,9 +255,17 @@ func (e *Env) StopAPIServer() error {
 	if e.apiproc == nil {
 		return nil
 	}
+	start := time.Now()
 	err := e.apiproc.stop()
+	if err != nil {
+		// Say why before the work directory goes: the API server's
+		// last words on its shutdown.
+		for _, l := range tail(e.apiproc.log.Name(), 30) {
+			e.logf("kube-apiserver.log: %s", l)
+		}
+	}
 	e.apiproc = nil
-	e.logf("kubetest: kube-apiserver stopped")
+	e.logf("kubetest: kube-apiserver stopped in %v", time.Since(start).Round(time.Millisecond))
 	return err
 }
 
