@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/internal/tcptest"
 	"github.com/bridgehead/bridgehead/kube"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 )
@@ -207,53 +206,7 @@ func relayInto(t *testing.T, ns, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	track := func(c net.Conn, add bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if add {
-			conns[c] = true
-		} else {
-			delete(conns, c)
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer in.Close()
-				out, err := net.DialTimeout("tcp", addr, 2*time.Second)
-				if err != nil {
-					return // the API server is stopped: refused, as it would be
-				}
-				defer out.Close()
-				track(in, true)
-				track(out, true)
-				defer track(in, false)
-				defer track(out, false)
-				go func() { io.Copy(out, in); out.Close() }()
-				io.Copy(in, out)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	tcptest.Forward(t, ln, addr)
 }
 
 // listenIn opens a TCP listener inside network namespace ns.

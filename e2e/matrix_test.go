@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"io"
-	"net"
 	"os/exec"
 	"path/filepath"
 
@@ -33,7 +31,7 @@ func (l *lab) labAPIServer(ns, addr string) (*kubetest.Env, string) {
 		t.Fatal(err)
 	}
 	upstream := env.Config.Host[len("https://"):]
-	tcptest.Serve(t, ln, func(c net.Conn) { forward(c, upstream) })
+	tcptest.Forward(t, ln, upstream)
 	kc, err := clientcmd.LoadFromFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -51,25 +49,6 @@ func (l *lab) labAPIServer(ns, addr string) (*kubetest.Env, string) {
 		t.Fatal(err)
 	}
 	return env, path
-}
-
-// forward copies c to and from a new connection to upstream.
-func forward(c net.Conn, upstream string) {
-	defer c.Close()
-	u, err := net.Dial("tcp", upstream)
-	if err != nil {
-		return
-	}
-	defer u.Close()
-	done := make(chan struct{})
-	go func() {
-		io.Copy(u, c)
-		u.(*net.TCPConn).CloseWrite()
-		close(done)
-	}()
-	io.Copy(c, u)
-	c.Close()
-	<-done
 }
 
 // collectMatrix runs `bridgehead verify --collect --format json` with the
