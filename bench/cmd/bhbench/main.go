@@ -32,6 +32,7 @@ import (
 	"github.com/bridgehead/bridgehead/internal/bench/flood"
 	"github.com/bridgehead/bridgehead/internal/bench/flooder"
 	"github.com/bridgehead/bridgehead/internal/bench/modes"
+	"github.com/bridgehead/bridgehead/internal/bench/sched"
 )
 
 func main() {
@@ -67,6 +68,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		floodMode = fs.Bool("flood", false, "flood measurement instead of the mode comparison: bridgehead only, one TCP stream unflooded, under a garbage flood and under a bad-MAC handshake flood of gateway B (see bench/README.md, Flood)")
 		floodPPS  = fs.Float64("flood-pps", 150000, "with -flood: packets per second the flooder aims at")
 		floodBat  = fs.Int("flood-batch", 64, "with -flood: datagrams per sendmmsg call of the flooder")
+		gwSched   = fs.String("gateway-sched", "", "a control: run every thread of both gateway processes under real-time policy fifo:PRIO or rr:PRIO (1..99) while a variant is measured, so that they never wait for a CPU behind iperf3, the pinger or other work (recorded in the results)")
 		floodCtl  = fs.Bool("flood-control", false, "with -flood: add a control phase that sends the garbage flood to a closed port of gateway B (the cost of the flood to the machine, without bridgehead)")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -97,6 +99,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bhbench: "+format+"\n", a...)
 		return 1
 	}
+	gatewaySched, err := sched.Parse(*gwSched)
+	if err != nil {
+		return fail("-gateway-sched: %v", err)
+	}
 	if os.Geteuid() != 0 {
 		return fail("needs root (network namespaces, TUN devices)")
 	}
@@ -105,7 +111,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var tools modes.Tools
-	var err error
 	if tools.Iperf3, err = exec.LookPath("iperf3"); err != nil {
 		return fail("iperf3 not found; install it: apt-get update && apt-get install -y iperf3")
 	}
@@ -113,6 +118,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("ip not found; install iproute2")
 	}
 	if *floodMode {
+		if set["gateway-sched"] {
+			return fail("-gateway-sched is a control of the mode comparison, not of -flood")
+		}
 		if set["modes"] && *modeList != modes.Bridgehead {
 			return fail("-flood measures bridgehead only; drop -modes or give -modes bridgehead")
 		}
@@ -220,6 +228,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		UDPSize:      *udpSize,
 		UDPBitrate:   *udpRate,
 		PingInterval: *pingEvery,
+		GatewaySched: gatewaySched,
 		OutDir:       outDir,
 		Prefix:       *prefix,
 		Progress:     stdout,

@@ -103,3 +103,24 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaySchedFlag: a bad -gateway-sched is refused before anything
+// starts, naming the flag; with -flood the control is refused.
+func TestGatewaySchedFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-gateway-sched", "fifo:0"}, `-gateway-sched: scheduling policy "fifo:0": priority "0" is not 1..99`},
+		{[]string{"-gateway-sched", "idle:1"}, `unknown policy "idle"`},
+		{[]string{"-flood", "-gateway-sched", "fifo:10"}, "-gateway-sched is a control of the mode comparison"},
+	} {
+		var out, errb strings.Builder
+		if code := run(tc.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {
+			if tc.args[0] == "-flood" && os.Geteuid() != 0 {
+				continue // refused earlier, for want of root
+			}
+			t.Errorf("bhbench %q: exit %d, stderr %q; want non-zero and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

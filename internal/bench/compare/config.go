@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/modes"
+	"github.com/bridgehead/bridgehead/internal/bench/sched"
 )
 
 // Config is one benchmark invocation.
@@ -30,6 +31,10 @@ type Config struct {
 	UDPBitrate string
 	// PingInterval is the gap between ICMP echo requests.
 	PingInterval time.Duration
+	// GatewaySched, unless zero, is the real-time policy every thread of
+	// both gateway processes runs under while a variant is measured (a
+	// control: the gateways no longer wait for a CPU).
+	GatewaySched sched.Policy
 	// OutDir receives results.{json,md,svg} and, under work/, the configs
 	// and logs of each run.
 	OutDir string
@@ -67,5 +72,9 @@ type Sample struct {
 	Variant string             `json:"variant"`
 	Run     int                `json:"run"`
 	Values  map[string]float64 `json:"values"`
-	Error   string             `json:"error,omitempty"`
+	// GatewaySched says, with -gateway-sched, how many threads of each
+	// gateway ran under the policy at the end of the loaded test
+	// ("gw-a 14/14 fifo:10").
+	GatewaySched []string `json:"gateway_sched_threads,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }

@@ -40,6 +40,9 @@ type Settings struct {
 	UDPSize      int     `json:"udp_payload_bytes"`
 	UDPBitrate   string  `json:"udp_bitrate"`
 	PingInterval string  `json:"ping_interval"`
+	// GatewaySched is -gateway-sched ("fifo:10"), "" when the gateways ran
+	// under the default policy.
+	GatewaySched string `json:"gateway_sched,omitempty"`
 }
 
 // MetricDef describes one metric.
@@ -171,6 +174,9 @@ func (r *Report) Markdown() string {
 	b.WriteString(strings.Join(tools, "; "))
 	fmt.Fprintf(&b, ".\nMedians of %d run(s) of %g s per measurement; tunnel MTU %d, WAN MTU %d, pods MTU 1500; "+
 		"UDP payload %d B at bitrate %s; ping every %s.", s.Runs, s.DurationS, s.TunMTU, s.WANMTU, s.UDPSize, s.UDPBitrate, s.PingInterval)
+	if s.GatewaySched != "" {
+		fmt.Fprintf(&b, " Every thread of both gateways under real-time policy %s (-gateway-sched; a control, not a setting to deploy).", s.GatewaySched)
+	}
 	if r.Interrupted {
 		b.WriteString(" **Interrupted: partial results.**")
 	}

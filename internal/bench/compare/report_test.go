@@ -116,3 +116,36 @@ func TestWriteFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewaySchedRecorded: a run under -gateway-sched says so in the
+// Markdown header and in results.json, with each sample's thread counts.
+func TestGatewaySchedRecorded(t *testing.T) {
+	r := sampleReport()
+	r.Settings.GatewaySched = "fifo:10"
+	r.Samples[1].GatewaySched = []string{"gw-a 14/14 fifo:10", "gw-b 13/13 fifo:10"}
+	if md := r.Markdown(); !strings.Contains(md, "under real-time policy fifo:10 (-gateway-sched") {
+		t.Errorf("markdown does not name the policy:\n%s", md)
+	}
+	j, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Settings struct {
+			GatewaySched string `json:"gateway_sched"`
+		} `json:"settings"`
+		Samples []struct {
+			GatewaySched []string `json:"gateway_sched_threads"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(j, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Settings.GatewaySched != "fifo:10" || len(back.Samples) < 2 || len(back.Samples[1].GatewaySched) != 2 {
+		t.Errorf("results.json: settings.gateway_sched %q, sample 1 threads %v", back.Settings.GatewaySched, back.Samples[1].GatewaySched)
+	}
+	// Without the control the golden files stay as they were (omitempty).
+	if j, _ := sampleReport().JSON(); strings.Contains(string(j), "gateway_sched") {
+		t.Error("results.json names gateway_sched without the control")
+	}
+}

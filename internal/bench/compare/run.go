@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/bridgehead/bridgehead/internal/bench/ping"
 	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/internal/bench/sched"
 	"github.com/bridgehead/bridgehead/internal/bench/stats"
 	"github.com/bridgehead/bridgehead/internal/bench/udprr"
 )
@@ -104,6 +106,18 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	}
 	if err := iperf.Serve(ctx, t, cfg.Tools.Iperf3); err != nil {
 		return s, err
+	}
+	if !cfg.GatewaySched.IsZero() {
+		stopSched, err := keepSched(cfg.GatewaySched, gw, say)
+		if err != nil {
+			return s, err
+		}
+		// Before t.Down (deferred earlier) stops the gateways.
+		defer func() {
+			if serr := stopSched(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
 	}
 
 	d := cfg.Duration
@@ -205,6 +219,10 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	if err := checkGW(); err != nil {
 		return s, err
 	}
+	if !cfg.GatewaySched.IsZero() {
+		s.GatewaySched = schedCounts(cfg.GatewaySched, gw)
+		say("  threads under %s: %s", cfg.GatewaySched, strings.Join(s.GatewaySched, ", "))
+	}
 
 	// 3. TCP N streams A→B.
 	say("measuring TCP %d streams pod A -> pod B (%ss)", cfg.Streams, secs)
@@ -261,5 +279,48 @@ func settingsOf(cfg Config) Settings {
 		UDPSize:      cfg.UDPSize,
 		UDPBitrate:   cfg.UDPBitrate,
 		PingInterval: cfg.PingInterval.String(),
+		GatewaySched: cfg.GatewaySched.String(),
 	}
+}
+
+// keepSched puts every thread of the gateways under p now and every
+// 250 ms until the returned stop is called (sched.Keeper).
+func keepSched(p sched.Policy, gw modes.Gateways, say func(string, ...any)) (stop func() error, err error) {
+	var pids []int
+	for _, g := range []*lab.Proc{gw.A, gw.B} {
+		if g != nil {
+			pids = append(pids, g.PID())
+		}
+	}
+	if len(pids) == 0 {
+		return func() error { return nil }, nil
+	}
+	k, err := sched.Keep(p, 250*time.Millisecond, pids...)
+	if err != nil {
+		return nil, fmt.Errorf("-gateway-sched %s: %w", p, err)
+	}
+	say("gateway threads under %s (pids %v)", p, pids)
+	return func() error {
+		if err := k.Stop(); err != nil {
+			return fmt.Errorf("-gateway-sched %s: %w", p, err)
+		}
+		return nil
+	}, nil
+}
+
+// schedCounts is, per gateway, how many of its threads run under p.
+func schedCounts(p sched.Policy, gw modes.Gateways) []string {
+	var out []string
+	for _, g := range []*lab.Proc{gw.A, gw.B} {
+		if g == nil {
+			continue
+		}
+		under, total, err := p.Count(g.PID())
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", g.Name, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %d/%d %s", g.Name, under, total, p))
+	}
+	return out
 }
