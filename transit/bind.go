@@ -119,6 +119,8 @@ type Bind struct {
 	fwdBufs [][]byte
 	fwdEps  []netip.AddrPort
 	rbufs   [][]byte
+	// fwdBy is flush's scratch for grouping the forwards by next hop.
+	fwdBy hopGroups
 	// hinted is when this hub last told each pair of spokes each
 	// other's mapping (direct.go); Receive only.
 	hinted map[[2]GatewayID]int64
@@ -393,21 +395,70 @@ func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
 	return false
 }
 
-// flush sends the batch's forwards. They alias the batch's buffers, so
-// this runs before Receive returns them.
+// flush sends the batch's forwards, grouped by next hop (hopGroups) so
+// that the inner bind segments each hop's run (udp.LinuxBind.SendMany:
+// one UDP_SEGMENT message per run of equal sizes). They alias the
+// batch's buffers, so this runs before Receive returns them.
 func (b *Bind) flush() {
 	if len(b.fwdBufs) == 0 {
 		return
 	}
+	b.fwdBy.group(b.fwdBufs, b.fwdEps)
 	if ms, ok := b.inner.(manySender); ok {
 		ms.SendMany(b.fwdBufs, b.fwdEps)
 	} else {
-		for i := range b.fwdBufs {
-			b.inner.Send(b.fwdBufs[i:i+1], b.fwdEps[i])
+		for i := 0; i < len(b.fwdBufs); {
+			j := i + 1
+			for j < len(b.fwdBufs) && b.fwdEps[j] == b.fwdEps[i] {
+				j++
+			}
+			b.inner.Send(b.fwdBufs[i:j], b.fwdEps[i])
+			i = j
 		}
 	}
 	clear(b.fwdBufs)
 	b.fwdBufs, b.fwdEps = b.fwdBufs[:0], b.fwdEps[:0]
+}
+
+// hopGroups reorders a batch's forwards so that those to one next hop
+// are adjacent: hops in the order of their first forward, each hop's
+// forwards in the order they came (a flow goes to one hop, so its order
+// holds). A hub's batch mixes both directions of its spokes' traffic
+// (data one way, acknowledgements the other), which would otherwise cut
+// every segmentation run short. Its slices are reused (no allocation in
+// the steady state); the zero value is ready.
+type hopGroups struct {
+	bufs [][]byte
+	eps  []netip.AddrPort
+	done []bool
+}
+
+// group reorders bufs and eps in place. It is O(len × hops), for the
+// few hops of one batch.
+func (g *hopGroups) group(bufs [][]byte, eps []netip.AddrPort) {
+	i := 1
+	for i < len(eps) && eps[i] == eps[i-1] {
+		i++
+	}
+	if i == len(eps) {
+		return // one hop
+	}
+	g.bufs, g.eps = g.bufs[:0], g.eps[:0]
+	g.done = append(g.done[:0], make([]bool, len(eps))...)
+	for i, ep := range eps {
+		if g.done[i] {
+			continue
+		}
+		for j := i; j < len(eps); j++ {
+			if !g.done[j] && eps[j] == ep {
+				g.bufs, g.eps = append(g.bufs, bufs[j]), append(g.eps, ep)
+				g.done[j] = true
+			}
+		}
+	}
+	copy(bufs, g.bufs)
+	copy(eps, g.eps)
+	clear(g.bufs)
 }
 
 const (

@@ -2,7 +2,10 @@ package transit
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 
@@ -223,6 +226,152 @@ func TestPseudoEndpoint(t *testing.T) {
 	for _, ep := range []string{"[100::1]:2", "[101::1]:1", "1.0.0.1:1", "[2001:db8::1]:1"} {
 		if _, ok := PseudoGateway(netip.MustParseAddrPort(ep)); ok {
 			t.Fatalf("%s taken for a pseudo endpoint", ep)
+		}
+	}
+}
+
+// hubInner is a hub's socket for the forward tests: each Receive hands
+// out a fresh batch of relay messages from E1 (toward E2) and E2 (toward
+// E1) in the order of from, resealed for the hub so the replay window
+// takes them; SendMany records where each forward went and the inner
+// counter it carries. Neither allocates.
+type hubInner struct {
+	tmpl  [][]byte // relay messages, by position in the batch
+	from  []GatewayID
+	kps   map[GatewayID]*bhcrypto.Keypair // spoke's session with the hub
+	keyID map[GatewayID]bhcrypto.KeyID    // the other spoke's
+	calls int
+	eps   []netip.AddrPort
+	ctrs  []uint64
+	sizes []int
+}
+
+func (h *hubInner) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
+	n := min(len(bufs), len(h.tmpl))
+	for i := range n {
+		m := copy(bufs[i], h.tmpl[i])
+		if _, err := h.kps[h.from[i]].SealRelay(bufs[i][:m], m-bhcrypto.RelayOverhead, h.keyID[h.from[i]]); err != nil {
+			return 0, err
+		}
+		sizes[i], eps[i] = m, addr(h.from[i])
+	}
+	return n, nil
+}
+
+func (h *hubInner) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
+	h.calls++
+	h.eps, h.ctrs, h.sizes = h.eps[:0], h.ctrs[:0], h.sizes[:0]
+	for i, b := range bufs {
+		_, ctr, _ := bhcrypto.ParseTransportHeader(b[bhcrypto.RelayHeaderSize:])
+		h.eps, h.ctrs, h.sizes = append(h.eps, eps[i]), append(h.ctrs, ctr), append(h.sizes, len(b))
+	}
+	return nil
+}
+
+func (h *hubInner) Send(bufs [][]byte, ep netip.AddrPort) error { return errors.New("hubInner: Send") }
+func (h *hubInner) BatchSize() int                              { return 64 }
+func (h *hubInner) LocalAddr() netip.AddrPort                   { return addr(gwHub) }
+func (h *hubInner) Close() error                                { return nil }
+
+// newHubInner is a hub batch of E1's data (1380 bytes) and E2's
+// acknowledgements (40 bytes), interleaved as in from.
+func newHubInner(t testing.TB, w *world, from []GatewayID) *hubInner {
+	h := &hubInner{
+		from:  from,
+		kps:   map[GatewayID]*bhcrypto.Keypair{gwE1: w.hubSession(gwE1, gwHub), gwE2: w.hubSession(gwE2, gwHub)},
+		keyID: map[GatewayID]bhcrypto.KeyID{gwE1: w.plan.KeyID(gwE2), gwE2: w.plan.KeyID(gwE1)},
+		eps:   make([]netip.AddrPort, 0, len(from)),
+		ctrs:  make([]uint64, 0, len(from)),
+		sizes: make([]int, 0, len(from)),
+	}
+	for _, f := range from {
+		if f == gwE1 {
+			h.tmpl = append(h.tmpl, w.wrap(t, gwE1, gwHub, gwE2, w.e2e[0], make([]byte, 1380)))
+		} else {
+			h.tmpl = append(h.tmpl, w.wrap(t, gwE2, gwHub, gwE1, w.e2e[1], make([]byte, 40)))
+		}
+	}
+	return h
+}
+
+// TestBindForwardsByHop: a hub's batch mixing both directions goes out
+// in one SendMany with each next hop's forwards adjacent (so the socket
+// can segment them), in the order they came per hop, without allocating.
+func TestBindForwardsByHop(t *testing.T) {
+	w := newWorld(t, bhcrypto.AESGCM)
+	from := []GatewayID{gwE1, gwE1, gwE2, gwE1, gwE2, gwE1, gwE1, gwE2, gwE1, gwE1}
+	inner := newHubInner(t, w, from)
+	b := NewBind(inner, keyTable{w, gwHub}, w.relay[gwHub], 1420)
+	bufs := make([][]byte, len(from))
+	for i := range bufs {
+		bufs[i] = make([]byte, 1420+bhcrypto.TransportOverhead+bhcrypto.PaddingMultiple)
+	}
+	sizes, eps := make([]int, len(from)), make([]netip.AddrPort, len(from))
+	// The first batch also carries the hub's hints to the pair
+	// (direct.go), the second only the forwards.
+	for range 2 {
+		if n, err := b.Receive(bufs, sizes, eps); n != 0 || err != nil {
+			t.Fatalf("the hub's router got %d datagrams (%v)", n, err)
+		}
+	}
+	if inner.calls != 2 || len(inner.eps) != len(from) {
+		t.Fatalf("%d SendMany calls for 2 batches, the second carrying %d forwards, want %d", inner.calls, len(inner.eps), len(from))
+	}
+	// E1's data to E2 first (the batch's first forward), then E2's
+	// acknowledgements to E1; inner counters rising within each.
+	nE2 := 0
+	for _, f := range from {
+		if f == gwE1 {
+			nE2++
+		}
+	}
+	for i, ep := range inner.eps {
+		want := addr(gwE2)
+		if i >= nE2 {
+			want = addr(gwE1)
+		}
+		if ep != want {
+			t.Fatalf("forward %d to %v, want %v (order %v)", i, ep, want, inner.eps)
+		}
+		if i > 0 && inner.eps[i-1] == ep && inner.ctrs[i] <= inner.ctrs[i-1] {
+			t.Fatalf("forward %d to %v: counter %d after %d (%v)", i, ep, inner.ctrs[i], inner.ctrs[i-1], inner.ctrs)
+		}
+	}
+	if allocs := testing.AllocsPerRun(200, func() {
+		if n, err := b.Receive(bufs, sizes, eps); n != 0 || err != nil || len(inner.eps) != len(from) {
+			panic(fmt.Sprintf("got %d (%v), forwarded %d", n, err, len(inner.eps)))
+		}
+	}); allocs != 0 {
+		t.Fatalf("%.1f allocations per batch of %d forwards", allocs, len(from))
+	}
+}
+
+func TestHopGroups(t *testing.T) {
+	a, b, c := addr(gwE1), addr(gwE2), addr(gwX)
+	for _, tc := range []struct {
+		in, want []netip.AddrPort
+	}{
+		{nil, nil},
+		{[]netip.AddrPort{a}, []netip.AddrPort{a}},
+		{[]netip.AddrPort{a, a, a}, []netip.AddrPort{a, a, a}},
+		{[]netip.AddrPort{a, b, a, b}, []netip.AddrPort{a, a, b, b}},
+		{[]netip.AddrPort{b, a, c, a, b, c}, []netip.AddrPort{b, b, a, a, c, c}},
+	} {
+		bufs := make([][]byte, len(tc.in))
+		for i := range bufs {
+			bufs[i] = []byte{byte(i)}
+		}
+		eps := slices.Clone(tc.in)
+		var g hopGroups
+		g.group(bufs, eps)
+		if !slices.Equal(eps, tc.want) {
+			t.Errorf("%v grouped %v, want %v", tc.in, eps, tc.want)
+		}
+		for i := range bufs {
+			// Each datagram still travels with its hop, order kept per hop.
+			if tc.in[bufs[i][0]] != eps[i] || (i > 0 && eps[i] == eps[i-1] && bufs[i][0] < bufs[i-1][0]) {
+				t.Errorf("%v: datagram %d (was %d) to %v", tc.in, i, bufs[i][0], eps[i])
+			}
 		}
 	}
 }

@@ -305,12 +305,15 @@ func (b *LinuxBind) Send(bufs [][]byte, ep netip.AddrPort) error {
 }
 
 // SendMany sends bufs[i] to eps[i], BatchSize datagrams per sendmmsg
-// call, without segmentation: the router's health probes, one small
-// datagram to each of many gateways, go out in one system call instead
-// of one each. An endpoint the socket cannot reach (another address
-// family) fails the whole call before anything is sent; otherwise it
-// returns the first error, and datagrams after the failing one are not
-// sent.
+// call. With GSO, each run of consecutive datagrams to one endpoint is
+// segmented as Send segments its batch (equal sizes, the last may be
+// shorter, one lane byte): a hub's forwards, grouped by next hop, reach
+// the stack once per run. Datagrams to different endpoints are messages
+// of their own, so the router's health probes, one small datagram to
+// each of many gateways, still go out in one system call. An endpoint
+// the socket cannot reach (another address family) fails the whole call
+// before anything is sent; otherwise it returns the first error, and
+// datagrams after the failing one are not sent.
 func (b *LinuxBind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 	if len(bufs) != len(eps) {
 		return errors.New("udp: SendMany: one endpoint per datagram")
@@ -323,17 +326,25 @@ func (b *LinuxBind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 	}
 	s := <-b.sendPool
 	defer func() { b.sendPool <- s }()
-	var nlens [64]uint32
-	for len(bufs) > 0 {
-		k := min(len(bufs), b.batch, len(nlens))
-		for i := range k {
-			n, err := encodeSockaddr(&s.names[i], eps[i], b.v6)
-			if err != nil {
-				return err
-			}
-			nlens[i] = n
+	for i := range eps {
+		if i > 0 && eps[i] == eps[i-1] {
+			continue
 		}
-		s.prepareMany(bufs[:k], nlens[:k])
+		if _, err := encodeSockaddr(&s.names[0], eps[i], b.v6); err != nil {
+			return err
+		}
+	}
+	for len(bufs) > 0 {
+		k := min(len(bufs), b.batch)
+		for i := range k {
+			if i > 0 && eps[i] == eps[i-1] {
+				s.nlens[i] = s.nlens[i-1]
+				s.names[i] = s.names[i-1]
+				continue
+			}
+			s.nlens[i], _ = encodeSockaddr(&s.names[i], eps[i], b.v6)
+		}
+		s.prepareMany(bufs[:k], eps[:k])
 		err := b.raw.Write(s.fn)
 		s.releaseMany()
 		if err != nil {

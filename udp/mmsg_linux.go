@@ -130,9 +130,13 @@ type sendState struct {
 	err error // system call error of the current chunk
 	fn  func(fd uintptr) bool
 
-	// names holds one destination per message for SendMany, which
-	// points the messages at them and back at name when done.
+	// names and nlens hold one destination per datagram for SendMany,
+	// which points each message at its first datagram's and back at
+	// name when done; eps (nil for Send) tells build where runs to
+	// different destinations end.
 	names []sockaddr
+	nlens []uint32
+	eps   []netip.AddrPort
 }
 
 // newSendState makes the scratch for chunks of up to batch datagrams. gso
@@ -145,6 +149,7 @@ func newSendState(batch int, gso *atomic.Bool) *sendState {
 		cmsgs: make([]segmentCmsg, batch),
 		first: make([]int, batch),
 		names: make([]sockaddr, batch),
+		nlens: make([]uint32, batch),
 		gso:   gso,
 	}
 	for i := range s.hdrs {
@@ -168,23 +173,18 @@ func (s *sendState) prepare(bufs [][]byte, namelen uint32) {
 	s.off, s.err = 0, nil
 }
 
-// prepareMany builds one plain message per datagram, bufs[i] to the
-// destination already encoded in names[i] (nlens[i] bytes of it).
-func (s *sendState) prepareMany(bufs [][]byte, nlens []uint32) {
+// prepareMany builds the messages for bufs[i] to eps[i], whose
+// destinations are already encoded in names[i] (nlens[i] bytes of it):
+// with GSO, each run of datagrams to one destination (as build groups
+// them) is one segmented message, else one message per datagram.
+func (s *sendState) prepareMany(bufs [][]byte, eps []netip.AddrPort) {
 	for i, b := range bufs {
 		s.iovs[i].Base = unsafe.SliceData(b)
 		s.iovs[i].SetLen(len(b))
-		h := &s.hdrs[i].Hdr
-		h.Name = (*byte)(unsafe.Pointer(&s.names[i]))
-		h.Namelen = nlens[i]
-		h.Iov = &s.iovs[i]
-		h.SetIovlen(1)
-		h.Control = nil
-		h.SetControllen(0)
-		s.first[i] = i
 	}
-	s.bufs = bufs
-	s.n, s.off, s.err = len(bufs), 0, nil
+	s.bufs, s.eps = bufs, eps
+	s.n = s.build(0, 0, s.gso != nil && s.gso.Load())
+	s.off, s.err = 0, nil
 }
 
 // releaseMany undoes prepareMany: the messages go back to the shared name.
@@ -192,6 +192,7 @@ func (s *sendState) releaseMany() {
 	for i := range s.bufs {
 		s.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&s.name))
 	}
+	s.eps = nil
 	s.release()
 }
 

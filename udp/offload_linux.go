@@ -67,9 +67,11 @@ func (c *segmentCmsg) init() {
 
 // build lays out the messages for datagrams s.bufs[d:], starting at message
 // m, and returns the total number of messages. With gso, each run of
-// datagrams of equal length (the last may be shorter) and one lane byte
-// (laneKey), up to maxGSOSegments datagrams and maxGSOBytes bytes, becomes
-// one message; empty datagrams and runs of one are plain messages.
+// datagrams of equal length (the last may be shorter), one lane byte
+// (laneKey) and, for SendMany, one destination, up to maxGSOSegments
+// datagrams and maxGSOBytes bytes, becomes one message; empty datagrams
+// and runs of one are plain messages. A SendMany message goes to its
+// first datagram's destination (names[d]), a Send message to name.
 func (s *sendState) build(m, d int, gso bool) int {
 	for d < len(s.bufs) {
 		size := len(s.bufs[d])
@@ -77,7 +79,8 @@ func (s *sendState) build(m, d int, gso bool) int {
 		if gso && size > 0 {
 			for total := size; end < len(s.bufs) && end-d < maxGSOSegments; {
 				l := len(s.bufs[end])
-				if l == 0 || l > size || total+l > maxGSOBytes || laneKey(s.bufs[end]) != laneKey(s.bufs[d]) {
+				if l == 0 || l > size || total+l > maxGSOBytes || laneKey(s.bufs[end]) != laneKey(s.bufs[d]) ||
+					(s.eps != nil && s.eps[end] != s.eps[d]) {
 					break
 				}
 				total += l
@@ -90,7 +93,12 @@ func (s *sendState) build(m, d int, gso bool) int {
 		h := &s.hdrs[m].Hdr
 		h.Iov = &s.iovs[d]
 		h.SetIovlen(end - d)
-		h.Namelen = s.nlen
+		if s.eps != nil {
+			h.Name = (*byte)(unsafe.Pointer(&s.names[d]))
+			h.Namelen = s.nlens[d]
+		} else {
+			h.Namelen = s.nlen
+		}
 		if end-d > 1 {
 			s.cmsgs[m].size = uint16(size)
 			h.Control = (*byte)(unsafe.Pointer(&s.cmsgs[m]))

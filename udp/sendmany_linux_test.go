@@ -3,7 +3,12 @@ package udp
 import (
 	"bytes"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSendMany: one call delivers each datagram to its own endpoint, in
@@ -78,5 +83,101 @@ func TestSendManyAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("SendMany: %.1f allocations per call, want 0", n)
+	}
+}
+
+// TestSendManyGrouping: runs of consecutive datagrams to one endpoint
+// become segmented messages addressed to it; a change of endpoint ends a
+// run as a change of size or lane byte does.
+func TestSendManyGrouping(t *testing.T) {
+	b1 := netip.MustParseAddrPort("192.0.2.1:1")
+	b2 := netip.MustParseAddrPort("192.0.2.2:2")
+	cases := []struct {
+		name  string
+		eps   []netip.AddrPort
+		sizes []int
+		want  []int // datagrams per message
+		to    []netip.AddrPort
+	}{
+		{"one-hop", []netip.AddrPort{b1, b1, b1, b1}, []int{100, 100, 100, 40}, []int{4}, []netip.AddrPort{b1}},
+		{"two-hops", []netip.AddrPort{b1, b1, b2, b2, b2}, []int{100, 100, 100, 100, 100}, []int{2, 3}, []netip.AddrPort{b1, b2}},
+		{"interleaved", []netip.AddrPort{b1, b2, b1, b2}, []int{100, 100, 100, 100}, []int{1, 1, 1, 1}, []netip.AddrPort{b1, b2, b1, b2}},
+		{"size-break", []netip.AddrPort{b1, b1, b1, b2}, []int{60, 100, 100, 100}, []int{1, 2, 1}, []netip.AddrPort{b1, b1, b2}},
+	}
+	var on atomic.Bool
+	on.Store(true)
+	for _, c := range cases {
+		s := newSendState(len(c.eps), &on)
+		bufs := make([][]byte, len(c.eps))
+		for i := range bufs {
+			bufs[i] = make([]byte, c.sizes[i])
+			n, err := encodeSockaddr(&s.names[i], c.eps[i], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.nlens[i] = n
+		}
+		s.prepareMany(bufs, c.eps)
+		var got []int
+		var to []netip.AddrPort
+		for m := range s.n {
+			h := &s.hdrs[m].Hdr
+			got = append(got, int(h.Iovlen))
+			to = append(to, decodeSockaddr((*sockaddr)(unsafe.Pointer(h.Name))))
+			if h.Namelen != unix.SizeofSockaddrInet4 || (h.Iovlen > 1) != (h.Controllen != 0) {
+				t.Errorf("%s: message %d: name length %d, %d datagrams, control %d", c.name, m, h.Namelen, h.Iovlen, h.Controllen)
+			}
+		}
+		if !equalInts(got, c.want) || !slices.Equal(to, c.to) {
+			t.Errorf("%s: messages %v to %v, want %v to %v", c.name, got, to, c.want, c.to)
+		}
+		s.releaseMany()
+		if s.hdrs[0].Hdr.Name != (*byte)(unsafe.Pointer(&s.name)) || s.eps != nil {
+			t.Errorf("%s: releaseMany left the messages on SendMany's names", c.name)
+		}
+	}
+}
+
+// TestSendManyGSO: over loopback, runs of a SendMany to two GRO receivers
+// arrive coalesced, each datagram intact and in order per receiver.
+func TestSendManyGSO(t *testing.T) {
+	a := listen(t, "127.0.0.1:0", Options{})
+	b := listen(t, "127.0.0.1:0", Options{RecvBuffer: 16 << 20})
+	c := listen(t, "127.0.0.1:0", Options{RecvBuffer: 16 << 20})
+	needOffloads(t, a)
+	needOffloads(t, b)
+	watchdog(t, b)
+	watchdog(t, c)
+	out := numbered(48, 1200, 300)
+	eps := make([]netip.AddrPort, len(out))
+	var toB, toC [][]byte
+	for i := range out {
+		// Runs of eight to each, the last to c shorter.
+		if i/8%2 == 0 {
+			eps[i] = b.LocalAddr()
+			toB = append(toB, out[i])
+		} else {
+			eps[i] = c.LocalAddr()
+			toC = append(toC, out[i])
+		}
+	}
+	if err := a.SendMany(out, eps); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		b    *LinuxBind
+		want [][]byte
+	}{{b, toB}, {c, toC}} {
+		in := newBatch(len(r.want), 1500)
+		if err := receiveN(r.b, in, len(r.want)); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, in, r.want, a.LocalAddr())
+		if r.b.groRecv.coalesced == 0 {
+			t.Errorf("%v: no run arrived coalesced", r.b.LocalAddr())
+		}
+	}
+	if !a.GSO() {
+		t.Error("GSO switched off")
 	}
 }
