@@ -95,6 +95,39 @@ func (v *view) setCandidate(gw GatewayID, addr netip.AddrPort) {
 	v.candMu.Lock()
 	defer v.candMu.Unlock()
 	d.cand.Store(&addr)
+	v.indexCandidates()
+}
+
+// keepDirect copies old's direct state of every gateway that is in v's
+// plan with the same key and site into v, which is not yet published,
+// and indexes the candidates.
+func (v *view) keepDirect(old *view) {
+	kept := false
+	for id := range v.direct {
+		gw := v.plan.Gateway(GatewayID(id))
+		was, ok := old.plan.ByKey(gw.Key)
+		if !ok || old.plan.Gateway(was).Site != gw.Site || int(was) >= len(old.direct) {
+			continue
+		}
+		from, to := &old.direct[was], &v.direct[id]
+		c := from.cand.Load()
+		if c == nil {
+			continue
+		}
+		to.cand.Store(c)
+		to.acked.Store(from.acked.Load())
+		to.probed.Store(from.probed.Load())
+		to.unanswered.Store(from.unanswered.Load())
+		kept = true
+	}
+	if kept {
+		v.indexCandidates()
+	}
+}
+
+// indexCandidates publishes the map from candidate addresses to
+// gateways. Callers hold candMu or own v alone.
+func (v *view) indexCandidates() {
 	m := make(map[netip.AddrPort]GatewayID, len(v.direct))
 	for i := range v.direct {
 		if c := v.direct[i].cand.Load(); c != nil {

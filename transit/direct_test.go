@@ -175,3 +175,63 @@ func TestParseHint(t *testing.T) {
 		}
 	}
 }
+
+// TestDirectPathSurvivesReload: a new Plan (a reload) keeps the direct
+// path to a gateway with the same key in the same site, even when its id
+// changes; a gateway whose key changed starts over through the hub.
+func TestDirectPathSurvivesReload(t *testing.T) {
+	w, _, binds := bindWorld(t)
+	buf, n := sealInner(t, w.e2e[0], []byte("pod e1 to pod e2"))
+	datagram := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	for range 2 { // hint, then probe and answer
+		if err := binds[gwE1].SendFlows([][]byte{datagram}, []uint64{1}, PseudoEndpoint(gwE2)); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []GatewayID{gwHub, gwHub2, gwE2, gwE1} {
+			receiveAll(t, binds[g])
+		}
+	}
+	if _, ok := binds[gwE1].Direct(PseudoEndpoint(gwE2)); !ok {
+		t.Fatal("E1 -> E2 not direct before the reload")
+	}
+
+	gws := func(order []GatewayID, rekey GatewayID) []Gateway {
+		var out []Gateway
+		for _, g := range order {
+			gw := w.plan.Gateway(g)
+			if g == rekey {
+				gw.Key = testIdentity(t, 99, bhcrypto.ChaChaPoly).Public
+			}
+			out = append(out, gw)
+		}
+		return out
+	}
+	hubs := map[string][]string{"e1": {"aks"}, "e2": {"aks"}}
+	// The same catalog in another order: E2 gets another id.
+	order := []GatewayID{gwX, gwE2, gwHub, gwHub2, gwE1}
+	plan, err := NewPlan(gws(order, None), hubs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, _ := plan.ByKey(w.plan.Gateway(gwE1).Key)
+	e2, _ := plan.ByKey(w.plan.Gateway(gwE2).Key)
+	w.relay[gwE1].SetPlan(plan, e1)
+	if to, ok := binds[gwE1].Direct(PseudoEndpoint(e2)); !ok || to != addr(gwE2) {
+		t.Fatalf("after a reload: Direct(E2) = %v, %v; want %v", to, ok, addr(gwE2))
+	}
+	if gw, ok := w.relay[gwE1].view.Load().fromCandidate(addr(gwE2)); !ok || gw != e2 {
+		t.Fatalf("after a reload: E2's address maps to %v, %v; want %v", gw, ok, e2)
+	}
+	// E2 with a new key is another gateway: no direct path yet.
+	plan, err = NewPlan(gws(order, gwE2), hubs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.relay[gwE1].SetPlan(plan, e1)
+	if _, ok := binds[gwE1].Direct(PseudoEndpoint(e2)); ok {
+		t.Fatal("direct path kept for a gateway whose key changed")
+	}
+	if _, ok := w.relay[gwE1].view.Load().fromCandidate(addr(gwE2)); ok {
+		t.Fatal("a rekeyed gateway's old address still maps to it")
+	}
+}

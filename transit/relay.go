@@ -92,11 +92,19 @@ func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
 	return r, nil
 }
 
-// SetPlan installs the catalog's Plan; self is the local gateway.
+// SetPlan installs the catalog's Plan; self is the local gateway. The
+// direct path to a gateway that keeps its key and site (a reload that
+// leaves it alone) is kept, whatever its id in the new Plan: without
+// that, every direct path would fall back to the hub until the next
+// hint and probe answer. Probe answers and hints that land on the old
+// view while SetPlan copies it are lost; the next probe repeats them.
 func (r *Relay) SetPlan(p *Plan, self GatewayID) {
 	v := &view{plan: p, self: self, hubs: make([][]GatewayID, p.Len()), direct: make([]directState, p.Len())}
 	for dst := range v.hubs {
 		v.hubs[dst] = p.Hubs(self, GatewayID(dst))
+	}
+	if old := r.view.Load(); old != nil {
+		v.keepDirect(old)
 	}
 	r.view.Store(v)
 }
