@@ -22,27 +22,16 @@ type laneDevices struct {
 }
 
 // openLanes opens n lanes: with n == 1 a plain TUN and socket, as before
-// lanes; with more, n queues of one multi-queue TUN interface with
-// offloads and n sockets on listen with SO_REUSEPORT. Without offloads
-// (turned off, or the kernel refuses them) it opens one lane.
+// lanes; with more, n queues of one multi-queue TUN interface and n
+// sockets on listen with SO_REUSEPORT. The queues have offloads where the
+// kernel allows them and interface.offload is on, else they are the
+// portable backend's (water, one packet per system call).
 func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, log *slog.Logger) (*laneDevices, error) {
 	var l laneDevices
 	var err error
-	if !offload && n > 1 {
-		// The portable backend moves one packet per system call; lanes
-		// over its multi-queue TUN did not carry traffic in the e2e lab
-		// (TestPortableBackend, not understood yet): one lane.
-		log.Info("data path lanes need TUN offloads; one lane with the portable backend", "lanes", n)
-		n = 1
-	}
 	if n > 1 {
-		l.tuns, err = tun.OpenOffloadQueues(tun.OffloadConfig{Name: name, MTU: mtu}, n, log)
-		if errors.Is(err, os.ErrPermission) {
-			return nil, fmt.Errorf("open TUN %s: %w (needs root or CAP_NET_ADMIN)", name, err)
-		}
-		if err != nil {
-			log.Warn("multi-queue TUN with offloads unavailable; one lane", "interface", name, "lanes", n, "err", err)
-			n = 1
+		if l.tuns, err = openTUNQueues(name, mtu, offload, n, log); err != nil {
+			return nil, err
 		}
 	}
 	if n == 1 {
@@ -65,6 +54,27 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 	}
 	log.Info("data path lanes", "lanes", n, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
 	return &l, nil
+}
+
+// openTUNQueues is openTUN for n > 1 queues.
+func openTUNQueues(name string, mtu int, offload bool, n int, log *slog.Logger) ([]tun.Device, error) {
+	if offload {
+		devs, err := tun.OpenOffloadQueues(tun.OffloadConfig{Name: name, MTU: mtu}, n, log)
+		if err == nil {
+			return devs, nil
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("open TUN %s: %w (needs root or CAP_NET_ADMIN)", name, err)
+		}
+		log.Warn("TUN offloads unavailable; using the portable backend (one packet per system call)", "interface", name, "lanes", n, "err", err)
+	} else {
+		log.Info("TUN offloads turned off by interface.offload; using the portable backend (one packet per system call)", "interface", name, "lanes", n)
+	}
+	devs, err := tun.OpenWaterQueues(tun.WaterConfig{Name: name, MTU: mtu}, n)
+	if err != nil {
+		return nil, fmt.Errorf("open TUN %s with %d queues (lanes): %w", name, n, err)
+	}
+	return devs, nil
 }
 
 // conns are the sockets, for the kernel filter.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -94,13 +96,59 @@ func TestTwoSiteDataPath(t *testing.T) {
 }
 
 // TestPortableBackend runs the lab with TUN offloads turned off: the
-// portable water backend must carry the same traffic.
+// portable water backend must carry the same traffic, over two lanes (two
+// queues of a multi-queue TUN and two sockets per gateway), each of which
+// carries some of it.
 func TestPortableBackend(t *testing.T) {
-	l := startLab(t, "OFFLOAD=false")
-	l.waitLog("a", "using the portable backend", 1)
+	l := startLab(t, "OFFLOAD=false", "RUN_ARGS=--lanes 2")
+	for _, s := range []string{"a", "b"} {
+		l.waitLog(s, "using the portable backend", 1)
+		if log := l.waitLog(s, "data path lanes", 1); !strings.Contains(log, "lanes=2") {
+			t.Fatalf("gateway %s does not run 2 lanes:\n%s", s, log)
+		}
+	}
 	l.probe("a-node", "ping", "-src", podA, "-count", "2", podB)
 	l.probe("b-node", "ping", "-src", podB6, "-count", "2", podA6)
 	l.transfer("a-node", podA, "b-node", podB, 7030, 20<<20)
+	// The kernel puts each flow on a queue by its hash: more connections,
+	// each way, until every queue of each gateway's TUN sent at least
+	// 128 KiB (tc's per-queue counters of bh0's mq qdisc; the kernel's
+	// own packets on bh0 are far fewer), each one checked end to end.
+	const minBytes = 128 << 10
+	for port := 7031; ; port++ {
+		qa, qb := tunQueuesUsed(l, "a-gw", minBytes), tunQueuesUsed(l, "b-gw", minBytes)
+		if qa >= 2 && qb >= 2 {
+			t.Logf("TUN queues that sent >= %d bytes: gateway A %d, B %d, after %d extra connections each way", minBytes, qa, qb, port-7031)
+			break
+		}
+		if port == 7031+24 {
+			t.Fatalf("after 25 connections each way not every TUN queue carried traffic:\na-gw:\n%s\nb-gw:\n%s",
+				l.mustExec("a-gw", "tc", "-s", "qdisc", "show", "dev", "bh0"), l.mustExec("b-gw", "tc", "-s", "qdisc", "show", "dev", "bh0"))
+		}
+		l.transfer("a-node", podA, "b-node", podB, port, 256<<10)
+		l.transfer("b-node", podB, "a-node", podA, port, 256<<10)
+	}
+}
+
+// tunQueuesUsed counts the child qdiscs of bh0's mq root in namespace ns
+// that have sent at least minBytes: the TUN queues the kernel routed
+// traffic into.
+func tunQueuesUsed(l *lab, ns string, minBytes int) int {
+	out := l.mustExec(ns, "tc", "-s", "qdisc", "show", "dev", "bh0")
+	n := 0
+	child := false
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "qdisc":
+			child = slices.Contains(f, "parent")
+		case child && len(f) >= 3 && f[0] == "Sent" && f[2] == "bytes":
+			if b, err := strconv.Atoi(f[1]); err == nil && b >= minBytes {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // TestAutoMTU: with interface.mtu: auto the tunnel MTU is the WAN link's

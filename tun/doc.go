@@ -14,6 +14,8 @@
 //     (IFF_MULTI_QUEUE), one per router lane; the kernel spreads flows
 //     over them.
 //   - Water (Linux): a TUN opened through github.com/songgao/water
-//     (portable, one packet per system call).
+//     (portable, one packet per system call). OpenWaterQueues opens
+//     several queues of one IFF_MULTI_QUEUE interface for the lanes when
+//     offloads are off or unavailable.
 //   - Channel: an in-memory device for tests.
 package tun

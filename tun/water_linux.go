@@ -101,6 +101,33 @@ func (w *Water) OpenQueue() (*Water, error) {
 	return OpenWater(cfg)
 }
 
+// OpenWaterQueues is OpenWater for n queues of one IFF_MULTI_QUEUE
+// interface (cfg.MultiQueue is implied): the portable backend's lanes.
+// The kernel spreads the packets it routes into the interface over the
+// queues by flow, as for OpenOffloadQueues. On error nothing stays open.
+func OpenWaterQueues(cfg WaterConfig, n int) ([]Device, error) {
+	if n < 1 || n > MaxQueues {
+		return nil, fmt.Errorf("tun: %d queues outside [1, %d]", n, MaxQueues)
+	}
+	cfg.MultiQueue = true
+	first, err := OpenWater(cfg)
+	if err != nil {
+		return nil, err
+	}
+	devs := []Device{first}
+	for i := 1; i < n; i++ {
+		q, err := first.OpenQueue()
+		if err != nil {
+			for _, d := range devs {
+				_ = d.Close()
+			}
+			return nil, fmt.Errorf("tun: multi-queue TUN %q: queue %d: %w", first.Name(), i, err)
+		}
+		devs = append(devs, q)
+	}
+	return devs, nil
+}
+
 // Read reads one packet into bufs[0][offset:] and sets sizes[0]. It returns
 // n == 1 on success. A packet longer than the buffer is truncated by the
 // kernel, so callers should offer at least MTU bytes after offset.
