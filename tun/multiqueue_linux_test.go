@@ -64,12 +64,14 @@ func checkQueuesSpreadFlows(t *testing.T, ifname string, devs []Device) {
 	ip(t, "addr", "add", "10.77.0.1/24", "dev", ifname)
 	ip(t, "link", "set", ifname, "up")
 
-	// seen[q][port] counts packets of flow port read from queue q.
+	// seen[q][flow] counts packets of a flow read from queue q. A flow is
+	// its source and destination port (source << 16 | destination): the
+	// kernel may give a later flow a closed one's source port.
 	var mu sync.Mutex
-	seen := make([]map[uint16]int, queues)
+	seen := make([]map[uint32]int, queues)
 	var wg sync.WaitGroup
 	for q, d := range devs {
-		seen[q] = map[uint16]int{}
+		seen[q] = map[uint32]int{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -87,7 +89,7 @@ func checkQueuesSpreadFlows(t *testing.T, ifname string, devs []Device) {
 				for i := range n {
 					pkt := bufs[i][testOffset : testOffset+sizes[i]]
 					if len(pkt) >= 28 && pkt[0]>>4 == 4 && pkt[9] == 17 {
-						seen[q][binary.BigEndian.Uint16(pkt[20:22])]++
+						seen[q][binary.BigEndian.Uint32(pkt[20:24])]++
 					}
 				}
 				mu.Unlock()
@@ -101,13 +103,13 @@ func checkQueuesSpreadFlows(t *testing.T, ifname string, devs []Device) {
 		wg.Wait()
 	}()
 
-	ports := make(map[uint16]bool, flows)
+	ports := make(map[uint32]bool, flows)
 	for f := range flows {
 		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(10, 77, 0, 2), Port: 9000 + f})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ports[uint16(c.LocalAddr().(*net.UDPAddr).Port)] = true
+		ports[uint32(c.LocalAddr().(*net.UDPAddr).Port)<<16|uint32(9000+f)] = true
 		for range perFlow {
 			if _, err := c.Write([]byte("lane test payload")); err != nil {
 				t.Fatal(err)
@@ -135,7 +137,7 @@ func checkQueuesSpreadFlows(t *testing.T, ifname string, devs []Device) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	onQueue := map[uint16]int{}
+	onQueue := map[uint32]int{}
 	got := 0
 	perQueue := make([]int, queues)
 	for q := range seen {
@@ -144,7 +146,7 @@ func checkQueuesSpreadFlows(t *testing.T, ifname string, devs []Device) {
 				continue
 			}
 			if prev, ok := onQueue[p]; ok {
-				t.Errorf("flow from port %d read on queues %d and %d", p, prev, q)
+				t.Errorf("flow from port %d to %d read on queues %d and %d", p>>16, p&0xffff, prev, q)
 			}
 			onQueue[p] = q
 			perQueue[q] += c
