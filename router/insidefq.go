@@ -110,12 +110,15 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 	return p, nil
 }
 
-// dropped is the queue's Drop: it counts the packet and frees its slot.
-// It runs under p.mu.
+// dropped is the queue's Drop: it counts the packet, frees its slot and
+// wakes a reader waiting in take for slots (the sealer's pass may drop
+// every packet it looks at, CoDel or MaxDelay, and then send nothing and
+// give nothing back). It runs under p.mu.
 func (p *fqPipe) dropped(r *Router) func(int32, fq.Reason) {
 	return func(s int32, why fq.Reason) {
 		r.drops.Add(Inside, fqReason(why), 1)
 		p.free = append(p.free, s)
+		p.freed.Signal()
 	}
 }
 

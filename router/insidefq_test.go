@@ -150,3 +150,44 @@ func TestFQPathAllocs(t *testing.T) {
 		t.Errorf("%d datagrams sent, want at least %d", got, 4*500)
 	}
 }
+
+// A reader waiting in take for slots is woken when the sealer frees them
+// by dropping, not only by sending: here every queued packet has waited
+// past the fair queue's time bound, so the sealer's pass drops them all
+// (fq_expired) and sends nothing. Before, the drops freed the slots
+// without a signal and the reader slept on with a free pool: the TUN was
+// no longer read until something else gave slots back (nothing did).
+func TestFQReaderWokenByDrops(t *testing.T) {
+	h, _, p := newFQHotPair(t)
+	pkt := flowPacket(t, 1, 0)
+	bulk := make([][]byte, len(p.pool))
+	for i := range bulk {
+		bulk[i] = pkt
+	}
+	feed(t, h.a, p, bulk...) // the pool is full of young packets
+	for len(p.wake) > 0 {
+		<-p.wake
+	}
+	took := make(chan int, 1)
+	go func() { took <- h.a.take(p, len(p.rslots)) }()
+	// take signals the sealer with p.mu held and holds it until Wait:
+	// once the signal is here and p.mu is free, the reader sleeps.
+	<-p.wake
+	p.mu.Lock()
+	p.mu.Unlock()
+	h.a.clock.(*fakeClock).Advance(time.Second) // past MaxDelay (100 ms)
+	h.a.sealFQ(p)
+	if got := h.a.drops.Get(Inside, ReasonFQExpired); got != uint64(len(p.pool)) {
+		t.Fatalf("%d packets dropped as expired, want all %d", got, len(p.pool))
+	}
+	select {
+	case k := <-took:
+		if k != len(p.rslots) {
+			t.Fatalf("take gave %d slots, want %d", k, len(p.rslots))
+		}
+	case <-time.After(5 * time.Second):
+		p.freed.Broadcast() // let the reader go; the test has failed
+		<-took
+		t.Fatal("the reader still waits for slots 5 s after the sealer freed the whole pool by dropping")
+	}
+}
