@@ -17,7 +17,8 @@
 # next namespace, the NAT router's forwarding) is charged to gw-a's stime
 # and to softirq.
 #
-# BRIDGEHEAD names the binary (release build: go build -o bin/ ./cmd/...);
+# BRIDGEHEAD names the binary (release build: go build -o bin/ ./cmd/...),
+# BHPROBE the probe (default: beside BRIDGEHEAD);
 # NAT_E2, HUBS, RUN_ARGS go to nat-lab.sh.
 set -euo pipefail
 p=${1:?usage: nat-cpu.sh PREFIX [SECONDS]}
@@ -29,9 +30,10 @@ st=$(mktemp -d "/tmp/$p-state.XXXX")
 "$here/nat-lab.sh" up "$st" "$p" >"$st/up.log" 2>&1 || { tail -20 "$st/up.log"; exit 1; }
 trap '"$here/nat-lab.sh" down "$st" >/dev/null 2>&1 || true; rm -rf "$st"' EXIT
 
+BHPROBE=${BHPROBE:-$(dirname "$BRIDGEHEAD")/bhprobe}
 wait_ping() { # ns src dst
 	for _ in $(seq 1 100); do
-		ip netns exec "$1" ping -c1 -W1 -I "$2" "$3" >/dev/null 2>&1 && return 0
+		ip netns exec "$1" "$BHPROBE" ping -src "$2" -count 1 -timeout 500ms "$3" >/dev/null 2>&1 && return 0
 		sleep 0.2
 	done
 	echo "no answer from $3 in $1" >&2
@@ -40,7 +42,7 @@ wait_ping() { # ns src dst
 wait_ping "$p-e1-node" 10.41.1.10 10.42.1.10
 wait_ping "$p-a-node" 10.244.1.10 10.41.1.10
 sleep 3 # direct-path probing settles
-path=$(ip netns exec "$p-e1-gw" "$BRIDGEHEAD" status --config "$st/e1.yaml" 2>/dev/null | awk '/e2/ {for (i=1;i<=NF;i++) if ($i ~ /direct|via/) {print $i, $(i+1), $(i+2); exit}}')
+path=$(ip netns exec "$p-e1-gw" "$BRIDGEHEAD" status --socket "$st/e1.sock" 2>/dev/null | awk '$2 == "gw-e2" {for (i=4;i<=NF;i++) if ($i ~ /^(direct|via)$/) {print $i, ($i == "via" ? $(i+1) " " $(i+2) : ""); exit}}')
 hub=$(ip netns pids "$p-a-gw" | head -1)
 hz=$(getconf CLK_TCK)
 
