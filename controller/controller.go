@@ -305,11 +305,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !c.opts.LeaderElect {
 		return c.lead(ctx)
 	}
-	lock := &resourcelock.LeaseLock{
+	lock := microLeaseLock{&resourcelock.LeaseLock{
 		LeaseMeta:  metavOf(LeaseName, c.opts.Namespace),
 		Client:     c.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.opts.Identity},
-	}
+	}}
 	// The elector starts OnStartedLeading on a goroutine of its own and
 	// does not wait for it; started/closed (under startMu) let Run wait
 	// for a lead that began, and stop one that would begin too late.
@@ -455,16 +455,20 @@ func (c *Controller) lead(ctx context.Context) error {
 // go on with its API calls (and the release graces be recorded): 5 s at
 // a stop, while this replica still holds the Lease (it releases it only
 // after). When the lead ended because the Lease could not be renewed, no
-// longer than a standby surely waits before it may take the Lease: the
-// lead ends RenewDeadline after the last renewal, and a standby may act
-// LeaseDuration after it, less up to 1 s, because client-go compares the
-// Lease records at the JSON precision of their times (seconds) and so
-// misses renewals within one second. Hence LeaseDuration - RenewDeadline
-// - 1 s (4 s with the defaults 15 s and 10 s).
+// longer than a standby surely waits before it may take the Lease.
+// client-go's renew loop sleeps RetryPeriod after a renewal succeeds and
+// then tries for RenewDeadline, so the lead ends at most RetryPeriod +
+// RenewDeadline after the last renewal's answer reached this replica; a
+// standby takes the Lease only LeaseDuration after its own poll saw that
+// renewal (microLeaseLock: it sees every renewal), which is after the API
+// server stored it. Hence LeaseDuration - RenewDeadline - RetryPeriod,
+// less 1 s for the answer's way back and for a request abandoned at the
+// deadline that the server still applies (2 s with the defaults 15 s,
+// 10 s and 2 s; 0 when the timings leave no room).
 func (c *Controller) drainTimeout() time.Duration {
 	d := 5 * time.Second
 	if c.opts.LeaderElect && !c.stopping.Load() {
-		d = max(0, min(d, c.opts.LeaseDuration-c.opts.RenewDeadline-time.Second))
+		d = max(0, min(d, c.opts.LeaseDuration-c.opts.RenewDeadline-c.opts.RetryPeriod-time.Second))
 	}
 	return d
 }

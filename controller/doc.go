@@ -23,18 +23,36 @@
 //     and only then is the Lease released (client-go's ReleaseOnCancel
 //     would release it while the workers still ran). The standby takes it
 //     at its next try: client-go waits RetryPeriod to 2.2 RetryPeriod
-//     between tries (TestKubeTakeover: 0.48-0.57 s with a 0.5 s retry).
-//   - Crash (SIGKILL, a node lost): the standby takes the Lease when it has
-//     seen no renewal for LeaseDuration, dated by its own clock when its
-//     poll saw the record change. client-go compares records at the JSON
-//     precision of their times (seconds), so renewals within one second
-//     look alike: measured from the renewTime in the Lease, the takeover
-//     comes between LeaseDuration - 1 s and LeaseDuration + about two
-//     jittered retry periods (TestKubeTakeover: 5.3-5.5 s with 4 s and
-//     0.5 s). A leader that cannot renew stops at RenewDeadline and lets a
-//     reconcile in flight finish for at most LeaseDuration -
-//     RenewDeadline - 1 s, so it has stopped writing before a standby may
-//     act.
+//     between tries (TestKubeTakeover, 10 stops with a 0.5 s retry: p50
+//     0.40 s, max 0.68 s).
+//   - Crash (SIGKILL, a node lost): the Lease stays held, and client-go's
+//     standby takes it once it has seen no renewal for LeaseDuration. It
+//     polls the Lease every RetryPeriod to 2.2 RetryPeriod (jittered),
+//     dates the last renewal by its own clock when a poll first returns a
+//     changed record, and tries to take the Lease at its first poll after
+//     that date + LeaseDuration. It never reads the holder's clock.
+//     client-go's LeaseLock compares records at the JSON precision of
+//     their times (seconds), which missed renewals within one second and
+//     let a standby act up to 1 s early; microLeaseLock (lease.go) makes
+//     every renewal a change. So, with the kill at K, the takeover comes
+//     after the last renewal stored + LeaseDuration (the lease is over)
+//     and before K + LeaseDuration + 2 x 2.2 RetryPeriod + the requests'
+//     time (one poll to see the last renewal, one to act after the expiry;
+//     TestKubeTakeover checks both, see takeoverBound). "Within the lease
+//     duration" counted from the kill is out of reach for any standby that
+//     does not trust the holder's clock: a kill just after a renewal
+//     leaves the whole LeaseDuration from when the standby sees it, which
+//     is later. The retry period is what is left to choose: the binary's
+//     defaults are 15 s, 10 s and 0.5 s, so a crash is taken over within
+//     15 s + 2.2 s + the requests (the leader writes the Lease twice a
+//     second; the Kubernetes default 2 s retry would allow 15 s + 8.8 s).
+//     Measured (TestKubeTakeover, 10 kills at a random moment between
+//     renewals): 15 s, 10 s, 0.5 s: kill -> takeover p50 15.86 s, max
+//     16.25 s; 4 s, 2 s, 0.5 s: p50 5.04 s, max 5.43 s.
+//     A leader that cannot renew stops at RetryPeriod + RenewDeadline
+//     after its last renewal and lets a reconcile in flight finish for at
+//     most LeaseDuration - RenewDeadline - RetryPeriod - 1 s
+//     (drainTimeout), so it has stopped writing before a standby may act.
 //
 // # Allocation state
 //

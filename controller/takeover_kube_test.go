@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -174,6 +176,39 @@ func (w *leaseWatch) lastRenewal(id string) time.Time {
 	return at
 }
 
+// takeoverBound is the longest a standby of client-go's leaderelection
+// (with microLeaseLock) takes to hold the Lease after the holder is
+// killed, not counting the time of the API requests on the way.
+//
+// client-go's standby tries every RetryPeriod to 2.2 RetryPeriod (wait.
+// Jitter with JitterFactor 1.2, counted from the end of the last try;
+// leaderelection.go acquire). A try Gets the Lease; when the record
+// differs from the last one it saw (every renewal, microLeaseLock) it
+// sets observedTime to its own now, and it takes the Lease once its now
+// is past observedTime + leaseDurationSeconds (isLeaseValid). So, with
+// the kill at K, the last renewal stored by the API server at or before K:
+//
+//   - the standby sees that renewal at its next try, before K + 2.2 RetryPeriod;
+//   - it takes the Lease at the first try after observedTime + LeaseDuration,
+//     before K + 2.2 RetryPeriod + LeaseDuration + 2.2 RetryPeriod.
+//
+// The time of the requests (up to three Gets and the last renewal's
+// Update, if the kill came during it) comes on top: apiAllowance.
+//
+// It is not within LeaseDuration from the kill, and cannot be with
+// client-go: a standby dates a renewal by its own poll, which comes
+// after the renewal (the leader's clock is not to be trusted), and must
+// then see no change for LeaseDuration; a kill just after a renewal
+// therefore leaves LeaseDuration plus the poll's delay. From the last
+// renewal the standby saw, it is within LeaseDuration + 2.2 RetryPeriod.
+func takeoverBound(lease, retry time.Duration) time.Duration {
+	return lease + 2*retry*22/10
+}
+
+// apiAllowance covers the requests on the takeover's path (four, on
+// loopback), 250 ms each; the test logs the slowest Lease Get it timed.
+const apiAllowance = time.Second
+
 // TestKubeTakeover kills the leading `bridgehead controller` process
 // (separate processes, the deploy RBAC's token, the real API server) and
 // measures when the standby holds the Lease (its acquireTime), in the two
@@ -183,28 +218,23 @@ func (w *leaseWatch) lastRenewal(id string) time.Time {
 //     workers, then releases the Lease; the standby takes it at its next
 //     try, within one jittered retry period (client-go waits RetryPeriod
 //     to 2.2 RetryPeriod between tries).
-//   - SIGKILL (a crash, a node lost): the Lease stays held; the standby
-//     takes it once it has seen no renewal for LeaseDuration. It dates the
-//     last renewal by when its own poll saw the Lease record change, and
-//     compares records at the JSON precision of their times (seconds), so
-//     from the renewTime recorded in the Lease it is LeaseDuration, less
-//     up to 1 s (renewals within one second look alike), plus up to two
-//     jittered retry periods (one to see the last renewal, one to try
-//     after the expiry).
+//   - SIGKILL (a crash, a node lost), sent at a random moment between two
+//     renewals: the Lease stays held. See takeoverBound for what client-go
+//     allows; the test checks both sides of it, the upper from the signal
+//     and the lower (the standby never takes a lease that is not yet over)
+//     from the last renewTime.
 //
 // After each takeover the new leader reconciles every Node and writes
-// none: not one allocation changes. The timings are logged (p50, max) and
-// bounded loosely here: SIGTERM within the lease duration (without the
-// release it would take at least that), SIGKILL between LeaseDuration - 1 s
-// and LeaseDuration + 2×2.2 RetryPeriod + 1 s after the last renewal. BRIDGEHEAD_TAKEOVER_DEFAULTS=1
-// measures with the binary's default timings (15 s, 10 s, 2 s) instead of
-// the quick 4 s, 2 s, 0.5 s; BRIDGEHEAD_TAKEOVER_RUNS sets the runs per
-// mode (default 3).
+// none: not one allocation changes. The timings are logged (p50, max).
+// BRIDGEHEAD_TAKEOVER_DEFAULTS=1 measures with the binary's default
+// timings (what deploy/kubernetes runs: 15 s, 10 s, 0.5 s) instead of the
+// quick 4 s, 2 s, 0.5 s; BRIDGEHEAD_TAKEOVER_RUNS sets the runs per mode
+// (default 3).
 func TestKubeTakeover(t *testing.T) {
 	lease, renew, retry := 4*time.Second, 2*time.Second, 500*time.Millisecond
 	flags := []string{"--lease-duration=4s", "--renew-deadline=2s", "--retry-period=500ms"}
 	if os.Getenv("BRIDGEHEAD_TAKEOVER_DEFAULTS") != "" {
-		lease, renew, retry, flags = 15*time.Second, 10*time.Second, 2*time.Second, nil
+		lease, renew, retry, flags = 15*time.Second, 10*time.Second, 500*time.Millisecond, nil
 	}
 	runs := 3
 	if n, err := strconv.Atoi(os.Getenv("BRIDGEHEAD_TAKEOVER_RUNS")); err == nil && n > 0 {
@@ -253,6 +283,7 @@ func TestKubeTakeover(t *testing.T) {
 	checkNoDuplicates(t, h.cs)
 
 	var termTimes, killFromRenew, killFromSignal []time.Duration
+	var slowestGet time.Duration // of a Lease Get by this test, just after each signal
 	for round := range 2 * runs {
 		mode := "SIGTERM"
 		sig := syscall.SIGTERM
@@ -265,10 +296,19 @@ func TestKubeTakeover(t *testing.T) {
 		// standby has seen the Lease held.
 		seen := time.Now()
 		waitTrue(t, 10*time.Second, "a renewal after the standby started", func() bool { return lw.lastRenewal(leader.id).After(seen) })
+		if sig == syscall.SIGKILL {
+			// A crash comes at any moment between two renewals.
+			time.Sleep(rand.N(retry))
+		}
 		sent := time.Now()
 		if err := leader.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
+		getStart := time.Now()
+		if _, err := h.cs.CoordinationV1().Leases(testNS).Get(ctx, LeaseName, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		slowestGet = max(slowestGet, time.Since(getStart))
 		waitTrue(t, 3*lease, standby.id+" holds the lease", func() bool { return lw.last().holder == standby.id })
 		rec := lw.last()
 		fromSignal := rec.acquire.Sub(sent)
@@ -289,14 +329,13 @@ func TestKubeTakeover(t *testing.T) {
 			killFromRenew, killFromSignal = append(killFromRenew, fromRenew), append(killFromSignal, fromSignal)
 			t.Logf("%s to %s: standby %s acquired %s after the signal, %s after the last renewTime (lease %s, retry %s)",
 				mode, leader.id, standby.id, fromSignal.Round(time.Millisecond), fromRenew.Round(time.Millisecond), lease, retry)
-			if bound := lease + 2*retry*22/10 + time.Second; fromRenew > bound {
-				t.Errorf("after SIGKILL the standby took over %s after the last renewal, beyond %s", fromRenew, bound)
+			if bound := takeoverBound(lease, retry) + apiAllowance; fromSignal > bound {
+				t.Errorf("after SIGKILL the standby took over %s after the signal, beyond client-go's bound %s (with %s for the API requests)", fromSignal, bound, apiAllowance)
 			}
-			// client-go compares Lease records at the JSON precision of
-			// their times (seconds): renewals within one second look alike
-			// to the standby, which may then act up to 1 s early.
-			if fromRenew < lease-time.Second {
-				t.Errorf("the standby took an unexpired lease: %s after the last renewal, lease %s", fromRenew, lease)
+			// The standby counts the lease from when its poll saw the last
+			// renewal, after the API server stored it.
+			if fromRenew <= lease {
+				t.Errorf("the standby took an unexpired lease: %s after the last renewTime, lease %s", fromRenew, lease)
 			}
 		}
 		// The new leader reconciles every node and changes none.
@@ -320,6 +359,8 @@ func TestKubeTakeover(t *testing.T) {
 	p50max := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s max %s", percentile(d, 0.5).Round(time.Millisecond), percentile(d, 1).Round(time.Millisecond))
 	}
+	t.Logf("SIGKILL bound from client-go's timing: %s + %s for the API requests (slowest Lease Get timed: %s)",
+		takeoverBound(lease, retry), apiAllowance, slowestGet.Round(time.Millisecond))
 	t.Logf("takeover over %d runs each (lease %s, renew deadline %s, retry %s): SIGTERM signal->acquire %s; SIGKILL last renewTime->acquire %s, signal->acquire %s",
 		runs, lease, renew, retry, p50max(termTimes), p50max(killFromRenew), p50max(killFromSignal))
 }

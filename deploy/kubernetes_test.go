@@ -148,7 +148,7 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Errorf("serviceAccountName %q", d.Spec.Template.Spec.ServiceAccountName)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	want := "bridgehead controller --namespace=bridgehead-system --metrics-listen=:9643 --leader-elect=true"
+	want := "bridgehead controller --namespace=bridgehead-system --metrics-listen=:9643 --leader-elect=true --lease-duration=15s --renew-deadline=10s --retry-period=500ms"
 	if got := strings.Join(c.Command, " "); got != want {
 		t.Errorf("command %q, want %q", got, want)
 	}

@@ -112,6 +112,8 @@ func TestCLIGolden(t *testing.T) {
 			first: `bridgehead help: unknown command "nosuch" (commands: run, check, catalog, routes, node, status, verify, controller, genkey, pubkey, version, help)`},
 		{name: "controller lease timings", args: []string{"controller", "--kubeconfig", cfg, "--retry-period", "20s"}, code: 2,
 			first: "bridgehead controller: want --retry-period < --renew-deadline < --lease-duration, got 20s, 10s, 15s"},
+		{name: "controller renew deadline too close to the lease", args: []string{"controller", "--kubeconfig", cfg, "--renew-deadline", "14s"}, code: 2,
+			first: "bridgehead controller: want --renew-deadline + --retry-period + 1s <= --lease-duration (a leader that cannot renew leads on that long after its last renewal), got 14s + 500ms + 1s > 15s"},
 		{name: "controller lease in part seconds", args: []string{"controller", "--kubeconfig", cfg, "--lease-duration", "15500ms"}, code: 2,
 			first: "bridgehead controller: --lease-duration 15.5s: want whole seconds (the Lease records seconds)"},
 		{name: "controller bad kubeconfig", args: []string{"controller", "--kubeconfig", filepath.Join(dir, "none.kubeconfig"), "--metrics-listen", ""}, code: 1,

@@ -44,15 +44,18 @@ func setupController(fs *flag.FlagSet) action {
 	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease and the catalog ConfigMaps (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":9643", "`ADDR` serving /metrics, /healthz and /readyz (empty: none)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "compete for the Lease; run one replica only with false")
-	// Leader election: the timings of kube-controller-manager and
-	// kube-scheduler (and controller-runtime), which operators already
-	// know. A leader stopped by SIGTERM releases the Lease once its
-	// workers have stopped, and the standby takes it at its next try (2 to
-	// 4.4 s); after a crash the standby waits the lease duration from the
-	// last renewal it saw (see controller/doc.go).
+	// Leader election: the lease and renew deadline of
+	// kube-controller-manager and kube-scheduler (and controller-runtime),
+	// which operators already know, with a 0.5 s retry instead of 2 s. A
+	// leader stopped by SIGTERM releases the Lease once its workers have
+	// stopped, and the standby takes it at its next try (0.5 to 1.1 s);
+	// after a crash the standby waits the lease duration from the last
+	// renewal it saw, and its tries add up to twice 2.2 retry periods (up
+	// to 2.2 s; controller/doc.go). The retry costs the leader two Lease
+	// updates a second.
 	fs.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "after a leader's crash, how long a standby waits from the last renewal it saw before taking over (`DURATION`, whole seconds)")
-	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader stops leading when it cannot renew for this `DURATION`; keep it at least 2 s below --lease-duration")
-	fs.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "interval of lease renewals and of a standby's tries (`DURATION`; client-go jitters the tries up to 2.2 times it)")
+	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader stops leading when it cannot renew for this `DURATION`; keep --renew-deadline + --retry-period at least 1 s below --lease-duration")
+	fs.DurationVar(&f.retryPeriod, "retry-period", 500*time.Millisecond, "interval of lease renewals and of a standby's tries (`DURATION`; client-go jitters the tries up to 2.2 times it)")
 	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
 	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, so no catalog object is written more often (`DURATION`)")
 	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
@@ -68,6 +71,12 @@ func setupController(fs *flag.FlagSet) action {
 		}
 		if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
 			return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
+		}
+		if f.leaderElect && f.renewDeadline+f.retryPeriod+time.Second > f.leaseDuration {
+			// A leader that cannot renew leads on for up to RetryPeriod +
+			// RenewDeadline after its last renewal; a standby may take over
+			// LeaseDuration after it (controller.drainTimeout).
+			return usageError{fmt.Errorf("want --renew-deadline + --retry-period + 1s <= --lease-duration (a leader that cannot renew leads on that long after its last renewal), got %s + %s + 1s > %s", f.renewDeadline, f.retryPeriod, f.leaseDuration)}
 		}
 		if f.leaderElect && f.leaseDuration%time.Second != 0 {
 			// The Lease records whole seconds: 4.5s would be 4s to the standby.
