@@ -2,6 +2,14 @@ package deploy
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,7 +107,178 @@ func TestGatewayDaemonSet(t *testing.T) {
 	}
 
 	checkGatewayConfig(t, cs)
+	checkRelayTLSMount(t, cs, spec)
 	checkSiteGatewayCredential(t, env)
+}
+
+// relayTLSFiles are the relay's TLS files as a Site's spec.relay.tls names
+// them (deploy/README.md): relative to the config's directory.
+var relayTLSFiles = config.RelayTLS{CertFile: "relay/tls.crt", KeyFile: "relay/tls.key", ClientCAFile: "relay/ca.crt"}
+
+// checkRelayTLSMount: the gateway container's config directory is one
+// projected volume of the site's ConfigMap and the optional Secret
+// bridgehead-relay-site-a, whose files land where relayTLSFiles says.
+// The volume is laid out here as the kubelet would from the API's
+// objects (a kubernetes.io/tls Secret made for the test): the config,
+// run as a node's gateway with a catalog whose Site relay has TLS, checks
+// and its relay's TLS loads; without the Secret the pod is still admitted
+// and the relay's TLS fails to load, naming the file.
+func checkRelayTLSMount(t *testing.T, cs kubernetes.Interface, spec corev1.PodSpec) {
+	t.Helper()
+	ctx := context.Background()
+	const mountPath, secretName = "/etc/bridgehead", "bridgehead-relay-site-a"
+	var vol *corev1.Volume
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.MountPath == mountPath {
+			for i := range spec.Volumes {
+				if spec.Volumes[i].Name == m.Name {
+					vol = &spec.Volumes[i]
+				}
+			}
+		}
+	}
+	if vol == nil || vol.Projected == nil {
+		t.Fatalf("%s is not a projected volume: %+v", mountPath, vol)
+	}
+	var secret *corev1.SecretProjection
+	for _, src := range vol.Projected.Sources {
+		if src.Secret != nil && src.Secret.Name == secretName {
+			secret = src.Secret
+		}
+	}
+	if secret == nil || secret.Optional == nil || !*secret.Optional {
+		t.Fatalf("the projected config volume has no optional Secret %s: %+v", secretName, vol.Projected.Sources)
+	}
+	for _, it := range secret.Items {
+		if it.Key == "tls.key" && (it.Mode == nil || *it.Mode&0o077 != 0) {
+			t.Errorf("relay key %s mode %v: want no access for group and others", it.Path, it.Mode)
+		}
+	}
+	certPEM, keyPEM := selfSigned(t)
+	if _, err := cs.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: "kube-system"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM, "ca.crt": certPEM},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	catalog := `relay:
+  listen: 10.224.0.4:8131
+  tls: {certFile: ` + relayTLSFiles.CertFile + `, keyFile: ` + relayTLSFiles.KeyFile + `, clientCAFile: ` + relayTLSFiles.ClientCAFile + `}
+sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16]
+    podCIDRs: [10.244.0.0/16]
+    gateways:
+      - {name: aks-gateways-31415926-vmss000000, address: 10.224.0.4, endpoint: "198.51.100.1:51820", publicKey: SS8cuFhH/8e7Qnhl9kxegEHsBJmzeh2pRaFbQQKvAn4=}
+  - name: site-b
+    nodeCIDRs: [192.168.50.0/24]
+    podCIDRs: [10.245.0.0/16]
+    gateways:
+      - {name: gw-b1, address: 192.168.50.2, endpoint: "203.0.113.7:51820", publicKey: fqE938us2KE1Qt7OiQiGSG+4Ak0NPMf5Xti7TvrWa3M=}
+`
+	for _, withSecret := range []bool{true, false} {
+		dir := projectVolume(t, cs, vol.Projected, withSecret)
+		path := filepath.Join(dir, "bridgehead.yaml")
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := config.CheckOptions{SkipPrivateKey: true, Overrides: config.Overrides{Gateway: "aks-gateways-31415926-vmss000000"}}
+		c, problems, _ := config.CheckWithCatalog(path, data, []byte(catalog), opts)
+		if len(problems) > 0 {
+			t.Fatalf("the gateway config with a relay: %v", problems)
+		}
+		_, err = config.LoadRelayTLS(c)
+		switch {
+		case withSecret && err != nil:
+			t.Errorf("the relay's TLS from the mounted Secret: %v", err)
+		case !withSecret && (err == nil || !strings.Contains(err.Error(), relayTLSFiles.CertFile)):
+			t.Errorf("the relay's TLS with no Secret: %v, want an error naming %s", err, relayTLSFiles.CertFile)
+		}
+	}
+}
+
+// projectVolume lays out a projected volume in a new directory from the
+// API's ConfigMaps and Secrets of kube-system, as the kubelet does (items
+// by path, every key without items; an optional source or key that is
+// missing is left out). withSecrets false lays it out as if no Secret
+// existed.
+func projectVolume(t *testing.T, cs kubernetes.Interface, p *corev1.ProjectedVolumeSource, withSecrets bool) string {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(data map[string][]byte, items []corev1.KeyToPath, optional *bool) {
+		if len(items) == 0 {
+			for k := range data {
+				items = append(items, corev1.KeyToPath{Key: k, Path: k})
+			}
+		}
+		for _, it := range items {
+			b, ok := data[it.Key]
+			if !ok {
+				if optional == nil || !*optional {
+					t.Fatalf("projected key %s is missing", it.Key)
+				}
+				continue
+			}
+			f := filepath.Join(dir, it.Path)
+			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, src := range p.Sources {
+		switch {
+		case src.ConfigMap != nil:
+			cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, src.ConfigMap.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := map[string][]byte{}
+			for k, v := range cm.Data {
+				data[k] = []byte(v)
+			}
+			write(data, src.ConfigMap.Items, src.ConfigMap.Optional)
+		case src.Secret != nil:
+			sec, err := cs.CoreV1().Secrets("kube-system").Get(ctx, src.Secret.Name, metav1.GetOptions{})
+			if !withSecrets || apierrors.IsNotFound(err) && src.Secret.Optional != nil && *src.Secret.Optional {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(sec.Data, src.Secret.Items, src.Secret.Optional)
+		default:
+			t.Fatalf("projected source %+v: not laid out by this test", src)
+		}
+	}
+	return dir
+}
+
+// selfSigned returns a self-signed certificate and its key, PEM.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bridgehead-relay"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IPAddresses: []net.IP{net.ParseIP("10.224.0.4")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 // checkGatewayConfig: the ConfigMap's config, as node
