@@ -115,11 +115,11 @@ type Controller struct {
 	// catalogQueue holds catalogKey at most once (see publish.go).
 	catalogQueue workqueue.TypedRateLimitingInterface[string]
 	// releaseQueue holds releaseQKey at most once (see releases.go); its
-	// one worker owns releasesWritten and releasesExist (restoreReleases
-	// sets them before the worker starts, the final flush after it ends).
-	releaseQueue    workqueue.TypedRateLimitingInterface[string]
-	releasesWritten string
-	releasesExist   bool
+	// one worker owns releaseShards, the shards' data as last written or
+	// read, by name (restoreReleases sets it before the worker starts, the
+	// final flush after it ends).
+	releaseQueue  workqueue.TypedRateLimitingInterface[string]
+	releaseShards map[string]string
 
 	cmFactory  informers.SharedInformerFactory // catalog ConfigMaps in Namespace
 	configMaps listersv1.ConfigMapLister
@@ -199,6 +199,7 @@ func New(o Options) (*Controller, error) {
 
 		catalogProblems: map[string]string{},
 		catalogWritten:  map[string]*corev1.ConfigMap{},
+		releaseShards:   map[string]string{},
 	}
 	c.matcher.Store(newMatcher(nil, nil))
 	c.nodeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -446,7 +447,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drainTimeout())
 	defer cancel()
 	if err := c.reconcileReleases(fctx, releaseQKey); err != nil {
-		c.log.Warn("release graces not recorded at the stop", "configmap", c.opts.Namespace+"/"+ReleasesName, "err", err)
+		c.log.Warn("release graces not recorded at the stop", "err", err)
 	}
 	return nil
 }

@@ -65,11 +65,19 @@
 // Node first.
 //
 // A deleted Node's blocks stay out of the pool for --release-grace, and
-// no Node records them any more, so the leader records them in the
-// ConfigMap bridgehead-releases of --namespace (one line per node: node,
-// site, when the grace ends, blocks), written by one worker whenever a
-// delete starts a grace, and once more when the lead stops. After the
-// rebuild, a new leader reads it and keeps those blocks out of the pool
+// no Node records them any more, so the leader records them in
+// ConfigMaps of --namespace labelled bridgehead.io/releases (one line per
+// node: node, site, when the grace ends, blocks), written by one worker
+// whenever a delete starts a grace, and once more when the lead stops.
+// The lines are sharded by a hash of the node's name over
+// bridgehead-releases, bridgehead-releases-1, ...: a power of two of
+// them, the fewest that keep each under 512 KiB (the API server refuses a
+// ConfigMap over 1 MiB), so a delete rewrites one shard and a line moves
+// only when their number doubles or halves; see releases.go for why a
+// leader stopped mid-write loses no line. About 100 bytes a node (an AKS
+// name, two blocks): 12,000 nodes in their grace are 1.23 MB, 4 shards
+// (TestKubeReleasesSharded). After the
+// rebuild, a new leader reads them and keeps those blocks out of the pool
 // until the grace that began with the delete ends (ipam.Restore); a node
 // of the same name that comes back within it gets its blocks again. Lines
 // whose grace is over are ignored and dropped at the next write. The
@@ -79,9 +87,7 @@
 // recorded it) is in no line, but the published catalog still lists it:
 // the rebuild starts a grace, from then, for every catalog node that no
 // Node matches (decoding every slice: about 0.2 s at 10,000 nodes, from
-// BenchmarkAssemble of kube/catalog). The ConfigMap holds about 80
-// bytes per node in its grace: etcd's 1.5 MiB limit is some 18,000 nodes
-// deleted within one grace.
+// BenchmarkAssemble of kube/catalog).
 //
 // # Node → site → blocks (reconcileNode)
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,18 +19,78 @@ import (
 )
 
 // The leader records the blocks of deleted Nodes that are in their release
-// grace in one ConfigMap of --namespace, so that a new leader (after a
-// restart or a failover), which rebuilds from the Nodes that still exist,
-// keeps them out of the pool until the grace that began with the delete
-// ends. See the package doc.
+// grace in ConfigMaps of --namespace (shards), so that a new leader (after
+// a restart or a failover), which rebuilds from the Nodes that still
+// exist, keeps them out of the pool until the grace that began with the
+// delete ends. See the package doc.
+//
+// A node's line goes to shard fnv32a(node) mod N, N a power of two, the
+// least for which every shard's data stays within maxReleasesShardBytes:
+// a line never moves while N stays, and when N doubles or halves a line
+// moves only between shards i and i+N/2. Shards are written from the
+// highest to the lowest, and the shards no longer used deleted last, so
+// a leader stopped halfway leaves some lines in two shards (read once)
+// and none in no shard.
 const (
-	// ReleasesName is the ConfigMap's name.
+	// ReleasesName is shard 0's name; shard i > 0 is ReleasesName-<i>.
 	ReleasesName = "bridgehead-releases"
-	// releasesKey is its data key: one line per node, sorted by expiry,
-	// "<node> <site> <expires, RFC 3339> <cidr>[,<cidr>]".
+	// ReleasesLabel marks the shards (a List finds them; the
+	// controller's RBAC grants get by name for shard 0 only).
+	ReleasesLabel = "bridgehead.io/releases"
+	// releasesKey is each shard's data key: one line per node, sorted by
+	// expiry, "<node> <site> <expires, RFC 3339> <cidr>[,<cidr>]".
 	releasesKey = "released"
 	releaseQKey = "releases"
+	// maxReleasesShardBytes bounds one shard's data: the API server
+	// refuses a ConfigMap of more than 1 MiB (and etcd a request of more
+	// than 1.5 MiB). A line is at most about 410 bytes (a 253-byte node
+	// name, a 63-byte site name), so one always fits.
+	maxReleasesShardBytes = 512 << 10
 )
+
+// releasesShardName is shard i's ConfigMap name.
+func releasesShardName(i int) string {
+	if i == 0 {
+		return ReleasesName
+	}
+	return fmt.Sprintf("%s-%d", ReleasesName, i)
+}
+
+// shardReleases splits rs (kept in order) into the fewest shards, a power
+// of two, whose encoded data each stays within limit bytes.
+func shardReleases(rs []ipam.Released, limit int) []string {
+	lines := make([]string, len(rs))
+	hashes := make([]uint32, len(rs))
+	total := 0
+	for i, r := range rs {
+		lines[i] = encodeReleases(rs[i : i+1])
+		h := fnv.New32a()
+		h.Write([]byte(r.Node))
+		hashes[i] = h.Sum32()
+		total += len(lines[i])
+	}
+	n := 1
+	for n < (total+limit-1)/limit {
+		n *= 2
+	}
+	for {
+		shards := make([]strings.Builder, n)
+		fits := true
+		for i, l := range lines {
+			b := &shards[hashes[i]%uint32(n)]
+			b.WriteString(l)
+			fits = fits && b.Len() <= limit
+		}
+		if fits || n >= 1<<16 {
+			out := make([]string, n)
+			for i := range shards {
+				out[i] = shards[i].String()
+			}
+			return out
+		}
+		n *= 2
+	}
+}
 
 // encodeReleases renders rs as the ConfigMap's data.
 func encodeReleases(rs []ipam.Released) string {
@@ -83,73 +145,125 @@ func decodeReleases(data string) ([]ipam.Released, error) {
 	return out, errors.Join(errs...)
 }
 
-// restoreReleases reads the ConfigMap and puts its blocks back in their
-// grace (after the allocator's Rebuild). A missing ConfigMap is no
-// release; a bad line or a block that cannot be restored is logged.
+// restoreReleases reads the shards and puts their blocks back in their
+// grace (after the allocator's Rebuild). No shard is no release; a bad
+// line or a block that cannot be restored is logged.
 func (c *Controller) restoreReleases(ctx context.Context) error {
-	cm, err := c.client.CoreV1().ConfigMaps(c.opts.Namespace).Get(ctx, ReleasesName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		c.releasesExist = false
-		return nil
-	}
+	cms := c.client.CoreV1().ConfigMaps(c.opts.Namespace)
+	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: ReleasesLabel})
 	if err != nil {
-		return fmt.Errorf("configmap %s/%s: %w", c.opts.Namespace, ReleasesName, err)
+		return fmt.Errorf("configmaps %s/%s*: %w", c.opts.Namespace, ReleasesName, err)
 	}
-	c.releasesExist = true
-	c.releasesWritten = cm.Data[releasesKey]
-	rs, err := decodeReleases(cm.Data[releasesKey])
-	if err != nil {
-		c.log.Warn("release graces: lines left out", "configmap", c.opts.Namespace+"/"+ReleasesName, "err", err)
+	c.releaseShards = map[string]string{}
+	var rs []ipam.Released
+	read := func(cm *corev1.ConfigMap) {
+		c.releaseShards[cm.Name] = cm.Data[releasesKey]
+		got, err := decodeReleases(cm.Data[releasesKey])
+		if err != nil {
+			c.log.Warn("release graces: lines left out", "configmap", c.opts.Namespace+"/"+cm.Name, "err", err)
+		}
+		rs = append(rs, got...)
 	}
+	for i := range list.Items {
+		read(&list.Items[i])
+	}
+	if _, ok := c.releaseShards[ReleasesName]; !ok {
+		// Written before the shards had a label.
+		cm, err := cms.Get(ctx, ReleasesName, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			read(cm)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("configmap %s/%s: %w", c.opts.Namespace, ReleasesName, err)
+		}
+	}
+	// A node in two shards (a write stopped halfway) is restored once:
+	// Restore skips a node already in its grace.
 	probs := c.alloc.Restore(rs)
 	for _, p := range probs {
 		c.log.Warn("release grace not restored", "configmap", c.opts.Namespace+"/"+ReleasesName, "problem", p.String())
 	}
-	live := 0
+	live := map[string]bool{}
 	now := c.now()
 	for _, r := range rs {
 		if r.Expires.After(now) {
-			live++
+			live[r.Node] = true
 		}
 	}
-	c.log.Info("release graces restored", "configmap", c.opts.Namespace+"/"+ReleasesName, "in_grace", live-len(probs), "recorded", len(rs))
+	c.log.Info("release graces restored", "configmap", c.opts.Namespace+"/"+ReleasesName, "shards", len(c.releaseShards),
+		"in_grace", len(live)-len(probs), "recorded", len(rs))
 	return nil
 }
 
-// reconcileReleases writes the blocks in their grace to the ConfigMap
-// when they differ from what this leader last wrote or read. One worker
-// runs it (releasesWritten and releasesExist are its own).
+// reconcileReleases writes the blocks in their grace to the shards whose
+// data differs from what this leader last wrote or read, from the highest
+// shard to the lowest, then deletes the shards no longer used. One worker
+// runs it (releaseShards is its own).
 func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
-	data := encodeReleases(c.alloc.Pending())
-	if c.releasesExist && data == c.releasesWritten {
-		return nil
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: ReleasesName, Namespace: c.opts.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/part-of": "bridgehead", "app.kubernetes.io/managed-by": component}},
-		Data: map[string]string{releasesKey: data},
+	shards := shardReleases(c.alloc.Pending(), maxReleasesShardBytes)
+	if len(shards) == 1 && shards[0] == "" && len(c.releaseShards) == 0 {
+		return nil // nothing recorded, nothing to record
 	}
 	cms := c.client.CoreV1().ConfigMaps(c.opts.Namespace)
-	var err error
-	if c.releasesExist {
-		// The leader is the only writer: an unconditional update.
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: component})
+	for i := len(shards) - 1; i >= 0; i-- {
+		name := releasesShardName(i)
+		written, exists := c.releaseShards[name]
+		if exists && written == shards[i] {
+			continue
+		}
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.opts.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "bridgehead", "app.kubernetes.io/managed-by": component, ReleasesLabel: ""}},
+			Data: map[string]string{releasesKey: shards[i]},
+		}
+		var err error
+		if exists {
+			// The leader is the only writer: an unconditional update.
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: component})
+			if apierrors.IsNotFound(err) {
+				exists = false
+			}
+		}
+		if !exists {
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: component})
+			if apierrors.IsAlreadyExists(err) {
+				c.releaseShards[name] = "\x00" // exists, content unknown: the next try updates
+			}
+		}
+		c.countWrite("configmap", err)
+		if err != nil {
+			return fmt.Errorf("configmap %s/%s: %w", c.opts.Namespace, name, err)
+		}
+		c.releaseShards[name] = shards[i]
+	}
+	for name := range c.releaseShards {
+		if i, ok := releasesShardIndex(name); ok && i < len(shards) {
+			continue
+		}
+		err := cms.Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
-			c.releasesExist = false
+			err = nil
 		}
-	}
-	if !c.releasesExist {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: component})
-		if apierrors.IsAlreadyExists(err) {
-			c.releasesExist = true // the next try updates
+		c.countWrite("configmap", err)
+		if err != nil {
+			return fmt.Errorf("configmap %s/%s: %w", c.opts.Namespace, name, err)
 		}
+		delete(c.releaseShards, name)
 	}
-	c.countWrite("configmap", err)
-	if err != nil {
-		return err
-	}
-	c.releasesExist, c.releasesWritten = true, data
 	return nil
+}
+
+// releasesShardIndex is the shard number of a shard's name.
+func releasesShardIndex(name string) (int, bool) {
+	if name == ReleasesName {
+		return 0, true
+	}
+	n, ok := strings.CutPrefix(name, ReleasesName+"-")
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n)
+	return i, err == nil && i > 0 && releasesShardName(i) == name
 }
 
 // publishedNodes reads from the cache the nodes the published catalog

@@ -2,13 +2,22 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/bridgehead/bridgehead/controller/ipam"
 )
 
 // TestKubeReleaseGraceRestart: a deleted node's block stays out of the pool
@@ -105,4 +114,97 @@ func TestKubeReleaseGraceRestart(t *testing.T) {
 		t.Errorf("new node got %s, want %s", got, gone)
 	}
 	checkNoDuplicates(t, h.cs)
+}
+
+// TestKubeReleasesSharded: 12,000 nodes deleted within one grace, with
+// AKS-length names and dual-stack blocks, are recorded in shards of at
+// most maxReleasesShardBytes, under the deploy RBAC's token, against the
+// real API server, which refuses the same lines as one ConfigMap (more
+// than 1 MiB). A new leader restores every one of them; once most graces
+// have ended the unused shards are deleted, and what is left restores.
+func TestKubeReleasesSharded(t *testing.T) {
+	h := startKube(t)
+	h.env.ApplyFiles(t, deployRBAC...)
+	sa := h.env.ServiceAccountConfig(t, testNS, controllerSA)
+	sa.QPS, sa.Burst = 100, 200
+	saCS, saDyn := kubernetes.NewForConfigOrDie(sa), dynamic.NewForConfigOrDie(sa)
+	const n, grace = 12000, time.Hour
+	base := time.Now().Truncate(time.Second)
+	var now atomic.Int64
+	now.Store(base.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	site := ipam.Site{Name: "westeurope-1", PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/48")},
+		BlockBits4: 24, BlockBits6: 64}
+	newCtl := func() *Controller {
+		c, err := New(Options{Client: saCS, Dynamic: saDyn, Logger: slog.New(slog.NewTextHandler(&tWriter{t: t}, nil)),
+			Registry: prometheus.NewRegistry(), Namespace: testNS, ReleaseGrace: grace, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.alloc.SetSite(site); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := context.Background()
+	a := newCtl()
+	for i := range n {
+		node := fmt.Sprintf("aks-nodepool1-31415926-vmss%06x", i)
+		if _, err := a.alloc.Allocate(site.Name, node); err != nil {
+			t.Fatal(err)
+		}
+		now.Store(base.Add(time.Duration(i) * 100 * time.Millisecond).UnixNano()) // deleted 0.1 s apart
+		a.alloc.Release(node)
+	}
+	pending := encodeReleases(a.alloc.Pending())
+	if len(pending) <= 1<<20 {
+		t.Fatalf("%d bytes of releases: the test wants more than a ConfigMap holds", len(pending))
+	}
+	_, err := h.cs.CoreV1().ConfigMaps(testNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bca-one-configmap"},
+		Data: map[string]string{releasesKey: pending}}, metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) && !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Errorf("one ConfigMap of %d bytes: %v, want it refused", len(pending), err)
+	}
+	shards := func() map[string]int {
+		list, err := h.cs.CoreV1().ConfigMaps(testNS).List(ctx, metav1.ListOptions{LabelSelector: ReleasesLabel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, cm := range list.Items {
+			out[cm.Name] = len(cm.Data[releasesKey])
+			if out[cm.Name] > maxReleasesShardBytes {
+				t.Errorf("shard %s: %d bytes, more than %d", cm.Name, out[cm.Name], maxReleasesShardBytes)
+			}
+		}
+		return out
+	}
+	start := time.Now()
+	if err := a.reconcileReleases(ctx, releaseQKey); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d releases, %d bytes, written in %s as shards %v", n, len(pending), time.Since(start).Round(time.Millisecond), shards())
+	b := newCtl()
+	if err := b.restoreReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := encodeReleases(b.alloc.Pending()); got != pending {
+		t.Errorf("the new leader restored %d releases, want %d", len(b.alloc.Pending()), n)
+	}
+
+	// All but the last 1,000 graces end: one shard is left.
+	now.Store(base.Add(grace + (n-1000)*100*time.Millisecond - time.Millisecond).UnixNano())
+	if err := b.reconcileReleases(ctx, releaseQKey); err != nil {
+		t.Fatal(err)
+	}
+	if got := shards(); len(got) != 1 || got[ReleasesName] == 0 {
+		t.Errorf("shards %v, want %s alone", got, ReleasesName)
+	}
+	c := newCtl()
+	if err := c.restoreReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.alloc.Pending()); got != 1000 {
+		t.Errorf("restored %d releases, want 1000", got)
+	}
 }

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -72,4 +73,84 @@ func FuzzDecodeReleases(f *testing.F) {
 			}
 		}
 	})
+}
+
+// releasedNodes returns n released nodes with AKS-like names, dual-stack
+// blocks and expiries one millisecond apart.
+func releasedNodes(n int, exp time.Time) []ipam.Released {
+	rs := make([]ipam.Released, n)
+	for i := range rs {
+		rs[i] = ipam.Released{
+			Node: fmt.Sprintf("aks-nodepool1-31415926-vmss%06x", i), Site: "westeurope-1",
+			CIDRs: []netip.Prefix{
+				netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24),
+				netip.PrefixFrom(netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, byte(i >> 8), byte(i)}), 64),
+			},
+			Expires: exp.Add(time.Duration(i) * time.Millisecond),
+		}
+	}
+	return rs
+}
+
+// TestShardReleases: every shard stays within the limit, the shards hold
+// every entry once, in order, and a node keeps its shard while the count
+// stays, or moves by half the count when it changes.
+func TestShardReleases(t *testing.T) {
+	exp := time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)
+	line := len(encodeReleases(releasedNodes(1, exp)))
+	for _, tc := range []struct {
+		name   string
+		n      int
+		limit  int
+		shards int
+	}{
+		{"none", 0, 1000, 1},
+		{"one", 1, 1000, 1},
+		{"fits one exactly", 10, 0, 1}, // limit: their size
+		{"two", 100, 60 * line, 2},
+		{"many", 12000, maxReleasesShardBytes, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := releasedNodes(tc.n, exp)
+			if tc.limit == 0 {
+				tc.limit = len(encodeReleases(rs))
+			}
+			shards := shardReleases(rs, tc.limit)
+			if len(shards) != tc.shards {
+				t.Errorf("%d shards, want %d", len(shards), tc.shards)
+			}
+			where := map[string]int{}
+			var all []ipam.Released
+			for i, s := range shards {
+				if len(s) > tc.limit {
+					t.Errorf("shard %d: %d bytes, limit %d", i, len(s), tc.limit)
+				}
+				got, err := decodeReleases(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, r := range got {
+					if j > 0 && r.Expires.Before(got[j-1].Expires) {
+						t.Errorf("shard %d out of order at %s", i, r.Node)
+					}
+					where[r.Node] = i
+				}
+				all = append(all, got...)
+			}
+			if len(all) != len(rs) || len(where) != len(rs) {
+				t.Fatalf("%d entries in the shards (%d nodes), want %d", len(all), len(where), len(rs))
+			}
+			// Half of the nodes gone: each of the rest stays in its shard,
+			// or, if the count halved, moves from i to i - count/2.
+			fewer := shardReleases(rs[:len(rs)/2], tc.limit)
+			for i, s := range fewer {
+				got, _ := decodeReleases(s)
+				for _, r := range got {
+					if w := where[r.Node]; w != i && w != i+len(fewer) {
+						t.Errorf("%s moved from shard %d of %d to %d of %d", r.Node, w, len(shards), i, len(fewer))
+					}
+				}
+			}
+		})
+	}
 }
