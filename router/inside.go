@@ -34,11 +34,20 @@ type sealRun struct {
 	peer  *Peer    // peer of the current run
 	bytes uint64   // inner bytes of the current run
 	now   int64    // time of the batch (monotonic nanoseconds, see monoEpoch)
-	// bind sends the run: its lane's socket (nil: lane 0's).
-	bind udp.Bind
+	// bind sends the run: its lane's socket (nil: lane 0's). flowSend is
+	// bind as a FlowSender, or nil; both are set once by newSealRun, so
+	// that a flush asserts nothing.
+	bind     udp.Bind
+	flowSend FlowSender
 	// sortOut and sortFlows are sortByLane's scratch.
 	sortOut   [][]byte
 	sortFlows []uint64
+}
+
+// newSealRun is a run of up to n datagrams sent on bind.
+func newSealRun(bind udp.Bind, n int) *sealRun {
+	fs, _ := bind.(FlowSender)
+	return &sealRun{out: make([][]byte, 0, n), flows: make([]uint64, 0, n), bind: bind, flowSend: fs}
 }
 
 // newInsideSlot returns buffers for one TUN read, without a run.
@@ -117,7 +126,7 @@ func (r *Router) newInsidePipe(l *lane) *insidePipe {
 		free:  make(chan *insideBatch, insideSlots),
 		full:  make(chan *insideBatch, insideSlots),
 		wake:  make(chan struct{}, 1),
-		run:   &sealRun{out: make([][]byte, 0, insideSlots*bs), flows: make([]uint64, 0, insideSlots*bs), bind: l.bind},
+		run:   newSealRun(l.bind, insideSlots*bs),
 		taken: make([]*insideBatch, 0, insideSlots),
 		lane:  l,
 	}
@@ -314,13 +323,14 @@ func (r *Router) flushInside(b *sealRun) {
 		return
 	}
 	p := b.peer
-	bind := b.bind
-	if bind == nil {
+	bind, fs := b.bind, b.flowSend
+	if bind == nil { // a run made without its bind (tests): lane 0's
 		bind = r.bind
+		fs, _ = bind.(FlowSender)
 	}
 	b.sortByLane()
 	var err error
-	if fs, ok := bind.(FlowSender); ok {
+	if fs != nil {
 		err = fs.SendFlows(b.out, b.flows, p.Endpoint())
 	} else {
 		err = bind.Send(b.out, p.Endpoint())

@@ -78,7 +78,7 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		free:   make([]int32, 0, n),
 		bslots: make([]int32, sealBatch),
 		batch:  &insideBatch{bufs: make([][]byte, sealBatch), sizes: make([]int, sealBatch), flows: make([]uint64, sealBatch)},
-		run:    &sealRun{out: make([][]byte, 0, sealBatch), flows: make([]uint64, 0, sealBatch), bind: l.bind},
+		run:    newSealRun(l.bind, sealBatch),
 		lane:   l,
 		wake:   make(chan struct{}, 1),
 		rslots: make([]int32, bs),

@@ -191,3 +191,48 @@ func TestFQReaderWokenByDrops(t *testing.T) {
 		t.Fatal("the reader still waits for slots 5 s after the sealer freed the whole pool by dropping")
 	}
 }
+
+// flowBind is a captureBind that is a FlowSender: it counts the datagrams
+// sent through SendFlows.
+type flowBind struct {
+	captureBind
+	flowSent int
+}
+
+func (b *flowBind) SendFlows(bufs [][]byte, flows []uint64, _ netip.AddrPort) error {
+	if len(flows) != len(bufs) {
+		panic("SendFlows: one flow hash per datagram")
+	}
+	b.flowSent += len(bufs)
+	return nil
+}
+
+// A lane whose bind is a FlowSender (the relay path) gets its datagrams
+// through SendFlows; the run learns that once, when it is made, and the
+// flush allocates nothing.
+func TestSealRunFlowSender(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	fb := &flowBind{captureBind: *h.bindA}
+	h.a.bind = fb
+	h.a.lanes[0].bind = fb
+	p, err := h.a.newFQPipe(h.a.lanes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.run.flowSend != FlowSender(fb) {
+		t.Fatalf("run's flowSend = %v, want the lane's bind", p.run.flowSend)
+	}
+	pkts := [][]byte{flowPacket(t, 1, 0), flowPacket(t, 2, 0)}
+	if n := testing.AllocsPerRun(200, func() {
+		feed(t, h.a, p, pkts...)
+		h.a.sealFQ(p)
+	}); n != 0 {
+		t.Errorf("%.1f allocations per run of 2 packets, want 0", n)
+	}
+	if fb.flowSent < 2*200 || fb.sent != 0 {
+		t.Errorf("SendFlows carried %d datagrams and Send %d; want >= %d and 0", fb.flowSent, fb.sent, 2*200)
+	}
+	if run := newSealRun(h.bindA, 4); run.flowSend != nil {
+		t.Errorf("a plain bind's run has flowSend %v", run.flowSend)
+	}
+}
