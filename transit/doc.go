@@ -52,6 +52,16 @@
 // both ciphers (medians of three runs; figures and the command in the
 // README's "Sites behind NAT"). Sealed once is the choice.
 //
+// The hub forwards a received batch at a time: Bind.Receive rewrites
+// each relay message in its buffer, then groups the batch's forwards by
+// next hop (hopGroups: a batch mixes both directions of its spokes'
+// traffic, data one way and acknowledgements the other) and hands them
+// to the socket in one udp.LinuxBind.SendMany, which sends each hop's
+// run of equal-sized messages as one segmented (UDP GSO) message, so
+// the hub's stack runs once per run rather than once per datagram. A
+// flow has one next hop, so its order holds. The spokes' relayed sends
+// to the hub are segmented the same way.
+//
 // # No open relay
 //
 // A relay message is accepted only when its tag verifies under a session
