@@ -8,6 +8,7 @@
 //
 //	go run ./bench/cmd/bhbench            # full run: 3 runs of 10 s per measurement
 //	go run ./bench/cmd/bhbench --quick    # smoke: 1 run, 3 s, kernel + bridgehead aesgcm
+//	go run ./bench/cmd/bhbench -gateway-sched fifo:10   # control: gateways' threads real-time
 //
 // See bench/README.md.
 package main
