@@ -85,7 +85,8 @@ type Options struct {
 	StatusInterval time.Duration
 	// CatalogInterval is the least time from the end of one catalog
 	// publication to the start of the next, so no catalog object is
-	// written more often (default 1 s).
+	// written more often (default 1 s); the same between two writes of
+	// the release shards (one more comes when the lead stops).
 	CatalogInterval time.Duration
 	// Now is the clock of the allocator's release grace (default time.Now).
 	Now func() time.Time
@@ -120,6 +121,9 @@ type Controller struct {
 	// final flush after it ends).
 	releaseQueue  workqueue.TypedRateLimitingInterface[string]
 	releaseShards map[string]string
+	// releaseLast is when the last write of the shards ended (UnixNano,
+	// 0: none).
+	releaseLast atomic.Int64
 
 	cmFactory  informers.SharedInformerFactory // catalog ConfigMaps in Namespace
 	configMaps listersv1.ConfigMapLister
@@ -446,7 +450,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	// the Lease goes (the queue drops keys at the stop).
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.drainTimeout())
 	defer cancel()
-	if err := c.reconcileReleases(fctx, releaseQKey); err != nil {
+	if err := c.writeReleases(fctx); err != nil {
 		c.log.Warn("release graces not recorded at the stop", "err", err)
 	}
 	return nil

@@ -68,7 +68,10 @@
 // no Node records them any more, so the leader records them in
 // ConfigMaps of --namespace labelled bridgehead.io/releases (one line per
 // node: node, site, when the grace ends, blocks), written by one worker
-// whenever a delete starts a grace, and once more when the lead stops.
+// when a delete starts a grace, no sooner than --catalog-interval (1 s)
+// after its last write, so a burst of deletes makes one write
+// (TestKubeReleaseWritesCoalesced: 40 deletes over 3 s, 4 writes), and
+// once more when the lead stops.
 // The lines are sharded by a hash of the node's name over
 // bridgehead-releases, bridgehead-releases-1, ...: a power of two of
 // them, the fewest that keep each under 512 KiB (the API server refuses a

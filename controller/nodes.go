@@ -314,7 +314,7 @@ func (c *Controller) forgetNode(name string) {
 		c.siteQueue.AddAfter(siteName, c.opts.StatusInterval)
 	}
 	if holds {
-		c.releaseQueue.Add(releaseQKey)
+		c.enqueueReleases()
 		// The site's reconcile sees the pending blocks and comes back when
 		// their grace ends.
 		c.log.Info("node deleted, blocks in their release grace", "node", name, "site", siteName, "grace", c.opts.ReleaseGrace)

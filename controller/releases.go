@@ -195,15 +195,49 @@ func (c *Controller) restoreReleases(ctx context.Context) error {
 	return nil
 }
 
-// reconcileReleases writes the blocks in their grace to the shards whose
-// data differs from what this leader last wrote or read, from the highest
-// shard to the lowest, then deletes the shards no longer used. One worker
-// runs it (releaseShards is its own).
+// enqueueReleases schedules a write of the release shards: at once when
+// the last write ended at least CatalogInterval ago, else when that
+// interval is over; a burst of deletes makes one write.
+func (c *Controller) enqueueReleases() {
+	c.releaseQueue.AddAfter(releaseQKey, c.releaseWait())
+}
+
+// releaseWait is how long the next write of the shards must wait.
+func (c *Controller) releaseWait() time.Duration {
+	last := c.releaseLast.Load()
+	if last == 0 {
+		return 0
+	}
+	return max(time.Duration(last+int64(c.opts.CatalogInterval)-time.Now().UnixNano()), 0)
+}
+
+// reconcileReleases writes the shards (writeReleases) on the release
+// queue's one worker, at most once per CatalogInterval after a write
+// (counted from its end), so no shard is written more often under churn.
 func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
+	if wait := c.releaseWait(); wait > 0 {
+		c.releaseQueue.AddAfter(releaseQKey, wait)
+		return nil
+	}
+	return c.writeReleases(ctx)
+}
+
+// writeReleases writes the blocks in their grace to the shards whose
+// data differs from what this leader last wrote or read, from the highest
+// shard to the lowest, then deletes the shards no longer used. The
+// release worker runs it, and the lead's end once that worker has
+// stopped (releaseShards is theirs).
+func (c *Controller) writeReleases(ctx context.Context) error {
 	shards := shardReleases(c.alloc.Pending(), maxReleasesShardBytes)
 	if len(shards) == 1 && shards[0] == "" && len(c.releaseShards) == 0 {
 		return nil // nothing recorded, nothing to record
 	}
+	wrote := false
+	defer func() {
+		if wrote {
+			c.releaseLast.Store(time.Now().UnixNano())
+		}
+	}()
 	cms := c.client.CoreV1().ConfigMaps(c.opts.Namespace)
 	for i := len(shards) - 1; i >= 0; i-- {
 		name := releasesShardName(i)
@@ -217,6 +251,7 @@ func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
 			Data: map[string]string{releasesKey: shards[i]},
 		}
 		var err error
+		wrote = true
 		if exists {
 			// The leader is the only writer: an unconditional update.
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: component})
@@ -240,6 +275,7 @@ func (c *Controller) reconcileReleases(ctx context.Context, _ string) error {
 		if i, ok := releasesShardIndex(name); ok && i < len(shards) {
 			continue
 		}
+		wrote = true
 		err := cms.Delete(ctx, name, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			err = nil

@@ -208,3 +208,71 @@ func TestKubeReleasesSharded(t *testing.T) {
 		t.Errorf("restored %d releases, want 1000", got)
 	}
 }
+
+// TestKubeReleaseWritesCoalesced: 40 nodes deleted one every 50 ms make
+// writes of the release shard no closer than the catalog interval (1 s),
+// not one per delete, and the last write records every one of them. The
+// writes are dated when a watch sees them; the watch's delivery may shift
+// a date by some milliseconds, so the check allows 250 ms.
+func TestKubeReleaseWritesCoalesced(t *testing.T) {
+	h := startKube(t)
+	const n = 40
+	h.createSite(t, "rw", []string{"10.50.0.0/24"}, []string{"10.150.0.0/16"}, 24, 64)
+	h.createGateway(t, "rw", "gw1", "10.50.0.1", "192.0.2.50:51820")
+	in := h.start(t, "bhc-rw", func(o *Options) { o.ReleaseGrace = time.Hour })
+	waitLeader(t, h, in, 30*time.Second)
+	ctx := context.Background()
+	for i := range n {
+		if err := h.createNode(ctx, fmt.Sprintf("bhc-rw-%02d", i), fmt.Sprintf("10.50.0.%d", 10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.obs.waitFor(t, 30*time.Second, "every node allocated", func() bool {
+		for i := range n {
+			if !allocated(h.obs.node(fmt.Sprintf("bhc-rw-%02d", i))) {
+				return false
+			}
+		}
+		return true
+	})
+	w, err := h.cs.CoreV1().ConfigMaps(testNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ReleasesName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	type write struct {
+		at    time.Time
+		lines int
+	}
+	writes := make(chan write, 100)
+	go func() {
+		for ev := range w.ResultChan() {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+				writes <- write{time.Now(), strings.Count(cm.Data[releasesKey], "\n")}
+			}
+		}
+	}()
+	start := time.Now()
+	for i := range n {
+		if err := h.cs.CoreV1().Nodes().Delete(ctx, fmt.Sprintf("bhc-rw-%02d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var seen []write
+	deadline := time.After(30 * time.Second)
+	for len(seen) == 0 || seen[len(seen)-1].lines < n {
+		select {
+		case wr := <-writes:
+			seen = append(seen, wr)
+		case <-deadline:
+			t.Fatalf("writes %v: the shard never held all %d releases", seen, n)
+		}
+	}
+	for i := 1; i < len(seen); i++ {
+		if gap := seen[i].at.Sub(seen[i-1].at); gap < time.Second-250*time.Millisecond {
+			t.Errorf("writes %d and %d of %s %s apart (%d and %d lines), want no closer than 1 s", i-1, i, ReleasesName, gap, seen[i-1].lines, seen[i].lines)
+		}
+	}
+	t.Logf("%d deletes over %s made %d writes of %s", n, time.Since(start).Round(time.Millisecond), len(seen), ReleasesName)
+}

@@ -57,7 +57,7 @@ func setupController(fs *flag.FlagSet) action {
 	fs.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "the leader stops leading when it cannot renew for this `DURATION`; keep --renew-deadline + --retry-period at least 1 s below --lease-duration")
 	fs.DurationVar(&f.retryPeriod, "retry-period", 500*time.Millisecond, "interval of lease renewals and of a standby's tries (`DURATION`; client-go jitters the tries up to 2.2 times it)")
 	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
-	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, so no catalog object is written more often (`DURATION`)")
+	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, and between two writes of the release graces, so no catalog or release ConfigMap is written more often (`DURATION`)")
 	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
 	fs.IntVar(&f.workers, "workers", 4, "node reconcile `WORKERS`")
 	fs.Float64Var(&f.qps, "kube-api-qps", 50, "client-side limit of API requests per second (`QPS`)")
