@@ -380,27 +380,7 @@ func TestGROSegmentParse(t *testing.T) {
 // fails (EMSGSIZE; EINVAL on older kernels) where a plain one is
 // fragmented. Send must deliver every datagram anyway and switch GSO off.
 func TestGSOFallback(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root; CI runs as root")
-		}
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command")
-	}
-	// The test goroutine's thread enters a namespace of its own and is never
-	// unlocked: the runtime discards it, and the namespace with it, when the
-	// test returns.
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Skipf("unshare(CLONE_NEWNET): %v", err)
-	}
-	for _, args := range [][]string{{"link", "set", "lo", "mtu", "1280"}, {"link", "set", "lo", "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
+	lowMTULoopback(t)
 	a := listen(t, "127.0.0.1:0", Options{})
 	b := listen(t, "127.0.0.1:0", Options{RecvBuffer: 16 << 20})
 	if !a.GSO() {
@@ -429,6 +409,34 @@ func TestGSOFallback(t *testing.T) {
 			t.Fatalf("Receive %d: %v", round, err)
 		}
 		expect(t, in, out, a.LocalAddr())
+	}
+}
+
+// lowMTULoopback moves the test goroutine's thread into a network
+// namespace of its own whose loopback MTU (1280) is below 1400-byte
+// datagrams, so the kernel refuses to segment them.
+func lowMTULoopback(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root; CI runs as root")
+		}
+		t.Skip("needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs the ip command")
+	}
+	// The test goroutine's thread enters a namespace of its own and is never
+	// unlocked: the runtime discards it, and the namespace with it, when the
+	// test returns.
+	runtime.LockOSThread()
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		t.Skipf("unshare(CLONE_NEWNET): %v", err)
+	}
+	for _, args := range [][]string{{"link", "set", "lo", "mtu", "1280"}, {"link", "set", "lo", "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
 	}
 }
 

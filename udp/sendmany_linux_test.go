@@ -181,3 +181,45 @@ func TestSendManyGSO(t *testing.T) {
 		t.Error("GSO switched off")
 	}
 }
+
+// TestSendManyGSOFallback: when the kernel refuses a segmented run of a
+// SendMany, every datagram still reaches its own endpoint, in order.
+func TestSendManyGSOFallback(t *testing.T) {
+	lowMTULoopback(t)
+	a := listen(t, "127.0.0.1:0", Options{})
+	b := listen(t, "127.0.0.1:0", Options{RecvBuffer: 16 << 20})
+	c := listen(t, "127.0.0.1:0", Options{RecvBuffer: 16 << 20})
+	if !a.GSO() {
+		t.Skip("no GSO to fall back from")
+	}
+	watchdog(t, b)
+	watchdog(t, c)
+	out := numbered(24, 1400, 1400)
+	eps := make([]netip.AddrPort, len(out))
+	var toB, toC [][]byte
+	for i := range out {
+		if i < 10 || i >= 20 {
+			eps[i] = b.LocalAddr()
+			toB = append(toB, out[i])
+		} else {
+			eps[i] = c.LocalAddr()
+			toC = append(toC, out[i])
+		}
+	}
+	if err := a.SendMany(out, eps); err != nil {
+		t.Fatal(err)
+	}
+	if a.GSO() {
+		t.Fatal("GSO still on after the kernel refused it")
+	}
+	for _, r := range []struct {
+		b    *LinuxBind
+		want [][]byte
+	}{{b, toB}, {c, toC}} {
+		in := newBatch(len(r.want), 2048)
+		if err := receiveN(r.b, in, len(r.want)); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, in, r.want, a.LocalAddr())
+	}
+}
