@@ -137,6 +137,7 @@ type sendScratch struct {
 	eps   []netip.AddrPort
 	mem   [][]byte
 	cands []hubCand
+	by    hopGroups
 }
 
 // NewBind returns inner with the relay path of relay, whose sessions are
@@ -233,10 +234,12 @@ func (b *Bind) SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error
 	return firstErr
 }
 
-// sendTo sends s.bufs to s.eps in one call where the inner bind can,
+// sendTo sends s.bufs to s.eps grouped by hub gateway (each flow goes
+// to one, so its order holds), in one call where the inner bind can,
 // else in runs of one endpoint, and empties them.
 func (b *Bind) sendTo(s *sendScratch, many bool) error {
 	var err error
+	s.by.group(s.bufs, s.eps) // flows spread over several hub gateways
 	switch {
 	case many:
 		err = b.inner.(manySender).SendMany(s.bufs, s.eps)

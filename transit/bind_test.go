@@ -375,3 +375,58 @@ func TestHopGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestSendFlowsByHub: a spoke's batch whose flows spread over two hub
+// gateways reaches the socket in one SendMany with each hub's datagrams
+// adjacent, in order per hub, without allocating.
+func TestSendFlowsByHub(t *testing.T) {
+	w := newWorld(t, bhcrypto.AESGCM)
+	for g := range numTestGateways {
+		w.down[g], w.relayed[g] = map[GatewayID]bool{}, map[GatewayID]uint64{}
+	}
+	inner := &hubInner{eps: make([]netip.AddrPort, 0, 16), ctrs: make([]uint64, 0, 16), sizes: make([]int, 0, 16)}
+	b := NewBind(inner, keyTable{w, gwE1}, w.relay[gwE1], 1420)
+	// Flows 0..15, each to the hub gateway ranking first for it.
+	var cands []hubCand
+	cands = b.candidates(gwE2, cands)
+	if len(cands) != 2 {
+		t.Fatalf("%d hub gateways toward E2, want 2", len(cands))
+	}
+	flows := make([]uint64, 16)
+	bufs := make([][]byte, 16)
+	hubOf := make([]netip.AddrPort, 16)
+	for i := range flows {
+		flows[i] = uint64(i) * 0x9e3779b97f4a7c15
+		bufs[i] = []byte{bhcrypto.MsgTransport, 0, 0, 0, byte(i), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+		hubOf[i] = cands[pickHub(cands, flows[i])].to
+	}
+	if err := b.SendFlows(bufs, flows, PseudoEndpoint(gwE2)); err != nil {
+		t.Fatal(err)
+	}
+	if inner.calls != 1 || len(inner.eps) != len(bufs) {
+		t.Fatalf("%d SendMany calls carrying %d datagrams", inner.calls, len(inner.eps))
+	}
+	var want []netip.AddrPort
+	for _, first := range []netip.AddrPort{hubOf[0], cands[0].to, cands[1].to} {
+		if !slices.Contains(want, first) {
+			for _, h := range hubOf {
+				if h == first {
+					want = append(want, h)
+				}
+			}
+		}
+	}
+	if !slices.Equal(inner.eps, want) {
+		t.Fatalf("sent to %v, want %v", inner.eps, want)
+	}
+	if raceEnabled {
+		return // sync.Pool drops scratch at random under the race detector
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := b.SendFlows(bufs, flows, PseudoEndpoint(gwE2)); err != nil {
+			panic(err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("%.1f allocations per SendFlows of %d datagrams", allocs, len(bufs))
+	}
+}

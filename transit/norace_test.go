@@ -1,0 +1,5 @@
+//go:build !race
+
+package transit
+
+const raceEnabled = false
