@@ -122,8 +122,11 @@ type Bind struct {
 	// fwdBy is flush's scratch for grouping the forwards by next hop.
 	fwdBy hopGroups
 	// hinted is when this hub last told each pair of spokes each
-	// other's mapping (direct.go); Receive only.
-	hinted map[[2]GatewayID]int64
+	// other's mapping (direct.go), by their ids in hintedIn, the view
+	// it was kept for (a new Plan may give the ids to other gateways);
+	// Receive only.
+	hinted   map[[2]GatewayID]int64
+	hintedIn *view
 }
 
 // manySender is a bind that sends to several endpoints in one call.

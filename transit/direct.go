@@ -225,6 +225,10 @@ func (b *Bind) hint(v *view, src, dst GatewayID, srcAt, dstAt netip.AddrPort) {
 	if !srcAt.IsValid() || !dstAt.IsValid() {
 		return
 	}
+	if b.hintedIn != v { // a new Plan: ids may name other gateways now
+		clear(b.hinted)
+		b.hintedIn = v
+	}
 	pair := [2]GatewayID{min(src, dst), max(src, dst)}
 	now := b.relay.ns()
 	if last, ok := b.hinted[pair]; ok && now-last < int64(HintInterval) {

@@ -235,3 +235,42 @@ func TestDirectPathSurvivesReload(t *testing.T) {
 		t.Fatal("a rekeyed gateway's old address still maps to it")
 	}
 }
+
+// TestHintAfterReload: a hub hints a pair at most every HintInterval,
+// but a new Plan starts over (its ids may name other gateways), so a
+// reload delays no pair's hint.
+func TestHintAfterReload(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	clock := &fakeClock{t: testNow}
+	w.relay[gwHub].now, w.relay[gwHub].epoch = clock.now, clock.now()
+	buf, n := sealInner(t, w.e2e[0], []byte("pod e1 to pod e2"))
+	datagram := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	w.down[gwE1][gwHub2] = true // E1's flows all go through gwHub
+	// hints relays one datagram from E1 to E2 and returns how many
+	// messages the hub sent E1 (hints: E1 gets nothing else).
+	hints := func() int {
+		t.Helper()
+		if err := binds[gwE1].SendFlows([][]byte{datagram}, []uint64{1}, PseudoEndpoint(gwE2)); err != nil {
+			t.Fatal(err)
+		}
+		if q := queued(net, addr(gwHub)); q != 1 {
+			t.Fatalf("%d datagrams at gwHub, want 1", q)
+		}
+		receiveAll(t, binds[gwHub])
+		got := queued(net, addr(gwE1))
+		net.mu.Lock()
+		clear(net.q)
+		net.mu.Unlock()
+		return got
+	}
+	if h := hints(); h != 1 {
+		t.Fatalf("first relay: %d hints to E1, want 1", h)
+	}
+	if h := hints(); h != 0 {
+		t.Fatalf("again within HintInterval: %d hints, want 0", h)
+	}
+	w.relay[gwHub].SetPlan(w.plan, gwHub) // a reload
+	if h := hints(); h != 1 {
+		t.Fatalf("after a reload: %d hints to E1, want 1", h)
+	}
+}
