@@ -271,3 +271,100 @@ func TestSealLane(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveCounters: reservations are disjoint across goroutines and
+// with Seal's own counters, stop short at RejectAfterMessages and then
+// give nothing, and a message sealed at a reserved counter opens with it.
+func TestReserveCounters(t *testing.T) {
+	t.Run("disjoint", func(t *testing.T) {
+		a, _ := testKeypairs(t, AESGCM)
+		const workers, rounds, want = 4, 500, 7
+		var mu sync.Mutex
+		seen := map[uint64]bool{}
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					first, got := a.ReserveCounters(want)
+					if got != want {
+						t.Errorf("got %d counters, want %d", got, want)
+						return
+					}
+					msg, err := a.Seal(make([]byte, TransportOverhead), 0)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_, sealed, _ := parseTransport(msg)
+					mu.Lock()
+					for c := first; c < first+uint64(got); c++ {
+						if seen[c] {
+							t.Errorf("counter %d handed out twice", c)
+						}
+						seen[c] = true
+					}
+					if seen[sealed] {
+						t.Errorf("Seal used reserved counter %d", sealed)
+					}
+					seen[sealed] = true
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if n := uint64(len(seen)); n != workers*rounds*(want+1) || a.SendCount() != n {
+			t.Fatalf("%d distinct counters, SendCount %d, want %d", n, a.SendCount(), workers*rounds*(want+1))
+		}
+	})
+	for _, tc := range []struct {
+		name        string
+		start       uint64
+		n, wantGot  int
+		wantCounter uint64
+	}{
+		{"zero", 5, 0, 0, 5},
+		{"negative", 5, -3, 0, 5},
+		{"near the limit", RejectAfterMessages - 3, 8, 3, RejectAfterMessages},
+		{"at the limit", RejectAfterMessages, 8, 0, RejectAfterMessages},
+		{"one below", RejectAfterMessages - 1, 1, 1, RejectAfterMessages},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := testKeypairs(t, AESGCM)
+			a.sendCounter.Store(tc.start)
+			first, got := a.ReserveCounters(tc.n)
+			if got != tc.wantGot || (got > 0 && first != tc.start) {
+				t.Fatalf("ReserveCounters(%d) at %d = %d, %d; want %d, %d", tc.n, tc.start, first, got, tc.start, tc.wantGot)
+			}
+			if a.SendCount() != tc.wantCounter {
+				t.Fatalf("SendCount %d, want %d", a.SendCount(), tc.wantCounter)
+			}
+		})
+	}
+	t.Run("seal at", func(t *testing.T) {
+		a, b := testKeypairs(t, ChaChaPoly)
+		first, got := a.ReserveCounters(3)
+		if got != 3 {
+			t.Fatalf("got %d", got)
+		}
+		for _, c := range []uint64{first + 2, first} { // any order
+			buf := make([]byte, TransportOverhead+5)
+			copy(buf[TransportHeaderSize:], "hello")
+			msg, err := a.SealLaneAt(buf, 5, 9, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pt, ctr, err := b.Open(msg)
+			if err != nil || ctr != c || string(pt) != "hello" || msg[1] != 9 {
+				t.Fatalf("open: %q ctr %d (want %d) lane %d err %v", pt, ctr, c, msg[1], err)
+			}
+		}
+		if _, err := a.SealLaneAt(make([]byte, TransportOverhead), 0, 0, RejectAfterMessages); err != ErrCounterExhausted {
+			t.Fatalf("SealLaneAt at the limit: %v", err)
+		}
+		if _, err := a.SealLaneAt(make([]byte, 4), 1, 0, first+1); err != ErrBufferSize {
+			t.Fatalf("SealLaneAt short buffer: %v", err)
+		}
+	})
+}
