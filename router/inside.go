@@ -232,6 +232,7 @@ drain:
 func (r *Router) route(b *insideBatch, n int, now time.Time) {
 	st := r.state.Load()
 	run := b.run
+	var ctrs counterBlock // this call's send counters, see counterBlock
 	for i := 0; i < n; i++ {
 		size := b.sizes[i]
 		pkt := b.bufs[i][bufHeadroom : bufHeadroom+size]
@@ -301,8 +302,14 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		}
 		padded := bhcrypto.PaddedLen(size, r.set.mtu)
 		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
-		msg, err := kp.SealLane(b.bufs[i], padded, laneByte(p, kp, flow))
-		if err != nil {
+		var msg []byte
+		counter, ok := ctrs.take(kp, n-i)
+		if ok {
+			var err error
+			msg, err = kp.SealLaneAt(b.bufs[i], padded, laneByte(p, kp, flow), counter)
+			ok = err == nil
+		}
+		if !ok { // the session's counters are spent
 			r.drops.Add(Inside, ReasonExpired, 1)
 			r.hs.want(p)
 			continue
