@@ -24,6 +24,8 @@ type outsideBatch struct {
 	replies controlBatch
 	// lane is where the batch came from; its TUN queue takes the packets.
 	lane *lane
+	// rx counts the batch's packets per peer (see rxTally).
+	rx rxTally
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -109,6 +111,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
 	}
+	b.rx.flush()
 	r.probe.send(&b.replies)
 	if len(b.out) == 0 {
 		return
@@ -166,12 +169,16 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 	if p.next.Load() == e.kp {
 		r.confirm(p, e.kp, now)
 	}
-	p.lastReceive.Store(r.mono.ns(now))
+	// A batch shares one now: the stamp is written once per batch per
+	// lane, not per packet (see rxTally).
+	if ns := r.mono.ns(now); p.lastReceive.Load() != ns {
+		p.lastReceive.Store(ns)
+	}
 	if from != *p.endpoint.Load() {
 		ep := from
 		p.endpoint.Store(&ep)
 	}
-	p.rxPackets.Add(1)
+	b.rx.packet(p)
 	if len(plain) == 0 {
 		return nil, false // keepalive
 	}
@@ -192,7 +199,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		r.drops.Add(Outside, ReasonNotLocal, 1)
 		return nil, false
 	}
-	p.rxBytes.Add(uint64(info.Length))
+	b.rx.delivered(info.Length)
 	if st.clampMSS && info.Protocol == packet.ProtoTCP {
 		mss := r.set.mtu - 40
 		if info.Version == 6 {
