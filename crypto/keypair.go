@@ -67,19 +67,6 @@ func newKeypair(kind CipherKind, sendKey, recvKey [KeySize]byte) (*Keypair, erro
 	return &Keypair{send: send, recv: recv}, nil
 }
 
-// nextCounter reserves the next send counter. It never hands out a
-// counter at or beyond RejectAfterMessages, and never wraps.
-func (kp *Keypair) nextCounter() (uint64, bool) {
-	for {
-		n := kp.sendCounter.Load()
-		if n >= RejectAfterMessages {
-			return 0, false
-		}
-		if kp.sendCounter.CompareAndSwap(n, n+1) {
-			return n, true
-		}
-	}
-}
 
 // ReserveCounters takes up to n consecutive send counters with one atomic
 // operation and returns the first and how many it took: fewer than n only
@@ -131,8 +118,8 @@ func (kp *Keypair) SealLane(pkt []byte, plainLen int, lane byte) ([]byte, error)
 	if plainLen < 0 || plainLen > cap(pkt)-TransportOverhead {
 		return nil, ErrBufferSize
 	}
-	counter, ok := kp.nextCounter()
-	if !ok {
+	counter, n := kp.ReserveCounters(1)
+	if n == 0 {
 		return nil, ErrCounterExhausted
 	}
 	return kp.sealAt(pkt, plainLen, lane, counter), nil

@@ -88,8 +88,8 @@ func (kp *Keypair) SealRelay(pkt []byte, innerLen int, peer KeyID) ([]byte, erro
 	if innerLen < 0 || innerLen > cap(pkt)-RelayOverhead {
 		return nil, ErrBufferSize
 	}
-	counter, ok := kp.nextCounter()
-	if !ok {
+	counter, n := kp.ReserveCounters(1)
+	if n == 0 {
 		return nil, ErrCounterExhausted
 	}
 	end := RelayHeaderSize + innerLen
