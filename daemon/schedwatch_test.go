@@ -1,14 +1,16 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	rtmetrics "runtime/metrics"
-	"strconv"
-	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // schedWatch samples, every interval, how long each thread of this
@@ -73,26 +75,19 @@ func (w *schedWatch) loop() {
 
 func sampleSched(count uint64) (schedSample, error) {
 	s := schedSample{at: time.Now(), count: count, wait: map[int]uint64{}}
-	dirs, err := os.ReadDir("/proc/self/task")
+	threads, err := procfs.AllThreads(os.Getpid())
 	if err != nil {
 		return s, err
 	}
-	for _, d := range dirs {
-		tid, err := strconv.Atoi(d.Name())
+	for _, th := range threads {
+		st, err := th.Schedstat()
 		if err != nil {
-			continue
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue // the thread ended
+			}
+			return s, fmt.Errorf("schedstat of thread %d: %w", th.PID, err)
 		}
-		b, err := os.ReadFile(filepath.Join("/proc/self/task", d.Name(), "schedstat"))
-		if err != nil {
-			continue // the thread ended
-		}
-		f := strings.Fields(string(b))
-		if len(f) < 2 {
-			return s, fmt.Errorf("schedstat of thread %d: %q", tid, b)
-		}
-		if s.wait[tid], err = strconv.ParseUint(f[1], 10, 64); err != nil {
-			return s, fmt.Errorf("schedstat of thread %d: %w", tid, err)
-		}
+		s.wait[th.PID] = st.WaitingNanoseconds
 	}
 	m := []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}}
 	rtmetrics.Read(m)

@@ -19,11 +19,10 @@ package sched
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,17 +77,15 @@ func Parse(s string) (Policy, error) {
 	return p, nil
 }
 
-// Tasks lists the thread ids of process pid.
+// Tasks lists the thread ids of process pid (procfs.AllThreads).
 func Tasks(pid int) ([]int, error) {
-	ents, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	threads, err := procfs.AllThreads(pid)
 	if err != nil {
 		return nil, err
 	}
-	tids := make([]int, 0, len(ents))
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil {
-			tids = append(tids, tid)
-		}
+	tids := make([]int, len(threads))
+	for i, t := range threads {
+		tids[i] = t.PID
 	}
 	return tids, nil
 }
