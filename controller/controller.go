@@ -121,9 +121,8 @@ type Controller struct {
 	// final flush after it ends).
 	releaseQueue  workqueue.TypedRateLimitingInterface[string]
 	releaseShards map[string]string
-	// releaseLast is when the last write of the shards ended (UnixNano,
-	// 0: none).
-	releaseLast atomic.Int64
+	// releasePace spaces the writes of the shards (the release worker's).
+	releasePace pacer
 
 	cmFactory  informers.SharedInformerFactory // catalog ConfigMaps in Namespace
 	configMaps listersv1.ConfigMapLister
@@ -160,9 +159,9 @@ type Controller struct {
 	// last wrote them (the catalog worker writes, informer handlers read).
 	catalogMu      sync.Mutex
 	catalogWritten map[string]*corev1.ConfigMap
-	// catalogLast is when the last publication ended (UnixNano, 0: none);
-	// catalogPublished is owned by the catalog worker.
-	catalogLast      atomic.Int64
+	// catalogPace spaces the publications; catalogPublished is owned by
+	// the catalog worker.
+	catalogPace      pacer
 	catalogPublished bool
 }
 

@@ -38,11 +38,7 @@ func (c *Controller) enqueueCatalog() {
 
 // catalogWait is how long the next publication must wait.
 func (c *Controller) catalogWait() time.Duration {
-	last := c.catalogLast.Load()
-	if last == 0 {
-		return 0
-	}
-	return max(time.Duration(last+int64(c.opts.CatalogInterval)-time.Now().UnixNano()), 0)
+	return c.catalogPace.wait(c.opts.CatalogInterval, time.Now())
 }
 
 // reconcileCatalog renders the catalog from the caches and publishes the
@@ -62,7 +58,7 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 	var attempted atomic.Bool
 	defer func() {
 		if attempted.Load() {
-			c.catalogLast.Store(time.Now().UnixNano())
+			c.catalogPace.done(time.Now())
 		}
 	}()
 	start := time.Now()

@@ -204,11 +204,7 @@ func (c *Controller) enqueueReleases() {
 
 // releaseWait is how long the next write of the shards must wait.
 func (c *Controller) releaseWait() time.Duration {
-	last := c.releaseLast.Load()
-	if last == 0 {
-		return 0
-	}
-	return max(time.Duration(last+int64(c.opts.CatalogInterval)-time.Now().UnixNano()), 0)
+	return c.releasePace.wait(c.opts.CatalogInterval, time.Now())
 }
 
 // reconcileReleases writes the shards (writeReleases) on the release
@@ -235,7 +231,7 @@ func (c *Controller) writeReleases(ctx context.Context) error {
 	wrote := false
 	defer func() {
 		if wrote {
-			c.releaseLast.Store(time.Now().UnixNano())
+			c.releasePace.done(time.Now())
 		}
 	}()
 	cms := c.client.CoreV1().ConfigMaps(c.opts.Namespace)
