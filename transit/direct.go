@@ -195,13 +195,17 @@ func directMessage(kp *bhcrypto.Keypair, self bhcrypto.KeyID, typ byte, echo uin
 // that gateway other is at addr.
 func hintMessage(kp *bhcrypto.Keypair, other bhcrypto.KeyID, addr netip.AddrPort) ([]byte, bool) {
 	buf := make([]byte, bhcrypto.RelayOverhead+hintLen)
-	body := buf[bhcrypto.RelayHeaderSize:]
+	encodeHint(buf[bhcrypto.RelayHeaderSize:], addr)
+	msg, err := kp.SealRelay(buf, hintLen, other)
+	return msg, err == nil
+}
+
+// encodeHint writes a hint's body for addr into body[:hintLen].
+func encodeHint(body []byte, addr netip.AddrPort) {
 	body[0] = msgHint
 	a := addr.Addr().As16()
 	copy(body[4:20], a[:])
 	binary.BigEndian.PutUint16(body[20:22], addr.Port())
-	msg, err := kp.SealRelay(buf, hintLen, other)
-	return msg, err == nil
 }
 
 // parseHint returns the address of a hint.

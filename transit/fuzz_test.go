@@ -2,6 +2,7 @@ package transit
 
 import (
 	"bytes"
+	"net/netip"
 	"testing"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -58,4 +59,32 @@ func keyIDAt(msg []byte) bhcrypto.KeyID {
 	var k bhcrypto.KeyID
 	copy(k[:], msg[bhcrypto.TransportHeaderSize:bhcrypto.RelayHeaderSize])
 	return k
+}
+
+// FuzzParseHint: parseHint never panics, accepts only a hint's length and
+// type and a usable address, and what it accepts encodes back to itself.
+func FuzzParseHint(f *testing.F) {
+	for _, a := range []string{"198.51.100.7:51820", "[2001:db8::1]:4500", "10.0.0.1:1"} {
+		body := make([]byte, hintLen)
+		encodeHint(body, netip.MustParseAddrPort(a))
+		f.Add(body)
+	}
+	f.Add(make([]byte, hintLen))
+	f.Fuzz(func(t *testing.T, inner []byte) {
+		ap, ok := parseHint(inner)
+		if !ok {
+			return
+		}
+		if len(inner) != hintLen || inner[0] != msgHint || !ap.IsValid() {
+			t.Fatalf("accepted %x as %v", inner, ap)
+		}
+		if _, pseudo := PseudoGateway(ap); pseudo {
+			t.Fatalf("accepted a pseudo endpoint %v", ap)
+		}
+		body := make([]byte, hintLen)
+		encodeHint(body, ap)
+		if back, ok := parseHint(body); !ok || back != ap {
+			t.Fatalf("%v encodes to %x, which parses as %v, %v", ap, body, back, ok)
+		}
+	})
 }
