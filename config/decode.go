@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"github.com/bridgehead/bridgehead/router/fq"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bridgehead/bridgehead/router/fq"
 )
 
 // decoder walks a yaml.Node tree into a Config. yaml.v3's own struct
@@ -299,7 +300,6 @@ func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
 	}
 }
 
-// intRange decodes an integer between lo and hi.
 // durationRange is duration within lo..hi.
 func (d *decoder) durationRange(dst *time.Duration, lo, hi time.Duration) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
@@ -317,6 +317,7 @@ func (d *decoder) durationRange(dst *time.Duration, lo, hi time.Duration) func(*
 	}
 }
 
+// intRange decodes an integer between lo and hi.
 func (d *decoder) intRange(dst *int, lo, hi int) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
