@@ -41,32 +41,96 @@ const (
 // ones: close them together. The caller owns the binds. On error nothing
 // stays open.
 func ListenLanes(addr netip.AddrPort, n int, opts Options) ([]*LinuxBind, error) {
+	binds, _, err := listenGroup(addr, n, false, opts)
+	return binds, err
+}
+
+// ExpressLane is the lane byte of the express lane: a transport message
+// carrying it goes to the express socket of a group opened by
+// ListenExpress, whatever the number of lanes.
+const ExpressLane = 0xff
+
+// ListenExpress is ListenLanes with one more socket in the group, the
+// express socket, last in the group's order: transport messages with
+// lane byte ExpressLane go to it, the others as ListenLanes steers them
+// over the n lane sockets (datagrams the kernel steers by hash may reach
+// any of the n+1). A sender uses the express lane for flows that send
+// little (router: sparse flows), so that the receiver reads them from a
+// queue of their own instead of behind a bulk flow's datagrams in a lane
+// socket's FIFO. With n == 1 the lane socket keeps receive coalescing: a
+// coalesced run is steered by its first datagram, and a run never starts
+// with a small express datagram followed by larger ones; the express
+// socket never coalesces (the kernel does not coalesce for a socket
+// without it). The caller owns the binds; close them together.
+func ListenExpress(addr netip.AddrPort, n int, opts Options) (lanes []*LinuxBind, express *LinuxBind, err error) {
+	return listenGroup(addr, n, true, opts)
+}
+
+// listenGroup opens n lane sockets, and an express socket if express.
+func listenGroup(addr netip.AddrPort, n int, express bool, opts Options) ([]*LinuxBind, *LinuxBind, error) {
 	if n < 1 || n > MaxLanes {
-		return nil, fmt.Errorf("udp: %d sockets outside [1, %d]", n, MaxLanes)
+		return nil, nil, fmt.Errorf("udp: %d sockets outside [1, %d]", n, MaxLanes)
 	}
 	opts.reusePort = true
 	opts.noGRO = n > 1
-	binds := make([]*LinuxBind, 0, n)
-	fail := func(err error) ([]*LinuxBind, error) {
+	binds := make([]*LinuxBind, 0, n+1)
+	fail := func(err error) ([]*LinuxBind, *LinuxBind, error) {
 		for _, b := range binds {
 			_ = b.Close()
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	for i := range n {
-		b, err := Listen(addr, opts)
+	total := n
+	if express {
+		total++
+	}
+	for i := range total {
+		o := opts
+		if i == n { // the express socket
+			o.noGRO = true
+		}
+		b, err := Listen(addr, o)
 		if err != nil {
-			return fail(fmt.Errorf("udp: socket %d of %d on %v: %w", i+1, n, addr, err))
+			return fail(fmt.Errorf("udp: socket %d of %d on %v: %w", i+1, total, addr, err))
 		}
 		binds = append(binds, b)
 		addr = netip.AddrPortFrom(addr.Addr(), b.LocalAddr().Port())
 	}
-	if n > 1 {
-		if err := binds[0].steer(n); err != nil {
-			return fail(fmt.Errorf("udp: steering by lane byte on %v: %w", addr, err))
-		}
+	var prog []bpf.RawInstruction
+	var err error
+	switch {
+	case express:
+		prog, err = expressProgram(n)
+	case n > 1:
+		prog, err = laneProgram(n)
 	}
-	return binds, nil
+	if err == nil && prog != nil {
+		err = binds[0].steer(prog)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("udp: steering by lane byte on %v: %w", addr, err))
+	}
+	if express {
+		return binds[:n], binds[n], nil
+	}
+	return binds, nil, nil
+}
+
+// expressProgram is the reuseport program of n lane sockets and the
+// express socket (socket n): laneProgram(n), but lane byte ExpressLane
+// goes to socket n.
+func expressProgram(n int) ([]bpf.RawInstruction, error) {
+	return bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: 0, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: msgTransport, SkipTrue: 6},
+		bpf.LoadAbsolute{Off: 1, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ExpressLane, SkipTrue: 2},
+		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
+		bpf.RetA{},
+		bpf.RetConstant{Val: uint32(n)},
+		bpf.RetConstant{Val: noSocket},
+	})
 }
 
 // laneProgram is the reuseport program of a group of n sockets. The
@@ -83,12 +147,9 @@ func laneProgram(n int) ([]bpf.RawInstruction, error) {
 	})
 }
 
-// steer attaches laneProgram(n) to b's reuseport group.
-func (b *LinuxBind) steer(n int) error {
-	raw, err := laneProgram(n)
-	if err != nil {
-		return err
-	}
+// steer attaches a reuseport program (laneProgram, expressProgram) to
+// b's group.
+func (b *LinuxBind) steer(raw []bpf.RawInstruction) error {
 	filter := make([]unix.SockFilter, len(raw))
 	for i, ins := range raw {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}

@@ -251,3 +251,91 @@ func receiveEach(binds []*LinuxBind, mu *sync.Mutex, fn func(lane int, buf []byt
 		wg.Wait()
 	}
 }
+
+// TestListenExpressSteersExpressLane: lane byte ExpressLane reaches the
+// express socket, in order, and no other lane byte does; the other lane
+// bytes go to lane socket (byte mod n). One lane socket keeps receive
+// coalescing, several do not, and the express socket never has it.
+func TestListenExpressSteersExpressLane(t *testing.T) {
+	for _, lanes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
+			laneBinds, express, err := ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), lanes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(laneBinds) != lanes || express == nil {
+				t.Fatalf("%d lane sockets and express %v, want %d and one", len(laneBinds), express, lanes)
+			}
+			if express.LocalAddr() != laneBinds[0].LocalAddr() {
+				t.Errorf("express socket on %v, lanes on %v", express.LocalAddr(), laneBinds[0].LocalAddr())
+			}
+			if got, want := laneBinds[0].GRO(), lanes == 1; got != want {
+				t.Errorf("lane socket GRO %v, want %v", got, want)
+			}
+			if express.GRO() {
+				t.Error("express socket has GRO on")
+			}
+			all := append(append([]*LinuxBind{}, laneBinds...), express)
+			var mu sync.Mutex
+			socketOf := map[byte]map[int]int{}
+			var order []byte
+			defer receiveEach(all, &mu, func(s int, buf []byte, _ netip.AddrPort) {
+				if socketOf[buf[1]] == nil {
+					socketOf[buf[1]] = map[int]int{}
+				}
+				socketOf[buf[1]][s]++
+				if buf[1] == ExpressLane {
+					order = append(order, buf[3])
+				}
+			})()
+			c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(laneBinds[0].LocalAddr().Port())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			const perLane = 40
+			laneBytes := []byte{1, 2, 3, 4, ExpressLane, 254}
+			msg := make([]byte, 32)
+			for seq := range perLane {
+				for _, lb := range laneBytes {
+					msg[0], msg[1], msg[3] = msgTransport, lb, byte(seq)
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want := perLane * len(laneBytes)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				n := 0
+				for _, m := range socketOf {
+					for _, c := range m {
+						n += c
+					}
+				}
+				mu.Unlock()
+				if n >= want || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, lb := range laneBytes {
+				wantSocket := int(lb) % lanes
+				if lb == ExpressLane {
+					wantSocket = lanes
+				}
+				if got := socketOf[lb]; len(got) != 1 || got[wantSocket] != perLane {
+					t.Errorf("lane byte %d: datagrams by socket %v, want all %d on socket %d", lb, got, perLane, wantSocket)
+				}
+			}
+			for i, seq := range order {
+				if int(seq) != i {
+					t.Fatalf("express lane out of order: %v", order)
+				}
+			}
+		})
+	}
+}
