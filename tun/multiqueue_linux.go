@@ -107,3 +107,38 @@ func openQueue(name string) (int, error) {
 	}
 	return fd, nil
 }
+
+// DetachQueue takes d, a queue of a multi-queue interface
+// (OpenOffloadQueues), out of the kernel's choice of queue for the
+// packets it routes into the interface (TUNSETQUEUE with
+// IFF_DETACH_QUEUE), so that nothing is ever queued on it for reading;
+// packets written to it still enter the stack. A router lane that only
+// writes (the express lane) so gets a queue of its own without taking
+// flows from the lanes that read. Do not Read d afterwards: it would wait
+// forever.
+func DetachQueue(d Device) error {
+	o, ok := d.(*Offload)
+	if !ok {
+		return fmt.Errorf("tun: detach queue: %T is not a queue of OpenOffloadQueues", d)
+	}
+	sc, err := o.dev.File().SyscallConn()
+	if err != nil {
+		return fmt.Errorf("tun: detach queue: %w", err)
+	}
+	var ioErr error
+	if err := sc.Control(func(fd uintptr) {
+		ifr, err := unix.NewIfreq("")
+		if err != nil {
+			ioErr = err
+			return
+		}
+		ifr.SetUint16(unix.IFF_DETACH_QUEUE)
+		ioErr = unix.IoctlIfreq(int(fd), unix.TUNSETQUEUE, ifr)
+	}); err != nil {
+		return fmt.Errorf("tun: detach queue: %w", err)
+	}
+	if ioErr != nil {
+		return fmt.Errorf("tun: detach queue (TUNSETQUEUE): %w", ioErr)
+	}
+	return nil
+}

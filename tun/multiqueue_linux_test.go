@@ -171,3 +171,69 @@ func TestOffloadQueuesBadCount(t *testing.T) {
 		}
 	}
 }
+
+// TestDetachQueueWritesOnly: a detached queue gets none of the flows the
+// kernel routes into the interface (the other queues read every packet),
+// and a packet written to it still enters the stack.
+func TestDetachQueueWritesOnly(t *testing.T) {
+	requireNetns(t)
+	devs, err := OpenOffloadQueues(OffloadConfig{Name: "bl-mqd", MTU: 1420}, 3, nil)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	w := devs[2]
+	defer w.Close()
+	if err := DetachQueue(w); err != nil {
+		for _, d := range devs[:2] {
+			d.Close()
+		}
+		t.Fatal(err)
+	}
+	// Written to the detached queue: 10.77.0.2:5000 -> 10.77.0.1:7000.
+	write := func(t *testing.T) {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(10, 77, 0, 1), Port: 7000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		payload := []byte("written to a detached queue")
+		pkt := make([]byte, 28+len(payload))
+		pkt[0], pkt[8], pkt[9] = 0x45, 64, 17
+		binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
+		copy(pkt[12:16], net.IPv4(10, 77, 0, 2).To4())
+		copy(pkt[16:20], net.IPv4(10, 77, 0, 1).To4())
+		var sum uint32
+		for i := 0; i < 20; i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(pkt[i:]))
+		}
+		for sum > 0xffff {
+			sum = sum>>16 + sum&0xffff
+		}
+		binary.BigEndian.PutUint16(pkt[10:], ^uint16(sum))
+		binary.BigEndian.PutUint16(pkt[20:], 5000)
+		binary.BigEndian.PutUint16(pkt[22:], 7000)
+		binary.BigEndian.PutUint16(pkt[24:], uint16(8+len(payload)))
+		copy(pkt[28:], payload)
+		buf := make([]byte, testOffset+len(pkt))
+		copy(buf[testOffset:], pkt)
+		if _, err := w.Write([][]byte{buf}, testOffset); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got := make([]byte, 100)
+		n, from, err := c.ReadFromUDP(got)
+		if err != nil {
+			t.Fatalf("nothing arrived from the detached queue: %v", err)
+		}
+		if string(got[:n]) != string(payload) || from.Port != 5000 {
+			t.Fatalf("got %q from %v", got[:n], from)
+		}
+	}
+	// checkQueuesSpreadFlows brings the interface up and checks that the
+	// two attached queues read all 512 packets; then write.
+	checkQueuesSpreadFlows(t, "bl-mqd", devs[:2])
+	write(t)
+}
