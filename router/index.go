@@ -17,6 +17,10 @@ type indexEntry struct {
 	// Router's lane count. Messages without one use kp's window.
 	windows []laneWindow
 	lanes   int
+	// express is the replay window of messages on the express lane
+	// (udp.ExpressLane), nil when the Router has none: they reach their
+	// own socket, and so overtake the lanes' queues.
+	express *laneWindow
 }
 
 // indexTable maps our receiver indices to sessions.
@@ -46,8 +50,10 @@ type indexTable struct {
 	// unpublished, still under mu.
 	onAdd    func(idx uint32)
 	onRemove func(idxs []uint32)
-	// lanes is the Router's lane count, set by New before any add.
-	lanes int
+	// lanes is the Router's lane count, express whether it has an
+	// express lane; both set by New before any add.
+	lanes   int
+	express bool
 }
 
 type indexSlots struct {
@@ -100,6 +106,9 @@ func (t *indexTable) add(p *Peer, kp *bhcrypto.Keypair) {
 	t.grow(1)
 	s := t.tab.Load()
 	e := &indexEntry{idx: kp.LocalIndex, peer: p, kp: kp, windows: laneWindows(t.lanes), lanes: t.lanes}
+	if t.express {
+		e.express = new(laneWindow)
+	}
 	if _, i, ok := s.find(kp.LocalIndex); ok {
 		s.slots[i].Store(e)
 		return

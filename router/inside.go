@@ -24,6 +24,9 @@ type insideBatch struct {
 	// was read (fair-queue path); otherwise route hashes.
 	flows []uint64
 	run   *sealRun // where route collects sealed datagrams
+	// express: the packets are of sparse flows, sealed for the express
+	// lane where the peer has one (sparse.go).
+	express bool
 }
 
 // sealRun is the sealed datagrams waiting for one sendmmsg: a run of
@@ -306,7 +309,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		counter, ok := ctrs.take(kp, n-i)
 		if ok {
 			var err error
-			msg, err = kp.SealLaneAt(b.bufs[i], padded, laneByte(p, kp, flow), counter)
+			msg, err = kp.SealLaneAt(b.bufs[i], padded, laneByte(p, kp, flow, b.express), counter)
 			ok = err == nil
 		}
 		if !ok { // the session's counters are spent

@@ -58,7 +58,13 @@ type fqPipe struct {
 	wake chan struct{} // the sealer has work; capacity 1
 	lane *lane         // the TUN queue read and the socket sent on
 
-	// The reader's own, reused for every read.
+	// The reader's own, reused for every read. The reader also seals
+	// the sparse flows' packets of a read itself (sparse.go): xbatch
+	// and xslots hold them, sparse sorts flows (nil: every flow is
+	// queued; tests of the queue alone).
+	sparse *sparseFlows
+	xbatch *insideBatch
+	xslots []int32
 	rslots []int32
 	rbufs  [][]byte
 	rsizes []int
@@ -86,7 +92,11 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		rsizes: make([]int, bs),
 		rhash:  make([]uint64, bs),
 		rect:   make([]bool, bs),
+		sparse: new(sparseFlows),
+		xbatch: &insideBatch{bufs: make([][]byte, bs), sizes: make([]int, bs), flows: make([]uint64, bs), express: true},
+		xslots: make([]int32, 0, bs),
 	}
+	p.xbatch.run = newSealRun(l.bind, bs)
 	p.batch.run = p.run
 	p.freed.L = &p.mu
 	for i := range p.pool {
@@ -175,8 +185,9 @@ func (r *Router) readFQ(ctx context.Context, p *fqPipe) error {
 			failures = 0
 		}
 		now := r.clock.Now()
-		r.enqueueRead(p, n, k, now)
-		if n == 0 {
+		queued := r.enqueueRead(p, n, k, now)
+		r.sealSparse(p, now)
+		if queued == 0 {
 			continue
 		}
 		quiet := now.Sub(last) > insideQuietGap
@@ -224,17 +235,29 @@ func (r *Router) take(p *fqPipe, n int) int {
 }
 
 // enqueueRead queues the n packets read into the first n of the k slots
-// taken, and frees the rest. Flow hashes and ECN are read outside the
-// lock.
-func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) {
+// taken, and frees the rest, except those of sparse flows, which it
+// moves to p.xbatch for sealSparse. It returns how many it queued. Flow
+// hashes and ECN are read outside the lock.
+func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) int {
 	ns := r.mono.ns(now)
+	x := p.xbatch
+	x.n, p.xslots = 0, p.xslots[:0]
 	for i := range n {
 		pkt := p.rbufs[i][bufHeadroom : bufHeadroom+p.rsizes[i]]
 		p.rhash[i] = r.flows.hash(pkt)
 		p.rect[i] = fq.ECT(pkt)
+		if p.sparse != nil && p.sparse.sparse(p.rhash[i], p.rsizes[i], ns) {
+			x.bufs[x.n], x.sizes[x.n], x.flows[x.n] = p.rbufs[i], p.rsizes[i], p.rhash[i]
+			x.n++
+			p.xslots = append(p.xslots, p.rslots[i])
+			p.rsizes[i] = -1 // not queued
+		}
 	}
 	p.mu.Lock()
 	for i := range n {
+		if p.rsizes[i] < 0 {
+			continue
+		}
 		s := p.rslots[i]
 		p.sizes[s] = p.rsizes[i]
 		p.flows[s] = p.rhash[i]
@@ -242,6 +265,25 @@ func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) {
 	}
 	p.free = append(p.free, p.rslots[n:k]...)
 	p.mu.Unlock()
+	return n - x.n
+}
+
+// sealSparse seals and sends the sparse flows' packets of the last read
+// (p.xbatch, from enqueueRead) at once, on the reader's goroutine, and
+// frees their slots: they wait for no batch of the sealer's. The reader
+// owns xbatch and its run; the sealer may send on the same socket
+// meanwhile (binds are safe for concurrent use).
+func (r *Router) sealSparse(p *fqPipe, now time.Time) {
+	x := p.xbatch
+	if x.n == 0 {
+		return
+	}
+	x.run.now = r.mono.ns(now)
+	r.route(x, x.n, now)
+	r.flushInside(x.run)
+	clear(x.bufs[:x.n])
+	p.give(p.xslots)
+	x.n = 0
 }
 
 // give returns slots to the free list and wakes a reader waiting for them.

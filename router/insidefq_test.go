@@ -20,6 +20,7 @@ func (b *sizeBind) Send(bufs [][]byte, _ netip.AddrPort) error {
 		if len(b.sizes) < cap(b.sizes) {
 			b.sizes = append(b.sizes, len(m))
 		}
+		b.n = copy(b.last, m)
 	}
 	b.sent += len(bufs)
 	return nil
@@ -34,7 +35,9 @@ func feed(tb testing.TB, r *Router, p *fqPipe, pkts ...[]byte) {
 		for i := range n {
 			p.rsizes[i] = copy(p.rbufs[i][bufHeadroom:], pkts[i])
 		}
-		r.enqueueRead(p, n, k, r.clock.Now())
+		now := r.clock.Now()
+		r.enqueueRead(p, n, k, now)
+		r.sealSparse(p, now)
 		pkts = pkts[n:]
 	}
 }
@@ -49,6 +52,7 @@ func newFQHotPair(t *testing.T) (*hotPair, *sizeBind, *fqPipe) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.sparse = nil // these tests are about the queue: no express packets
 	return h, sb, p
 }
 

@@ -47,9 +47,10 @@ type lane struct {
 	health *loopHealth
 }
 
-// initLanes sets up lane 0 from the Router's own devices and one lane per
-// extra; New calls it after r.tun, r.bind and r.set.mtu are set.
-func (r *Router) initLanes(extra []Lane) error {
+// initLanes sets up lane 0 from the Router's own devices, one lane per
+// extra and the express lane on express (nil: none); New calls it after
+// r.tun, r.bind and r.set.mtu are set.
+func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device) error {
 	if len(extra)+1 > MaxLanes {
 		return fmt.Errorf("router: %d lanes, at most %d", len(extra)+1, MaxLanes)
 	}
@@ -68,6 +69,20 @@ func (r *Router) initLanes(extra []Lane) error {
 		}
 		r.lanes = append(r.lanes, &lane{tun: &tunDevice{Device: e.TUN}, bind: e.Bind, health: new(loopHealth)})
 	}
+	if express != nil {
+		if express.BatchSize() != r.bind.BatchSize() {
+			return fmt.Errorf("router: express socket: batch size %d, lane 0 has %d", express.BatchSize(), r.bind.BatchSize())
+		}
+		// Only an outside loop runs on it: it writes to its own TUN
+		// queue, else to lane 0's.
+		r.express = &lane{tun: &r.tun, bind: express, health: new(loopHealth)}
+		if expressTUN != nil {
+			if expressTUN.MTU() != r.set.mtu {
+				return fmt.Errorf("router: express TUN MTU %d, lane 0 has %d", expressTUN.MTU(), r.set.mtu)
+			}
+			r.express.tun = &tunDevice{Device: expressTUN}
+		}
+	}
 	return nil
 }
 
@@ -81,6 +96,9 @@ func (r *Router) startLanes(start func(string, func(context.Context) error)) {
 		start(fmt.Sprintf("inside %d", i+1), func(ctx context.Context) error { return r.insideLane(ctx, l) })
 		start(fmt.Sprintf("outside %d", i+1), func(ctx context.Context) error { return r.outsideLane(ctx, l) })
 	}
+	if r.express != nil {
+		start("outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express) })
+	}
 }
 
 // closeLanes closes every lane's devices but lane 0's.
@@ -88,6 +106,12 @@ func (r *Router) closeLanes() {
 	for _, l := range r.lanes[1:] {
 		l.tun.Close()
 		l.bind.Close()
+	}
+	if r.express != nil {
+		r.express.bind.Close()
+		if r.express.tun != &r.tun {
+			r.express.tun.Close()
+		}
 	}
 }
 
@@ -101,6 +125,11 @@ func (r *Router) lanesHealthy(now time.Time) error {
 	for i, l := range r.lanes[1:] {
 		if err := l.health.check(ns); err != nil {
 			return fmt.Errorf("lane %d: %w", i+1, err)
+		}
+	}
+	if r.express != nil {
+		if err := r.express.health.check(ns); err != nil {
+			return fmt.Errorf("express lane: %w", err)
 		}
 	}
 	return nil
@@ -133,12 +162,18 @@ func (r *Router) lanesHealthy(now time.Time) error {
 func laneTag(kp *bhcrypto.Keypair) uint64 { return 1<<32 | uint64(kp.LocalIndex) }
 
 // laneByte is the lane byte of a packet of the given flow sealed for p on
-// kp: 1-255 from the flow hash once p said it reads them on kp, else 0.
-func laneByte(p *Peer, kp *bhcrypto.Keypair, flow uint64) byte {
-	if p.laneSession.Load() != laneTag(kp) {
+// kp: udp.ExpressLane for an express packet once p said it has an
+// express lane on kp (flagExpress), else 1-254 from the flow hash once p
+// said it reads lane bytes on kp, else 0.
+func laneByte(p *Peer, kp *bhcrypto.Keypair, flow uint64, express bool) byte {
+	tag := laneTag(kp)
+	if express && p.expressSession.Load() == tag {
+		return udp.ExpressLane
+	}
+	if p.laneSession.Load() != tag {
 		return 0
 	}
-	return byte(1 + (flow>>32)%255)
+	return byte(1 + (flow>>32)%254)
 }
 
 // Replay windows. A session's messages reach several lanes at once, and
@@ -174,6 +209,12 @@ func laneWindows(lanes int) []laneWindow {
 // checkReplay records counter, received with lane byte lane, in the
 // session's replay window for that lane and reports whether it is new.
 func (e *indexEntry) checkReplay(counter uint64, lane byte) bool {
+	if lane == udp.ExpressLane && e.express != nil {
+		e.express.mu.Lock()
+		ok := e.express.w.Check(counter)
+		e.express.mu.Unlock()
+		return ok
+	}
 	if lane == 0 || len(e.windows) == 0 {
 		return e.kp.CheckReplay(counter)
 	}

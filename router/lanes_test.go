@@ -10,6 +10,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
 )
 
 // laneBind is one lane's socket in the lane tests: what the lane sends is
@@ -275,7 +276,7 @@ func lanePackets(tb testing.TB, h *hotPair, pkt []byte, lanes int) [][]byte {
 	for port, found := uint16(1000), 0; found < lanes; port++ {
 		p := bytes.Clone(pkt)
 		binary.BigEndian.PutUint16(p[20:], port)
-		l := int(laneByte(pA, kpA, h.a.flows.hash(p))) % lanes
+		l := int(laneByte(pA, kpA, h.a.flows.hash(p), false)) % lanes
 		if out[l] == nil {
 			out[l] = p
 			found++
@@ -442,6 +443,33 @@ func TestLaneReplayWindows(t *testing.T) {
 	}
 	if laneWindows(1) != nil || len(laneWindows(64)) != maxLaneWindows {
 		t.Errorf("windows for 1 and 64 lanes: %d, %d", len(laneWindows(1)), len(laneWindows(64)))
+	}
+}
+
+// TestExpressReplayWindow: the express lane's messages have a window of
+// their own, with one lane or several: the lanes' sockets far ahead do
+// not age them out, and a duplicate is refused.
+func TestExpressReplayWindow(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	kp := h.b.state.Load().peers[h.a.id.Public].current.Load()
+	for _, lanes := range []int{1, 3} {
+		ahead := uint64(3*bhcrypto.ReplayWindowSize) * uint64(lanes) // the keypair's window is shared by both runs
+		e := &indexEntry{kp: kp, windows: laneWindows(lanes), lanes: lanes, express: new(laneWindow)}
+		for _, step := range []struct {
+			counter uint64
+			lane    byte
+			ok      bool
+		}{
+			{ahead, 1, true},             // a lane runs far ahead
+			{ahead + 1, 0, true},         // and the keypair's window
+			{10, udp.ExpressLane, true},  // an express message is still new
+			{10, udp.ExpressLane, false}, // its duplicate is not
+			{9, udp.ExpressLane, true},   // reordered within the window
+		} {
+			if got := e.checkReplay(step.counter, step.lane); got != step.ok {
+				t.Errorf("lanes %d: counter %d lane byte %d: new=%v, want %v", lanes, step.counter, step.lane, got, step.ok)
+			}
+		}
 	}
 }
 

@@ -90,6 +90,11 @@ type Peer struct {
 	// the inside path sets a lane byte only on that session (laneByte).
 	// Written by the outside loop (handleControl), only when it changes.
 	laneSession atomic.Uint64
+	// expressSession is laneTag of the session on which the peer last
+	// said it has an express lane (flagExpress), 0 if none: the inside
+	// path sends sparse flows on it only on that session. Written like
+	// laneSession.
+	expressSession atomic.Uint64
 
 	// Traffic counters: tx by the inside path and the handshake loop
 	// (queued packets it flushes), rx by the outside loop.

@@ -37,8 +37,12 @@ const (
 	// (package crypto's wire format), so it may get non-zero ones on
 	// the session that carried this message. Gateways that predate it
 	// drop such messages; they never set it.
-	flagLanes  = 0x02
-	knownFlags = flagCannotDeliver | flagLanes
+	flagLanes = 0x02
+	// flagExpress: the sender has an express lane (udp.ListenExpress),
+	// so it may get lane byte udp.ExpressLane on this session, which its
+	// kernel steers to a socket of its own (sparse.go).
+	flagExpress = 0x04
+	knownFlags  = flagCannotDeliver | flagLanes | flagExpress
 )
 
 // control is a parsed control message.
@@ -105,6 +109,9 @@ func newProber(r *Router) *prober {
 // flags are the flags this gateway sends in every control message.
 func (pr *prober) flags() byte {
 	var f byte = flagLanes
+	if pr.r.express != nil {
+		f |= flagExpress
+	}
 	if pr.r.set.noLaneBytes {
 		f = 0
 	}
@@ -141,6 +148,11 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 	if c.flags&flagLanes != 0 {
 		if tag := laneTag(kp); p.laneSession.Load() != tag {
 			p.laneSession.Store(tag)
+		}
+	}
+	if c.flags&flagExpress != 0 {
+		if tag := laneTag(kp); p.expressSession.Load() != tag {
+			p.expressSession.Store(tag)
 		}
 	}
 	switch c.typ {

@@ -45,6 +45,17 @@ type Options struct {
 	// Lanes are devices for further lanes, each an inside and an outside
 	// loop of its own (lanes.go); TUN and Bind are lane 0. Owned like them.
 	Lanes []Lane
+	// Express, if not nil, is the express socket of Bind's port
+	// (udp.ListenExpress): an outside loop of its own reads it and
+	// writes to ExpressTUN, and the gateway tells its peers that it
+	// has one, so that they send sparse flows on it (sparse.go). Owned
+	// like Bind.
+	Express udp.Bind
+	// ExpressTUN is the express lane's TUN queue, which it only writes
+	// (tun.DetachQueue); nil: lane 0's, shared with lane 0's outside
+	// loop, whose writes of bulk batches it then waits for. Owned like
+	// TUN.
+	ExpressTUN tun.Device
 	// FIFOInside runs the inside path without the fair queue: the reader
 	// seals bulk reads itself and hands single packets to the sealer in
 	// read order (insidePipe), as before the fair queue. For comparisons
@@ -91,6 +102,9 @@ type Router struct {
 
 	// lanes are the data path's lanes, lane 0 first (lanes.go); set by New.
 	lanes []*lane
+	// express is the express lane (Options.Express), nil without one;
+	// set by New. Its outside loop reads it; nothing reads its TUN.
+	express *lane
 }
 
 // settings are the Router's sizes and timings, fixed by New from Options
@@ -166,10 +180,11 @@ func New(o Options) (*Router, error) {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
-	if err := r.initLanes(o.Lanes); err != nil {
+	if err := r.initLanes(o.Lanes, o.Express, o.ExpressTUN); err != nil {
 		return nil, err
 	}
 	r.index.lanes = len(r.lanes)
+	r.index.express = r.express != nil
 	r.icmp = newICMPResponder(&r.tun, &r.drops, r.set.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
@@ -276,7 +291,7 @@ func (r *Router) Handshakes() HandshakeStats {
 func (r *Router) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1+2*len(r.lanes))
+	errc := make(chan error, 2+2*len(r.lanes))
 	var wg sync.WaitGroup
 	start := func(name string, f func(context.Context) error) {
 		wg.Add(1)
