@@ -40,6 +40,9 @@ type Options struct {
 	RekeyAfter time.Duration
 	// Lanes overrides the config's lanes (router.Lane) when positive.
 	Lanes int
+	// NoExpress runs without the express lane (router.Options.Express,
+	// udp.ListenExpress): sparse flows then share the lanes' sockets.
+	NoExpress bool
 	// Overrides replace fields of the config file at start and at every
 	// reload (run --gateway: one file for a DaemonSet's gateways).
 	Overrides config.Overrides
@@ -98,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Lanes > 0 {
 		nlanes = o.Lanes
 	}
-	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, log)
+	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, !o.NoExpress, log)
 	if err != nil {
 		return err
 	}
@@ -136,7 +139,11 @@ func Run(ctx context.Context, o Options) error {
 	tbind := transit.NewBind(bind, table, hub, mtu)
 	hub.SetPlan(plan, self)
 	lanes := ld.routerLanes(func(b udp.Bind) udp.Bind { return transit.NewBind(b, table, hub, mtu) })
-	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
+	var express udp.Bind
+	if ld.express != nil {
+		express = transit.NewBind(ld.express, table, hub, mtu)
+	}
+	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
 		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
 	if err != nil {
 		ld.close()

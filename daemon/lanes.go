@@ -19,27 +19,49 @@ import (
 type laneDevices struct {
 	tuns  []tun.Device
 	binds []*udp.LinuxBind
+	// express is the express socket (udp.ListenExpress,
+	// router.Options.Express), nil without one.
+	express *udp.LinuxBind
+	// expressTUN is the express lane's TUN queue, detached
+	// (tun.DetachQueue): it only writes. Nil without offloads: the
+	// express lane then writes to lane 0's queue.
+	expressTUN tun.Device
 }
 
-// openLanes opens n lanes: with n == 1 a plain TUN and socket, as before
-// lanes; with more, n queues of one multi-queue TUN interface and n
-// sockets on listen with SO_REUSEPORT. The queues have offloads where the
-// kernel allows them and interface.offload is on, else they are the
-// portable backend's (water, one packet per system call).
-func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, log *slog.Logger) (*laneDevices, error) {
+// openLanes opens n lanes: with n == 1 a plain TUN, with more n queues
+// of one multi-queue TUN interface, and n sockets on listen with
+// SO_REUSEPORT plus, with express, the express socket (sparse flows,
+// udp.ListenExpress); without express and with one lane, one plain
+// socket. The queues have offloads where the kernel allows them and
+// interface.offload is on, else they are the portable backend's (water,
+// one packet per system call).
+func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, express bool, log *slog.Logger) (*laneDevices, error) {
 	var l laneDevices
 	var err error
-	if n > 1 {
+	if express && offload {
+		l.tuns, l.expressTUN = openExpressQueues(name, mtu, n, log)
+	}
+	if l.tuns == nil && n > 1 {
 		if l.tuns, err = openTUNQueues(name, mtu, offload, n, log); err != nil {
 			return nil, err
 		}
 	}
-	if n == 1 {
+	if l.tuns == nil && n == 1 {
 		var dev tun.Device
 		if dev, err = openTUN(name, mtu, offload, log); err != nil {
 			return nil, err
 		}
 		l.tuns = []tun.Device{dev}
+	}
+	if express {
+		if l.binds, l.express, err = udp.ListenExpress(listen, n, udp.Options{}); err != nil {
+			l.close()
+			return nil, fmt.Errorf("listen %s: %w", listen, err)
+		}
+		log.Info("data path lanes", "lanes", n, "express", true, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
+		return &l, nil
+	}
+	if n == 1 {
 		b, err := udp.Listen(listen, udp.Options{})
 		if err != nil {
 			l.close()
@@ -54,6 +76,24 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 	}
 	log.Info("data path lanes", "lanes", n, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
 	return &l, nil
+}
+
+// openExpressQueues opens n queues of a multi-queue interface with
+// offloads for the lanes and one more for the express lane, which it
+// detaches (it only writes). When that fails it logs why and returns
+// nothing, and the caller opens the lanes' queues as without express.
+func openExpressQueues(name string, mtu, n int, log *slog.Logger) ([]tun.Device, tun.Device) {
+	devs, err := tun.OpenOffloadQueues(tun.OffloadConfig{Name: name, MTU: mtu}, n+1, log)
+	if err == nil {
+		if err = tun.DetachQueue(devs[n]); err == nil {
+			return devs[:n], devs[n]
+		}
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	log.Warn("express lane writes to lane 0's TUN queue: no queue of its own", "interface", name, "err", err)
+	return nil, nil
 }
 
 // openTUNQueues is openTUN for n > 1 queues.
@@ -79,9 +119,12 @@ func openTUNQueues(name string, mtu int, offload bool, n int, log *slog.Logger) 
 
 // conns are the sockets, for the kernel filter.
 func (l *laneDevices) conns() []syscall.Conn {
-	c := make([]syscall.Conn, len(l.binds))
-	for i, b := range l.binds {
-		c[i] = b
+	c := make([]syscall.Conn, 0, len(l.binds)+1)
+	for _, b := range l.binds {
+		c = append(c, b)
+	}
+	if l.express != nil {
+		c = append(c, l.express)
 	}
 	return c
 }
@@ -103,5 +146,11 @@ func (l *laneDevices) close() {
 	}
 	for _, b := range l.binds {
 		b.Close()
+	}
+	if l.express != nil {
+		l.express.Close()
+	}
+	if l.expressTUN != nil {
+		l.expressTUN.Close()
 	}
 }
