@@ -69,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		floodMode = fs.Bool("flood", false, "flood measurement instead of the mode comparison: bridgehead only, one TCP stream unflooded, under a garbage flood and under a bad-MAC handshake flood of gateway B (see bench/README.md, Flood)")
 		floodPPS  = fs.Float64("flood-pps", 150000, "with -flood: packets per second the flooder aims at")
 		floodBat  = fs.Int("flood-batch", 64, "with -flood: datagrams per sendmmsg call of the flooder")
-		gwSched   = fs.String("gateway-sched", "", "a control: run every thread of both gateway processes under real-time policy fifo:PRIO or rr:PRIO (1..99) while a variant is measured, so that they never wait for a CPU behind iperf3, the pinger or other work (recorded in the results)")
+		gwSched   = fs.String("gateway-sched", "", "a control: run every thread of both gateway processes under real-time policy fifo:PRIO or rr:PRIO (1..99), or under the fair policy with a short time slice, slice:MICROSECONDS (Linux 6.12+), while a variant is measured, so that they never wait for a CPU behind iperf3, the pinger or other work (recorded in the results)")
 		floodCtl  = fs.Bool("flood-control", false, "with -flood: add a control phase that sends the garbage flood to a closed port of gateway B (the cost of the flood to the machine, without bridgehead)")
 	)
 	if err := fs.Parse(args); err != nil {

@@ -31,9 +31,10 @@ type Config struct {
 	UDPBitrate string
 	// PingInterval is the gap between ICMP echo requests.
 	PingInterval time.Duration
-	// GatewaySched, unless zero, is the real-time policy every thread of
-	// both gateway processes runs under while a variant is measured (a
-	// control: the gateways no longer wait for a CPU).
+	// GatewaySched, unless zero, is the scheduling policy (real-time, or
+	// a short fair slice) every thread of both gateway processes runs
+	// under while a variant is measured (a control: how much of the
+	// latency is the gateways' wait for a CPU).
 	GatewaySched sched.Policy
 	// OutDir receives results.{json,md,svg} and, under work/, the configs
 	// and logs of each run.

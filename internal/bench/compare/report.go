@@ -175,7 +175,7 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, ".\nMedians of %d run(s) of %g s per measurement; tunnel MTU %d, WAN MTU %d, pods MTU 1500; "+
 		"UDP payload %d B at bitrate %s; ping every %s.", s.Runs, s.DurationS, s.TunMTU, s.WANMTU, s.UDPSize, s.UDPBitrate, s.PingInterval)
 	if s.GatewaySched != "" {
-		fmt.Fprintf(&b, " Every thread of both gateways under real-time policy %s (-gateway-sched; a control, not a setting to deploy).", s.GatewaySched)
+		fmt.Fprintf(&b, " Every thread of both gateways under scheduling policy %s (-gateway-sched; a control, not a setting to deploy).", s.GatewaySched)
 	}
 	if r.Interrupted {
 		b.WriteString(" **Interrupted: partial results.**")

@@ -123,7 +123,7 @@ func TestGatewaySchedRecorded(t *testing.T) {
 	r := sampleReport()
 	r.Settings.GatewaySched = "fifo:10"
 	r.Samples[1].GatewaySched = []string{"gw-a 14/14 fifo:10", "gw-b 13/13 fifo:10"}
-	if md := r.Markdown(); !strings.Contains(md, "under real-time policy fifo:10 (-gateway-sched") {
+	if md := r.Markdown(); !strings.Contains(md, "under scheduling policy fifo:10 (-gateway-sched") {
 		t.Errorf("markdown does not name the policy:\n%s", md)
 	}
 	j, err := r.JSON()

@@ -14,6 +14,13 @@
 // The kernel's real-time throttling (/proc/sys/kernel/sched_rt_runtime_us,
 // 950000 of every 1000000 µs by default) still leaves other work 5 % of
 // each CPU, so a spinning gateway cannot lock the machine up.
+//
+// The third control, slice:MICROSECONDS, leaves the threads under the fair
+// policy and asks for a short time slice instead (sched_attr's
+// sched_runtime, Linux 6.12+): a woken thread with a shorter slice than
+// the running one preempts it. A new thread does not inherit a custom
+// slice (the kernel starts it at the default), so for it the Keeper's
+// periodic passes are what set it.
 package sched
 
 import (
@@ -21,19 +28,27 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
-// Policy is a real-time scheduling policy with its static priority. The
-// zero Policy means "leave the scheduler alone".
+// Policy is a real-time scheduling policy with its static priority, or
+// the fair policy with a short slice. The zero Policy means "leave the
+// scheduler alone".
 type Policy struct {
 	// Kind is unix.SCHED_FIFO or unix.SCHED_RR (0, SCHED_OTHER, in the
 	// zero Policy).
 	Kind int
 	// Priority is the static priority, 1 (lowest) .. 99.
 	Priority int
+	// Slice, with Kind SCHED_OTHER, is the time slice the threads ask
+	// the fair scheduler (EEVDF) for, sched_attr.sched_runtime (Linux
+	// 6.12 or later): a shorter slice gives a woken thread an earlier
+	// deadline, so it preempts a thread running a longer one, without
+	// a larger share of the CPU.
+	Slice time.Duration
 }
 
 // IsZero reports whether p is the zero Policy.
@@ -47,6 +62,9 @@ func (p Policy) String() string {
 	case unix.SCHED_RR:
 		return "rr:" + strconv.Itoa(p.Priority)
 	}
+	if p.Slice > 0 {
+		return "slice:" + strconv.FormatInt(p.Slice.Microseconds(), 10)
+	}
 	return ""
 }
 
@@ -58,16 +76,23 @@ func Parse(s string) (Policy, error) {
 	}
 	name, prio, ok := strings.Cut(s, ":")
 	if !ok {
-		return Policy{}, fmt.Errorf("scheduling policy %q: want fifo:PRIO or rr:PRIO", s)
+		return Policy{}, fmt.Errorf("scheduling policy %q: want fifo:PRIO, rr:PRIO or slice:MICROSECONDS", s)
 	}
 	var p Policy
+	if strings.ToLower(name) == "slice" {
+		us, err := strconv.Atoi(prio)
+		if err != nil || us < 100 || us > 100000 {
+			return Policy{}, fmt.Errorf("scheduling policy %q: slice %q is not 100..100000 µs", s, prio)
+		}
+		return Policy{Slice: time.Duration(us) * time.Microsecond}, nil
+	}
 	switch strings.ToLower(name) {
 	case "fifo":
 		p.Kind = unix.SCHED_FIFO
 	case "rr":
 		p.Kind = unix.SCHED_RR
 	default:
-		return Policy{}, fmt.Errorf("scheduling policy %q: unknown policy %q (want fifo or rr)", s, name)
+		return Policy{}, fmt.Errorf("scheduling policy %q: unknown policy %q (want fifo, rr or slice)", s, name)
 	}
 	n, err := strconv.Atoi(prio)
 	if err != nil || n < 1 || n > 99 {
@@ -113,7 +138,7 @@ func (p Policy) Apply(pid int) (int, error) {
 				continue
 			}
 			fresh = true
-			attr := unix.SchedAttr{Policy: uint32(p.Kind), Priority: uint32(p.Priority)}
+			attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(p.Kind), Priority: uint32(p.Priority), Runtime: uint64(p.Slice)}
 			switch err := unix.SchedSetAttr(tid, &attr, 0); {
 			case err == nil:
 				set[tid] = true
@@ -146,7 +171,7 @@ func (p Policy) Count(pid int) (under, total int, err error) {
 			return under, total, fmt.Errorf("sched_getattr thread %d of process %d: %w", tid, pid, err)
 		}
 		total++
-		if int(attr.Policy) == p.Kind && int(attr.Priority) == p.Priority {
+		if int(attr.Policy) == p.Kind && int(attr.Priority) == p.Priority && (p.Slice == 0 || attr.Runtime == uint64(p.Slice)) {
 			under++
 		}
 	}

@@ -20,9 +20,9 @@ func TestParse(t *testing.T) {
 		err  string
 	}{
 		{"", Policy{}, ""},
-		{"fifo:10", Policy{unix.SCHED_FIFO, 10}, ""},
-		{"FIFO:1", Policy{unix.SCHED_FIFO, 1}, ""},
-		{"rr:99", Policy{unix.SCHED_RR, 99}, ""},
+		{"fifo:10", Policy{Kind: unix.SCHED_FIFO, Priority: 10}, ""},
+		{"FIFO:1", Policy{Kind: unix.SCHED_FIFO, Priority: 1}, ""},
+		{"rr:99", Policy{Kind: unix.SCHED_RR, Priority: 99}, ""},
 		{"fifo", Policy{}, "want fifo:PRIO"},
 		{"fifo:0", Policy{}, "not 1..99"},
 		{"fifo:100", Policy{}, "not 1..99"},
@@ -30,6 +30,9 @@ func TestParse(t *testing.T) {
 		{"fifo:x", Policy{}, "not 1..99"},
 		{"deadline:5", Policy{}, "unknown policy"},
 		{"other:0", Policy{}, "unknown policy"},
+		{"slice:200", Policy{Slice: 200 * time.Microsecond}, ""},
+		{"slice:99", Policy{}, "not 100..100000"},
+		{"slice:100001", Policy{}, "not 100..100000"},
 	} {
 		got, err := Parse(tc.in)
 		if tc.err != "" {
@@ -152,10 +155,11 @@ func (c *childProc) expect(t *testing.T, line string) {
 
 // TestApply: every thread of a process is under the policy after Apply
 // (read back with sched_getattr), and threads it starts afterwards
-// inherit it.
+// inherit a real-time policy (Linux gives a new thread the default slice,
+// so Keep sets a slice on new threads itself).
 func TestApply(t *testing.T) {
 	requireRoot(t)
-	for _, spec := range []string{"fifo:10", "rr:5"} {
+	for _, spec := range []string{"fifo:10", "rr:5", "slice:200"} {
 		t.Run(spec, func(t *testing.T) {
 			p, err := Parse(spec)
 			if err != nil {
@@ -180,6 +184,12 @@ func TestApply(t *testing.T) {
 			if err != nil || int(pol.Policy) != p.Kind || int(pol.Priority) != p.Priority {
 				t.Fatalf("main thread: sched_getattr = %+v, %v; want policy %d priority %d", pol, err, p.Kind, p.Priority)
 			}
+			if p.Slice > 0 {
+				if pol.Runtime != uint64(p.Slice) {
+					t.Fatalf("main thread: slice %d ns, want %d", pol.Runtime, p.Slice)
+				}
+				return
+			}
 			fmt.Fprintln(c.stdin, "more")
 			c.expect(t, "more")
 			under2, total2, err := p.Count(pid)
@@ -197,7 +207,7 @@ func TestApply(t *testing.T) {
 // Keep's (a process that does not exist).
 func TestKeeper(t *testing.T) {
 	requireRoot(t)
-	p := Policy{unix.SCHED_FIFO, 3}
+	p := Policy{Kind: unix.SCHED_FIFO, Priority: 3}
 	c := startChild(t)
 	pid := c.cmd.Process.Pid
 	k, err := Keep(p, 10*time.Millisecond, pid)
