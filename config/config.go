@@ -51,6 +51,11 @@ type Config struct {
 	// a TUN queue and a socket each, one sealer and one opener); 0 (the
 	// field absent) means one per CPU, at most MaxLanes. See LaneCount.
 	Lanes int `yaml:"lanes"`
+	// Express runs the express lane: one more socket on the listen port
+	// and one more TUN queue, for the peers' sparse flows (pings, DNS,
+	// API calls), so that they do not wait behind a bulk flow at the
+	// receiver (router.Options.Express). nil means the default (on).
+	Express *bool `yaml:"express"`
 	// CoDel tunes the inside path's fair queue (package router/fq): a
 	// flow whose packets wait longer than Target for an Interval gets
 	// its head packets dropped or ECN-marked. Zero keeps fq's defaults

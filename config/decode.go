@@ -397,6 +397,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"clampMSS", d.boolPtr(&c.ClampMSS)},
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
 		{"lanes", d.intRange(&c.Lanes, 1, MaxLanes)},
+		{"express", d.boolPtr(&c.Express)},
 		{"codel", func(n *yaml.Node, path string) {
 			d.mapping(n, path, []field{
 				{"target", d.durationRange(&c.CoDel.Target, MinCoDelTarget, MaxCoDelTarget)},

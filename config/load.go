@@ -353,6 +353,12 @@ func (c *Config) EarlyDropEnabled() bool {
 	return c.EarlyDrop == nil || *c.EarlyDrop
 }
 
+// ExpressEnabled reports whether the gateway runs the express lane (the
+// default).
+func (c *Config) ExpressEnabled() bool {
+	return c.Express == nil || *c.Express
+}
+
 // ClampMSSEnabled reports whether TCP MSS clamping is on (the default).
 func (c *Config) ClampMSSEnabled() bool {
 	return c.ClampMSS == nil || *c.ClampMSS

@@ -41,7 +41,8 @@ type Options struct {
 	// Lanes overrides the config's lanes (router.Lane) when positive.
 	Lanes int
 	// NoExpress runs without the express lane (router.Options.Express,
-	// udp.ListenExpress): sparse flows then share the lanes' sockets.
+	// udp.ListenExpress) whatever the config's express says: sparse
+	// flows then share the lanes' sockets.
 	NoExpress bool
 	// Overrides replace fields of the config file at start and at every
 	// reload (run --gateway: one file for a DaemonSet's gateways).
@@ -101,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Lanes > 0 {
 		nlanes = o.Lanes
 	}
-	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, !o.NoExpress, log)
+	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, cfg.ExpressEnabled() && !o.NoExpress, log)
 	if err != nil {
 		return err
 	}

@@ -238,6 +238,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("earlyDrop", fmt.Sprint(old.EarlyDropEnabled()), fmt.Sprint(next.EarlyDropEnabled()))
 	same("codel", fmt.Sprint(old.CoDel), fmt.Sprint(next.CoDel))
 	same("lanes", laneString(old.Lanes), laneString(next.Lanes))
+	same("express", fmt.Sprint(old.ExpressEnabled()), fmt.Sprint(next.ExpressEnabled()))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)

@@ -15,7 +15,7 @@ func setupRun(fs *flag.FlagSet) action {
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (for performance work)")
-	express := fs.Bool("express", true, "run the express lane: a socket of its own for sparse flows (pings, DNS, API calls), so they do not wait behind bulk ones at the receiver")
+	express := fs.Bool("express", true, "with false, run without the express lane whatever the config's express says (the express lane: a socket and TUN queue of its own for sparse flows, so they do not wait behind bulk ones at the receiver)")
 	lanes := fs.Int("lanes", 0, "run `N` data-path lanes (TUN queues and sockets, 1..64) instead of the config's lanes (default one per CPU)")
 	gateway := fs.String("gateway", "", "run as gateway `NAME` of the config's site instead of the config's gateway (one config for a DaemonSet's gateways: --gateway=$(NODE_NAME))")
 	rekeyAfter := fs.Duration("rekey-after", 0, "rekey sessions after this `DURATION` instead of 2m (for tests; 0 keeps the default)")
