@@ -35,6 +35,17 @@
 // kernel steers datagrams to sockets by it, so one gateway pair's flows
 // spread over the receiver's cores while each flow stays in order.
 //
+// The express lane (sparse.go): each inside reader sorts flows by a token
+// bucket per flow hash bucket. A sparse flow (a ping, DNS, an API call)
+// skips the fair queue, and the reader seals and sends it at once with
+// lane byte 0xff; a gateway with an express lane (Options.Express, said
+// in its probes) has its kernel steer those to a socket of their own,
+// read by an outside loop of its own that writes to a TUN queue of its
+// own (Options.ExpressTUN), so they never wait behind a bulk flow's
+// datagrams in a lane socket. A flow that outgrows its bucket goes
+// through the fair queue from then on; express messages have their own
+// replay window.
+//
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes
 // its first fragment's hash from a small table, flows.go) and ranks the site's gateways by rendezvous hashing
@@ -148,6 +159,8 @@
 //     errors) go through write, one at a time.
 //   - loopHealth (health.go): one progress stamp per loop, each written
 //     by its loop, read by Healthy.
+//   - sparseFlows (sparse.go): one per inside lane, owned by its reader
+//     goroutine (no lock): which flows are sparse.
 //
 // Per peer, Peer (peer.go) names the writer of each field: keypairs under
 // its own lock, hs (peerHandshake) the handshake loop's alone.
