@@ -8,7 +8,9 @@ import (
 // pacer spaces the writes of one kind (the catalog's publications, the
 // release shards) at least an interval apart, counted from the end of the
 // last one. Its kind's one worker calls done; enqueuers and that worker
-// read wait.
+// read wait. Callers pass the wall clock (time.Now), not Options.Now:
+// the wait goes to the workqueue's AddAfter, which counts real time, and
+// a pacer on a test's frozen clock would re-queue its key forever.
 type pacer struct {
 	last atomic.Int64 // when the last write ended (UnixNano; 0: none)
 }
