@@ -440,7 +440,10 @@ type hopGroups struct {
 }
 
 // group reorders bufs and eps in place. It is O(len × hops), for the
-// few hops of one batch.
+// few hops of one batch: a full batch of 64 forwards costs 1.0 µs over 4
+// hops and 7.0 µs (109 ns a forward) over 64, a hub with one forward per
+// spoke gateway in a batch (BenchmarkHopGroups, 2-core machine with other
+// work running), with no allocation.
 func (g *hopGroups) group(bufs [][]byte, eps []netip.AddrPort) {
 	i := 1
 	for i < len(eps) && eps[i] == eps[i-1] {

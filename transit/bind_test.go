@@ -430,3 +430,29 @@ func TestSendFlowsByHub(t *testing.T) {
 		t.Fatalf("%.1f allocations per SendFlows of %d datagrams", allocs, len(bufs))
 	}
 }
+
+// BenchmarkHopGroups: the cost of grouping a full batch of 64 forwards by
+// next hop, from one hop (the common case: returns at once) to 64 (a hub
+// whose batch has one forward per spoke gateway, group's worst case).
+func BenchmarkHopGroups(b *testing.B) {
+	for _, hops := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("hops=%d", hops), func(b *testing.B) {
+			const n = 64
+			in := make([]netip.AddrPort, n)
+			for i := range in {
+				in[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(i % hops)}), 51820)
+			}
+			bufs := make([][]byte, n)
+			for i := range bufs {
+				bufs[i] = []byte{byte(i)}
+			}
+			eps := make([]netip.AddrPort, n)
+			var g hopGroups
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(eps, in)
+				g.group(bufs, eps)
+			}
+		})
+	}
+}
