@@ -32,9 +32,28 @@ func TestTwoSiteDataPath(t *testing.T) {
 		l.probe("b-node", "ping", "-src", podB6, "-count", "3", podA6)
 		l.transfer("a-node", podA6, "b-node", podB6, 7001, 4<<20)
 	})
-	t.Run("tcp 100MB checksummed", func(t *testing.T) {
+	t.Run("tcp 100MB checksummed, pings on the express lane", func(t *testing.T) {
 		l.t = t
+		sent := `bridgehead_express_datagrams_total{direction="sent"}`
+		recv := `bridgehead_express_datagrams_total{direction="received"}`
+		a0, b0 := metric(l.metrics("a"), sent), metric(l.metrics("b"), recv)
+		if a0 < 0 || b0 < 0 {
+			t.Fatalf("gateways do not export %s / %s", sent, recv)
+		}
 		l.transfer("a-node", podA, "b-node", podB, 7000, 100<<20)
+		// A bulk flow goes express only for its first burst (16 KiB)
+		// and its handshake: of ~75,000 datagrams, a few dozen.
+		d := metric(l.metrics("b"), recv) - b0
+		t.Logf("gateway B read %v datagrams on its express socket during the 100 MB transfer", d)
+		if d > 200 {
+			t.Errorf("gateway B read %v datagrams on its express socket during a 100 MB transfer, want a bulk flow's first burst only (<= 200)", d)
+		}
+		// Pings are sparse: each request and reply crosses on the
+		// express lanes (A sends, B receives, and back).
+		a1, b1 := metric(l.metrics("a"), sent), metric(l.metrics("b"), recv)
+		l.probe("a-node", "ping", "-src", podA, "-count", "5", podB)
+		l.waitMetric("a", sent, a1+5)
+		l.waitMetric("b", recv, b1+5)
 		l.transfer("b-node", podB, "a-node", podA, 7002, 10<<20)
 	})
 	t.Run("spoofed inner source dropped", func(t *testing.T) {

@@ -308,9 +308,13 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		var msg []byte
 		counter, ok := ctrs.take(kp, n-i)
 		if ok {
+			lb := laneByte(p, kp, flow, b.express)
 			var err error
-			msg, err = kp.SealLaneAt(b.bufs[i], padded, laneByte(p, kp, flow, b.express), counter)
+			msg, err = kp.SealLaneAt(b.bufs[i], padded, lb, counter)
 			ok = err == nil
+			if ok && lb == udp.ExpressLane {
+				r.xcount.sent.Add(1)
+			}
 		}
 		if !ok { // the session's counters are spent
 			r.drops.Add(Inside, ReasonExpired, 1)

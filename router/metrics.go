@@ -41,6 +41,7 @@ type Collector struct {
 	canDeliver     *prometheus.Desc
 	pathMTU        *prometheus.Desc
 	mtuDegraded    *prometheus.Desc
+	express        *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -68,6 +69,7 @@ func NewCollector(r *Router) *Collector {
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
 		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
+		express:        prometheus.NewDesc("bridgehead_express_datagrams_total", "Datagrams of the express lane: sent, sparse flows' packets sealed for a remote gateway's express lane; received, read from this gateway's express socket (with the handshakes and keepalives the kernel hashes there).", []string{"direction"}, nil),
 		fragMisses:     prometheus.NewDesc("bridgehead_fragments_unmatched_total", "Later IP fragments whose first fragment was not seen (reordered, or too many fragmented datagrams at once): hashed by addresses and protocol, they may take another of the site's gateways than their flow.", nil, nil),
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
@@ -84,7 +86,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express} {
 		ch <- d
 	}
 }
@@ -157,6 +159,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.hs.reach.unreachable.Load()))
 	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
+	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.xcount.sent.Load()), "sent")
+	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.xcount.received.Load()), "received")
 }
 
 func boolGauge(b bool) float64 {

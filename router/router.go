@@ -104,7 +104,9 @@ type Router struct {
 	lanes []*lane
 	// express is the express lane (Options.Express), nil without one;
 	// set by New. Its outside loop reads it; nothing reads its TUN.
+	// xcount counts its datagrams (expressCounts names the writers).
 	express *lane
+	xcount  expressCounts
 }
 
 // settings are the Router's sizes and timings, fixed by New from Options
