@@ -67,7 +67,6 @@ func newKeypair(kind CipherKind, sendKey, recvKey [KeySize]byte) (*Keypair, erro
 	return &Keypair{send: send, recv: recv}, nil
 }
 
-
 // ReserveCounters takes up to n consecutive send counters with one atomic
 // operation and returns the first and how many it took: fewer than n only
 // near RejectAfterMessages, and 0 once the keypair is exhausted. A sender
