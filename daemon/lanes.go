@@ -38,8 +38,10 @@ type laneDevices struct {
 func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, express bool, log *slog.Logger) (*laneDevices, error) {
 	var l laneDevices
 	var err error
-	if express && offload {
-		l.tuns, l.expressTUN = openExpressQueues(name, mtu, n, log)
+	if express {
+		if l.tuns, l.expressTUN, err = openExpressQueues(name, mtu, offload, n, log); err != nil {
+			return nil, err
+		}
 	}
 	if l.tuns == nil && n > 1 {
 		if l.tuns, err = openTUNQueues(name, mtu, offload, n, log); err != nil {
@@ -78,22 +80,26 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 	return &l, nil
 }
 
-// openExpressQueues opens n queues of a multi-queue interface with
-// offloads for the lanes and one more for the express lane, which it
-// detaches (it only writes). When that fails it logs why and returns
-// nothing, and the caller opens the lanes' queues as without express.
-func openExpressQueues(name string, mtu, n int, log *slog.Logger) ([]tun.Device, tun.Device) {
-	devs, err := tun.OpenOffloadQueues(tun.OffloadConfig{Name: name, MTU: mtu}, n+1, log)
-	if err == nil {
-		if err = tun.DetachQueue(devs[n]); err == nil {
-			return devs[:n], devs[n]
-		}
+// openExpressQueues opens n queues of a multi-queue interface for the
+// lanes (as openTUNQueues: offloads where possible, else the portable
+// backend) and one more for the express lane, which it detaches: it only
+// writes, and its writes must not steer flows (tun.DetachQueue). When the
+// kernel refuses to detach it logs why and returns no queues, and the
+// caller opens the lanes' queues as without express (the express lane
+// then writes to lane 0's queue).
+func openExpressQueues(name string, mtu int, offload bool, n int, log *slog.Logger) ([]tun.Device, tun.Device, error) {
+	devs, err := openTUNQueues(name, mtu, offload, n+1, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tun.DetachQueue(devs[n]); err != nil {
 		for _, d := range devs {
 			d.Close()
 		}
+		log.Warn("express lane writes to lane 0's TUN queue: no queue of its own", "interface", name, "err", err)
+		return nil, nil, nil
 	}
-	log.Warn("express lane writes to lane 0's TUN queue: no queue of its own", "interface", name, "err", err)
-	return nil, nil
+	return devs[:n], devs[n], nil
 }
 
 // openTUNQueues is openTUN for n > 1 queues.

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/router"
 )
 
 // siteC is a third site appended to gateway A's catalog. Its gateway is
@@ -96,7 +98,14 @@ func (l *lab) gatewayPID(site string) int {
 // its traffic is dropped as no_route.
 func TestReload(t *testing.T) {
 	l := startLab(t)
+	up := time.Now()
 	l.probe("a-node", "ping", "-src", podA, "-count", "1", podB)
+	// Both gateways initiate at start. When A's first initiation reaches
+	// B before B listens, A has its session from B's initiation and
+	// completes its own only at the retransmit, one RekeyTimeout plus
+	// jitter later: a startup handshake, not the reload's. Count from
+	// after that.
+	time.Sleep(time.Until(up.Add(router.RekeyTimeout + router.RekeyJitter + 200*time.Millisecond)))
 	completed := `bridgehead_handshakes_total{result="completed"}`
 	hsA := metric(l.metrics("a"), completed)
 	orig := l.readConfig("a")

@@ -109,19 +109,28 @@ func openQueue(name string) (int, error) {
 }
 
 // DetachQueue takes d, a queue of a multi-queue interface
-// (OpenOffloadQueues), out of the kernel's choice of queue for the
-// packets it routes into the interface (TUNSETQUEUE with
+// (OpenOffloadQueues, OpenWaterQueues), out of the kernel's choice of
+// queue for the packets it routes into the interface (TUNSETQUEUE with
 // IFF_DETACH_QUEUE), so that nothing is ever queued on it for reading;
 // packets written to it still enter the stack. A router lane that only
 // writes (the express lane) so gets a queue of its own without taking
-// flows from the lanes that read. Do not Read d afterwards: it would wait
-// forever.
+// flows from the lanes that read. Writes on a detached queue also leave
+// the kernel's flow table alone (tun_get_user hashes a packet for it
+// only on an attached queue); on an attached one each write points the
+// flow's packets back to that queue, so an express lane writing the
+// first packets of every flow to lane 0's queue would pull their replies
+// onto lane 0. Do not Read d afterwards: it would wait forever.
 func DetachQueue(d Device) error {
-	o, ok := d.(*Offload)
-	if !ok {
-		return fmt.Errorf("tun: detach queue: %T is not a queue of OpenOffloadQueues", d)
+	var f *os.File
+	switch q := d.(type) {
+	case *Offload:
+		f = q.dev.File()
+	case *Water:
+		f = q.file
+	default:
+		return fmt.Errorf("tun: detach queue: %T is not a queue of a multi-queue interface", d)
 	}
-	sc, err := o.dev.File().SyscallConn()
+	sc, err := f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("tun: detach queue: %w", err)
 	}
