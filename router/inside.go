@@ -313,7 +313,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			msg, err = kp.SealLaneAt(b.bufs[i], padded, lb, counter)
 			ok = err == nil
 			if ok && lb == udp.ExpressLane {
-				r.xcount.sent.Add(1)
+				r.express.count.sent.Add(1)
 			}
 		}
 		if !ok { // the session's counters are spent

@@ -75,12 +75,12 @@ func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device
 		}
 		// Only an outside loop runs on it: it writes to its own TUN
 		// queue, else to lane 0's.
-		r.express = &lane{tun: &r.tun, bind: express, health: new(loopHealth)}
+		r.express.lane = &lane{tun: &r.tun, bind: express, health: new(loopHealth)}
 		if expressTUN != nil {
 			if expressTUN.MTU() != r.set.mtu {
 				return fmt.Errorf("router: express TUN MTU %d, lane 0 has %d", expressTUN.MTU(), r.set.mtu)
 			}
-			r.express.tun = &tunDevice{Device: expressTUN}
+			r.express.lane.tun = &tunDevice{Device: expressTUN}
 		}
 	}
 	return nil
@@ -96,8 +96,8 @@ func (r *Router) startLanes(start func(string, func(context.Context) error)) {
 		start(fmt.Sprintf("inside %d", i+1), func(ctx context.Context) error { return r.insideLane(ctx, l) })
 		start(fmt.Sprintf("outside %d", i+1), func(ctx context.Context) error { return r.outsideLane(ctx, l) })
 	}
-	if r.express != nil {
-		start("outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express) })
+	if r.express.lane != nil {
+		start("outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express.lane) })
 	}
 }
 
@@ -107,10 +107,10 @@ func (r *Router) closeLanes() {
 		l.tun.Close()
 		l.bind.Close()
 	}
-	if r.express != nil {
-		r.express.bind.Close()
-		if r.express.tun != &r.tun {
-			r.express.tun.Close()
+	if r.express.lane != nil {
+		r.express.lane.bind.Close()
+		if r.express.lane.tun != &r.tun {
+			r.express.lane.tun.Close()
 		}
 	}
 }
@@ -127,8 +127,8 @@ func (r *Router) lanesHealthy(now time.Time) error {
 			return fmt.Errorf("lane %d: %w", i+1, err)
 		}
 	}
-	if r.express != nil {
-		if err := r.express.health.check(ns); err != nil {
+	if r.express.lane != nil {
+		if err := r.express.lane.health.check(ns); err != nil {
 			return fmt.Errorf("express lane: %w", err)
 		}
 	}

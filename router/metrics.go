@@ -159,8 +159,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.hs.reach.unreachable.Load()))
 	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
-	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.xcount.sent.Load()), "sent")
-	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.xcount.received.Load()), "received")
+	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.sent.Load()), "sent")
+	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.received.Load()), "received")
 }
 
 func boolGauge(b bool) float64 {

@@ -84,8 +84,8 @@ func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 		}
 		now := r.clock.Now()
 		l.health.outside.Store(r.mono.ns(now))
-		if l == r.express {
-			r.xcount.received.Add(uint64(n))
+		if l == r.express.lane {
+			r.express.count.received.Add(uint64(n))
 		}
 		r.receiveBatch(b, n, now)
 		l.health.outside.Store(0)

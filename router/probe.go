@@ -109,7 +109,7 @@ func newProber(r *Router) *prober {
 // flags are the flags this gateway sends in every control message.
 func (pr *prober) flags() byte {
 	var f byte = flagLanes
-	if pr.r.express != nil {
+	if pr.r.express.lane != nil {
 		f |= flagExpress
 	}
 	if pr.r.set.noLaneBytes {

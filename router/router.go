@@ -102,11 +102,8 @@ type Router struct {
 
 	// lanes are the data path's lanes, lane 0 first (lanes.go); set by New.
 	lanes []*lane
-	// express is the express lane (Options.Express), nil without one;
-	// set by New. Its outside loop reads it; nothing reads its TUN.
-	// xcount counts its datagrams (expressCounts names the writers).
-	express *lane
-	xcount  expressCounts
+	// express is the express lane and its counts (sparse.go).
+	express expressPart
 }
 
 // settings are the Router's sizes and timings, fixed by New from Options
@@ -186,7 +183,7 @@ func New(o Options) (*Router, error) {
 		return nil, err
 	}
 	r.index.lanes = len(r.lanes)
-	r.index.express = r.express != nil
+	r.index.express = r.express.lane != nil
 	r.icmp = newICMPResponder(&r.tun, &r.drops, r.set.mtu, ratelimit.New(ICMPRate, ICMPBurst, 4096, r.clock.Now))
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices

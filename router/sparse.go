@@ -43,6 +43,15 @@ const (
 	sparseRefill = int64(sparseBurst) * 1e9 / sparseRate
 )
 
+// expressPart is the Router's express lane: lane is nil without one
+// (Options.Express), set by New; its outside loop reads it and nothing
+// reads its TUN. count counts its datagrams (expressCounts names the
+// writers).
+type expressPart struct {
+	lane  *lane
+	count expressCounts
+}
+
 // expressCounts counts the express lane's datagrams for the metrics:
 // sent, sealed with lane byte udp.ExpressLane by any inside reader;
 // received, read from this gateway's express socket by its outside loop
