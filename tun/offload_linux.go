@@ -89,6 +89,8 @@ type Offload struct {
 
 	wmu   sync.Mutex
 	wbufs [][]byte // Write's view of the caller's bufs, reused
+
+	waiter *queueWaiter // WaitReadable's; the reading goroutine's
 }
 
 var _ Device = (*Offload)(nil)

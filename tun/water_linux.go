@@ -43,6 +43,7 @@ type Water struct {
 	cfg    WaterConfig
 	name   string
 	closed atomic.Bool
+	waiter *queueWaiter // WaitReadable's; the reading goroutine's
 }
 
 var _ Device = (*Water)(nil)

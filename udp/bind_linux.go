@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bridgehead/bridgehead/internal/threadwait"
 	"net"
 	"net/netip"
 	"runtime"
@@ -97,6 +98,7 @@ type LinuxBind struct {
 	recvMu  sync.Mutex
 	recv    *recvState
 	groRecv *groState
+	waiter  *threadwait.Poller // WaitReadable's, under recvMu
 
 	sendPool chan *sendState
 }
@@ -173,6 +175,7 @@ func Listen(addr netip.AddrPort, opts Options) (*LinuxBind, error) {
 		local:    local,
 		batch:    batch,
 		gro:      gro,
+		waiter:   threadwait.New(),
 		sendPool: make(chan *sendState, maxSendStates),
 	}
 	b.gso.Store(gso)
