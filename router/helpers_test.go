@@ -80,8 +80,10 @@ type gateway struct {
 	// filter, if set before start, is the router's KernelFilter; a
 	// *recordingFilter also gets the router, to check ordering.
 	filter KernelFilter
-	done   chan error
-	stop   context.CancelFunc
+	// opts, if set before start, changes the router's Options.
+	opts func(*Options)
+	done chan error
+	stop context.CancelFunc
 }
 
 func newIdentity(t testing.TB, cipher bhcrypto.CipherKind) *bhcrypto.Identity {
@@ -181,7 +183,11 @@ func (g *gateway) start(t *testing.T, cfg *Config) {
 	if g.dev != nil {
 		dev = g.dev
 	}
-	r, err := New(Options{TUN: dev, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t), Filter: g.filter})
+	o := Options{TUN: dev, Bind: g.bind, Identity: g.id, Clock: g.clock, Logger: testLogger(t), Filter: g.filter}
+	if g.opts != nil {
+		g.opts(&o)
+	}
+	r, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,6 +97,11 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		xslots: make([]int32, 0, bs),
 	}
 	p.xbatch.run = newSealRun(l.bind, bs)
+	if r.express.steered {
+		// The kernel sorts flows and the express lane reads the
+		// sparse ones (express.go): what reaches this queue is bulk.
+		p.sparse = nil
+	}
 	p.batch.run = p.run
 	p.freed.L = &p.mu
 	for i := range p.pool {

@@ -98,6 +98,9 @@ func (r *Router) startLanes(start func(string, func(context.Context) error)) {
 	}
 	if r.express.lane != nil {
 		start("outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express.lane) })
+		if r.express.steered {
+			start("inside express", func(ctx context.Context) error { return r.expressInside(ctx, r.express.lane) })
+		}
 	}
 }
 

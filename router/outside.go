@@ -65,9 +65,15 @@ func (r *Router) outsideLoop(ctx context.Context) error {
 func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 	b := r.newOutsideBatch()
 	b.lane = l
+	wait, release := r.expressOutsideWait(l)
+	defer release()
 	failures := 0
 	for {
-		n, err := l.bind.Receive(b.bufs, b.sizes, b.eps)
+		var n int
+		err := waitThen(wait)
+		if err == nil {
+			n, err = l.bind.Receive(b.bufs, b.sizes, b.eps)
+		}
 		if err != nil {
 			if errors.Is(err, udp.ErrClosed) || ctx.Err() != nil {
 				return nil

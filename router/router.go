@@ -56,6 +56,18 @@ type Options struct {
 	// loop, whose writes of bulk batches it then waits for. Owned like
 	// TUN.
 	ExpressTUN tun.Device
+	// ExpressSteered says that the kernel itself steers sparse flows
+	// into ExpressTUN (package steer's program on the interface), which
+	// is then attached for reading: the express lane also reads it and
+	// seals and sends every packet at once, and the other lanes' readers
+	// no longer sort flows (express.go). Needs Express and ExpressTUN.
+	ExpressSteered bool
+	// ExpressPriority, if positive, is the SCHED_FIFO priority (1-99) of
+	// the express lane's loops: each runs on an OS thread of its own that
+	// waits for packets in the kernel, so that a sparse packet is
+	// handled the moment it arrives, ahead of the bulk lanes' threads
+	// (express.go). Zero: ordinary threads and Go's poller.
+	ExpressPriority int
 	// FIFOInside runs the inside path without the fair queue: the reader
 	// seals bulk reads itself and hands single packets to the sealer in
 	// read order (insidePipe), as before the fair queue. For comparisons
@@ -180,6 +192,9 @@ func New(o Options) (*Router, error) {
 	}
 	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
 	if err := r.initLanes(o.Lanes, o.Express, o.ExpressTUN); err != nil {
+		return nil, err
+	}
+	if err := r.express.configure(o); err != nil {
 		return nil, err
 	}
 	r.index.lanes = len(r.lanes)

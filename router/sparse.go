@@ -1,7 +1,5 @@
 package router
 
-import "sync/atomic"
-
 // Sparse flows and the express lane.
 //
 // A bulk flow keeps a standing queue in every FIFO on its way that it
@@ -42,24 +40,6 @@ const (
 	// sparseRefill is how long an empty bucket takes to fill.
 	sparseRefill = int64(sparseBurst) * 1e9 / sparseRate
 )
-
-// expressPart is the Router's express lane: lane is nil without one
-// (Options.Express), set by New; its outside loop reads it and nothing
-// reads its TUN. count counts its datagrams (expressCounts names the
-// writers).
-type expressPart struct {
-	lane  *lane
-	count expressCounts
-}
-
-// expressCounts counts the express lane's datagrams for the metrics:
-// sent, sealed with lane byte udp.ExpressLane by any inside reader;
-// received, read from this gateway's express socket by its outside loop
-// (with what the kernel hashes there: handshakes, keepalives). Sparse
-// flows send little, so these shared atomics stay off the bulk path.
-type expressCounts struct {
-	sent, received atomic.Uint64
-}
 
 // sparseFlows sorts one inside lane's flows into sparse and bulk. Its
 // reader goroutine owns it: no lock.

@@ -3,6 +3,7 @@ package transit
 import (
 	"net/netip"
 	"sync"
+	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/udp"
@@ -474,3 +475,18 @@ const (
 	errNoHub  = errorString("transit: no hub gateway with a session toward the destination")
 	errTooBig = errorString("transit: datagram too large to relay")
 )
+
+// WaitReadable waits as the inner bind's WaitReadable does (a real-time
+// loop's wait in the kernel, see udp.LinuxBind.WaitReadable) and reports
+// true at once when the inner bind cannot wait so. Receive never keeps
+// datagrams back between calls, so the inner socket is all there is to
+// wait for.
+func (b *Bind) WaitReadable(timeout time.Duration) (bool, error) {
+	w, ok := b.inner.(interface {
+		WaitReadable(time.Duration) (bool, error)
+	})
+	if !ok {
+		return true, nil
+	}
+	return w.WaitReadable(timeout)
+}

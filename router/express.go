@@ -1,0 +1,179 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/bridgehead/bridgehead/tun"
+)
+
+// The express lane's loops.
+//
+// Sorting flows (sparse.go) keeps a sparse packet out of the bulk queues,
+// but on a gateway whose cores are busy with a bulk flow, the loop that
+// handles it must also get a core at once. Two things delay it:
+//
+//   - Go's poller: a goroutine waiting for a socket or a TUN queue is
+//     made runnable by whichever thread next polls, and then waits for a
+//     thread and a P of its own; under load that is the scheduler's
+//     next look, up to milliseconds away.
+//   - The kernel's scheduler: the woken thread waits for a core behind
+//     the bulk lanes' threads, whose TUN writes carry the pods' TCP work.
+//
+// With ExpressPriority the express lane's loops each lock an OS thread
+// of their own, give it SCHED_FIFO at that priority, and wait for packets
+// in the kernel (WaitReadable, package threadwait): the kernel wakes that
+// thread, which preempts the bulk threads (at their next preemption
+// point), and reads without blocking. The loop keeps its thread to itself
+// (runtime.LockOSThread without unlock) and gives it its ordinary policy
+// back when it ends, and threads the runtime creates from it start as
+// ordinary ones (SCHED_RESET_ON_FORK), so the priority never reaches
+// other goroutines (TestExpressLoops counts the real-time threads). The express lane only ever carries sparse flows,
+// each within its token bucket and all within the steering program's
+// aggregate bucket, so a real-time thread cannot starve the others.
+//
+// With ExpressSteered the sender's side has such a loop too: the kernel's
+// steering program (package steer) puts sparse flows on the express TUN
+// queue, which expressInside reads and seals at once. Without it the
+// bulk lanes' readers sort flows themselves (enqueueRead), and a sparse
+// packet first waits for its lane's reader.
+
+// expressWaitTimeout bounds one wait in the kernel: how long a closed
+// device may hold its loop (and Close) before the loop notices.
+const expressWaitTimeout = 100 * time.Millisecond
+
+// expressPart is the Router's express lane: lane is nil without one
+// (Options.Express), set by New like steered and priority; its outside
+// loop reads lane's socket, and with steered its inside loop reads lane's
+// TUN queue. count counts its datagrams (expressCounts names the
+// writers).
+type expressPart struct {
+	lane     *lane
+	steered  bool
+	priority int
+	count    expressCounts
+}
+
+// expressCounts counts the express lane's datagrams for the metrics:
+// sent, sealed with lane byte udp.ExpressLane by any inside reader;
+// received, read from this gateway's express socket by its outside loop
+// (with what the kernel hashes there: handshakes, keepalives). Sparse
+// flows send little, so these shared atomics stay off the bulk path.
+type expressCounts struct {
+	sent, received atomic.Uint64
+}
+
+// configure checks and takes the express options; New calls it after
+// initLanes.
+func (e *expressPart) configure(o Options) error {
+	if o.ExpressPriority < 0 || o.ExpressPriority > 99 {
+		return fmt.Errorf("router: express priority %d: want 0 (none) or a SCHED_FIFO priority 1-99", o.ExpressPriority)
+	}
+	if o.ExpressSteered && (o.Express == nil || o.ExpressTUN == nil) {
+		return errors.New("router: ExpressSteered needs Express and ExpressTUN")
+	}
+	e.steered, e.priority = o.ExpressSteered, o.ExpressPriority
+	return nil
+}
+
+// readWaiter is a device whose reads a real-time loop waits for in the
+// kernel (udp.LinuxBind, tun.Offload, tun.Water, transit.Bind).
+type readWaiter interface {
+	WaitReadable(timeout time.Duration) (bool, error)
+}
+
+// expressThread prepares the calling goroutine to run an express loop
+// named name: with a priority, it locks the goroutine to its OS thread
+// for good and makes the thread SCHED_FIFO, and returns a wait to call
+// before each read of dev (nil: read as usual, when there is no priority
+// or dev cannot wait in the kernel) and a release for the loop to defer,
+// which gives the thread its ordinary policy back. A thread that may not
+// be made real-time (no CAP_SYS_NICE) still waits in the kernel; the
+// failure is logged once per loop.
+func (r *Router) expressThread(name string, dev any) (wait func() error, release func()) {
+	release = func() {}
+	if r.express.priority == 0 {
+		return nil, release
+	}
+	w, ok := dev.(readWaiter)
+	if !ok {
+		return nil, release
+	}
+	release, err := realtimeThread(r.express.priority)
+	if err != nil {
+		r.log.Warn("express lane runs without real-time priority", "loop", name, "priority", r.express.priority, "err", err)
+	}
+	return func() error {
+		for {
+			ready, err := w.WaitReadable(expressWaitTimeout)
+			if err != nil || ready {
+				return err
+			}
+		}
+	}, release
+}
+
+// expressInside is the express lane's inside loop (with ExpressSteered):
+// it reads the express TUN queue, where the kernel puts sparse flows
+// only, and seals and sends every packet at once on the express socket,
+// with the express lane byte toward peers that have one. It owns its
+// batch; it returns when the TUN is closed or fails for good.
+func (r *Router) expressInside(ctx context.Context, l *lane) error {
+	wait, release := r.expressThread("inside express", l.tun.Device)
+	defer release()
+	bs := max(l.tun.BatchSize(), 1)
+	b := &insideBatch{bufs: make([][]byte, bs), sizes: make([]int, bs), express: true}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, r.set.bufSize)
+	}
+	b.run = newSealRun(l.bind, bs)
+	failures := 0
+	for {
+		var n int
+		err := waitThen(wait)
+		if err == nil {
+			n, err = l.tun.Read(b.bufs, b.sizes, bufHeadroom)
+		}
+		if err != nil {
+			if errors.Is(err, tun.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			r.drops.Add(Inside, ReasonTUNReadError, 1)
+			if failures++; failures >= maxConsecutiveErrors {
+				return fmt.Errorf("express TUN read failed %d times in a row: %w", failures, err)
+			}
+			if n == 0 {
+				continue
+			}
+		} else {
+			failures = 0
+		}
+		now := r.clock.Now()
+		ns := r.mono.ns(now)
+		l.health.inside.Store(ns)
+		b.run.now = ns
+		r.route(b, n, now)
+		r.flushInside(b.run)
+		l.health.inside.Store(0)
+	}
+}
+
+// waitThen calls wait, if any.
+func waitThen(wait func() error) error {
+	if wait == nil {
+		return nil
+	}
+	return wait()
+}
+
+// expressOutsideWait is outsideLane's wait before each receive and its
+// release: the express lane's (expressThread); none for the other lanes.
+func (r *Router) expressOutsideWait(l *lane) (wait func() error, release func()) {
+	if l != r.express.lane {
+		return nil, func() {}
+	}
+	return r.expressThread("outside express", l.bind)
+}

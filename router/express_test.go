@@ -1,0 +1,119 @@
+package router
+
+import (
+	"bytes"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/tun"
+	"github.com/bridgehead/bridgehead/udp"
+	"golang.org/x/sys/unix"
+)
+
+// fifoThreads counts this process's SCHED_FIFO threads by priority.
+func fifoThreads(t *testing.T) map[int]int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]int{}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		attr, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		if attr.Policy == unix.SCHED_FIFO {
+			got[int(attr.Priority)]++
+		}
+	}
+	return got
+}
+
+// TestExpressLoops runs A with a steered express lane (the kernel's
+// steering program is stood in for by injecting into A's express TUN
+// queue) and B with an unsteered one, each with a real-time priority of
+// its own, on loopback express socket groups. A packet on A's express
+// queue crosses on the express lane: A seals it at once with the express
+// lane byte, B's express socket receives it. The express loops that wait
+// on kernel devices (both outside loops; A's inside loop reads a channel
+// TUN, which cannot) run on SCHED_FIFO threads of their own, which exit
+// with the routers.
+func TestExpressLoops(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_SYS_NICE) for SCHED_FIFO; runs in CI")
+	}
+	if n := len(fifoThreads(t)); n != 0 {
+		t.Fatalf("%d real-time threads before the routers start", n)
+	}
+	gws := newGateways(t, bhcrypto.AESGCM, nil, "bh-a", "bh-b")
+	a, b := gws[0], gws[1]
+	xs := make([]*udp.LinuxBind, 2)
+	for i, g := range gws {
+		g.bind.Close()
+		lanes, x, err := udp.ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), 1, udp.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.bind, xs[i] = lanes[0], x
+	}
+	ax := tun.NewChannel("bh-ax", 1420)
+	a.opts = func(o *Options) {
+		o.Express, o.ExpressTUN, o.ExpressSteered, o.ExpressPriority = xs[0], ax, true, 7
+	}
+	b.opts = func(o *Options) { o.Express, o.ExpressPriority = xs[1], 8 }
+	cfgA := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	cfgB := twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
+	a.start(t, cfgA)
+	b.start(t, cfgB)
+
+	// Until A has heard from B that it has an express lane (probes),
+	// A's packets go on B's lane socket: send until one goes express.
+	inject := func() {
+		t.Helper()
+		if err := ax.Inject(udpPacket(t, podA, podB, []byte("ping"))); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.expectPacket(t); !bytes.Contains(got, []byte("ping")) {
+			t.Fatalf("B delivered % x, want the injected packet", got)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for a.r.express.count.sent.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("A sent nothing on the express lane in 10 s")
+		}
+		inject()
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Now every packet goes express, and B reads it from its express
+	// socket (which may also get a handshake: at least one more).
+	sent, received := a.r.express.count.sent.Load(), b.r.express.count.received.Load()
+	inject()
+	if d := a.r.express.count.sent.Load() - sent; d != 1 {
+		t.Errorf("A sent %d express datagrams for one packet, want 1", d)
+	}
+	if b.r.express.count.received.Load() == received {
+		t.Error("B delivered the packet, but not from its express socket")
+	}
+	if got, want := fifoThreads(t), map[int]int{7: 1, 8: 1}; got[7] != want[7] || got[8] != want[8] || len(got) != len(want) {
+		t.Errorf("SCHED_FIFO threads by priority %v, want %v (A's and B's outside express loops)", got, want)
+	}
+	a.close(t)
+	b.close(t)
+	deadline = time.Now().Add(5 * time.Second)
+	for len(fifoThreads(t)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("real-time threads left after the routers stopped: %v", fifoThreads(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
