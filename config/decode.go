@@ -337,6 +337,17 @@ func (d *decoder) intRange(dst *int, lo, hi int) func(*yaml.Node, string) {
 	}
 }
 
+// intPtrRange is intRange for a setting whose absence means its default.
+func (d *decoder) intPtrRange(dst **int, lo, hi int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v := -1
+		d.intRange(&v, lo, hi)(n, path)
+		if v >= lo && v <= hi {
+			*dst = &v
+		}
+	}
+}
+
 func (d *decoder) mtu(dst *MTU) func(*yaml.Node, string) {
 	return func(n *yaml.Node, path string) {
 		s, ok := d.scalar(n, path)
@@ -398,6 +409,7 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"earlyDrop", d.boolPtr(&c.EarlyDrop)},
 		{"lanes", d.intRange(&c.Lanes, 1, MaxLanes)},
 		{"express", d.boolPtr(&c.Express)},
+		{"expressPriority", d.intPtrRange(&c.ExpressPriority, 0, 99)},
 		{"codel", func(n *yaml.Node, path string) {
 			d.mapping(n, path, []field{
 				{"target", d.durationRange(&c.CoDel.Target, MinCoDelTarget, MaxCoDelTarget)},

@@ -359,6 +359,24 @@ func (c *Config) ExpressEnabled() bool {
 	return c.Express == nil || *c.Express
 }
 
+// DefaultExpressPriority is the express lane's SCHED_FIFO priority when
+// the config does not set one: low among real-time priorities (the
+// kernel's own threads that need one run at 50), above every ordinary
+// thread.
+const DefaultExpressPriority = 10
+
+// ExpressPriorityOrDefault is the express lane's SCHED_FIFO priority (0:
+// none). Without the express lane it is 0.
+func (c *Config) ExpressPriorityOrDefault() int {
+	switch {
+	case !c.ExpressEnabled():
+		return 0
+	case c.ExpressPriority == nil:
+		return DefaultExpressPriority
+	}
+	return *c.ExpressPriority
+}
+
 // ClampMSSEnabled reports whether TCP MSS clamping is on (the default).
 func (c *Config) ClampMSSEnabled() bool {
 	return c.ClampMSS == nil || *c.ClampMSS

@@ -144,7 +144,8 @@ func Run(ctx context.Context, o Options) error {
 	if ld.express != nil {
 		express = transit.NewBind(ld.express, table, hub, mtu)
 	}
-	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
+	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN,
+		ExpressSteered: ld.steered, ExpressPriority: cfg.ExpressPriorityOrDefault(), Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
 		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
 	if err != nil {
 		ld.close()

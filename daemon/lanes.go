@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/bridgehead/bridgehead/steer"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -22,10 +23,13 @@ type laneDevices struct {
 	// express is the express socket (udp.ListenExpress,
 	// router.Options.Express), nil without one.
 	express *udp.LinuxBind
-	// expressTUN is the express lane's TUN queue, detached
-	// (tun.DetachQueue): it only writes. Nil without offloads: the
+	// expressTUN is the express lane's TUN queue. With steered, the
+	// kernel's steering program (package steer) queues sparse flows on
+	// it and the express lane reads it too; without, it is detached
+	// (tun.DetachQueue) and only written. Nil when neither works: the
 	// express lane then writes to lane 0's queue.
 	expressTUN tun.Device
+	steered    bool
 }
 
 // openLanes opens n lanes: with n == 1 a plain TUN, with more n queues
@@ -39,7 +43,7 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 	var l laneDevices
 	var err error
 	if express {
-		if l.tuns, l.expressTUN, err = openExpressQueues(name, mtu, offload, n, log); err != nil {
+		if l.tuns, l.expressTUN, l.steered, err = openExpressQueues(name, mtu, offload, n, log); err != nil {
 			return nil, err
 		}
 	}
@@ -60,7 +64,7 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 			l.close()
 			return nil, fmt.Errorf("listen %s: %w", listen, err)
 		}
-		log.Info("data path lanes", "lanes", n, "express", true, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
+		log.Info("data path lanes", "lanes", n, "express", true, "steered", l.steered, "interface", l.tuns[0].Name(), "listen", l.binds[0].LocalAddr())
 		return &l, nil
 	}
 	if n == 1 {
@@ -82,24 +86,46 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 
 // openExpressQueues opens n queues of a multi-queue interface for the
 // lanes (as openTUNQueues: offloads where possible, else the portable
-// backend) and one more for the express lane, which it detaches: it only
-// writes, and its writes must not steer flows (tun.DetachQueue). When the
-// kernel refuses to detach it logs why and returns no queues, and the
-// caller opens the lanes' queues as without express (the express lane
-// then writes to lane 0's queue).
-func openExpressQueues(name string, mtu int, offload bool, n int, log *slog.Logger) ([]tun.Device, tun.Device, error) {
+// backend) and one more for the express lane. It attaches a steering
+// program (package steer) that queues sparse flows on the express queue
+// and the others on the first n by their hash; the express lane reads
+// and writes that queue (steered). Where the kernel refuses the program
+// it logs why and detaches the express queue instead, which the express
+// lane then only writes, and whose writes must not steer flows
+// (tun.DetachQueue). When the kernel refuses that too it logs why and
+// returns no queues, and the caller opens the lanes' queues as without
+// express (the express lane then writes to lane 0's queue).
+func openExpressQueues(name string, mtu int, offload bool, n int, log *slog.Logger) (lanes []tun.Device, express tun.Device, steered bool, err error) {
 	devs, err := openTUNQueues(name, mtu, offload, n+1, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	err = steerExpress(devs[0], n)
+	if err == nil {
+		return devs[:n], devs[n], true, nil
+	}
+	log.Warn("express lane: the kernel does not steer sparse flows to it; the lanes' readers sort flows", "interface", name, "err", err)
 	if err := tun.DetachQueue(devs[n]); err != nil {
 		for _, d := range devs {
 			d.Close()
 		}
 		log.Warn("express lane writes to lane 0's TUN queue: no queue of its own", "interface", name, "err", err)
-		return nil, nil, nil
+		return nil, nil, false, nil
 	}
-	return devs[:n], devs[n], nil
+	return devs[:n], devs[n], false, nil
+}
+
+// steerExpress loads the steering program for n lanes and the express
+// queue and attaches it to dev's interface. The interface keeps the
+// program (and its maps) for as long as it exists; this process's
+// handles are closed at once.
+func steerExpress(dev tun.Device, n int) error {
+	prog, err := steer.Load(steer.Config{Queues: n})
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	return tun.SetSteering(dev, prog.FD())
 }
 
 // openTUNQueues is openTUN for n > 1 queues.

@@ -239,6 +239,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("codel", fmt.Sprint(old.CoDel), fmt.Sprint(next.CoDel))
 	same("lanes", laneString(old.Lanes), laneString(next.Lanes))
 	same("express", fmt.Sprint(old.ExpressEnabled()), fmt.Sprint(next.ExpressEnabled()))
+	same("expressPriority", fmt.Sprint(old.ExpressPriorityOrDefault()), fmt.Sprint(next.ExpressPriorityOrDefault()))
 	same("cluster.name", old.Cluster.Name, next.Cluster.Name)
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)

@@ -71,7 +71,7 @@ func TestUnitKeys(t *testing.T) {
 		{"Service", "WatchdogSec", "30s"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "RuntimeDirectory", "bridgehead"},
-		{"Service", "CapabilityBoundingSet", "CAP_NET_ADMIN CAP_BPF"},
+		{"Service", "CapabilityBoundingSet", "CAP_NET_ADMIN CAP_BPF CAP_SYS_NICE"},
 		{"Service", "SystemCallFilter", "bpf"},
 		{"Service", "NoNewPrivileges", "yes"},
 		{"Service", "ProtectSystem", "strict"},
@@ -91,14 +91,15 @@ func TestUnitKeys(t *testing.T) {
 	}
 	// Settings that would break the gateway.
 	forbidden := []struct{ section, key, value string }{
-		{"Service", "PrivateDevices", "yes"}, // hides /dev/net/tun
-		{"Service", "ProcSubset", "pid"},     // hides /proc/sys
-		{"Service", "PrivateNetwork", "yes"}, // no network at all
-		{"Service", "DynamicUser", "yes"},    // no CAP_NET_ADMIN, no root-owned key
-		{"Service", "ProtectSystem", "full"}, // weaker than strict
-		{"Service", "Restart", "always"},     // a clean stop must stay stopped
-		{"Service", "KillMode", "process"},   // leaves children behind
-		{"Service", "NotifyAccess", "all"},   // only the daemon reports status
+		{"Service", "PrivateDevices", "yes"},   // hides /dev/net/tun
+		{"Service", "ProcSubset", "pid"},       // hides /proc/sys
+		{"Service", "PrivateNetwork", "yes"},   // no network at all
+		{"Service", "DynamicUser", "yes"},      // no CAP_NET_ADMIN, no root-owned key
+		{"Service", "ProtectSystem", "full"},   // weaker than strict
+		{"Service", "Restart", "always"},       // a clean stop must stay stopped
+		{"Service", "KillMode", "process"},     // leaves children behind
+		{"Service", "NotifyAccess", "all"},     // only the daemon reports status
+		{"Service", "RestrictRealtime", "yes"}, // the express lane's threads
 	}
 	for _, f := range forbidden {
 		if slices.Contains(u[f.section][f.key], f.value) {
@@ -110,10 +111,10 @@ func TestUnitKeys(t *testing.T) {
 	if len(u["Service"]["SystemCallFilter"]) > 0 && len(u["Service"]["SystemCallErrorNumber"]) == 0 {
 		t.Error("SystemCallFilter without SystemCallErrorNumber")
 	}
-	// Two capabilities only (network setup, the eBPF filter); the
-	// tunnel port is unprivileged.
-	if caps := u["Service"]["CapabilityBoundingSet"]; len(caps) != 1 || !slices.Equal(strings.Fields(caps[0]), []string{"CAP_NET_ADMIN", "CAP_BPF"}) {
-		t.Errorf("CapabilityBoundingSet = %q, want exactly CAP_NET_ADMIN CAP_BPF", caps)
+	// Three capabilities only (network setup, the eBPF programs, the
+	// express lane's real-time threads); the tunnel port is unprivileged.
+	if caps := u["Service"]["CapabilityBoundingSet"]; len(caps) != 1 || !slices.Equal(strings.Fields(caps[0]), []string{"CAP_NET_ADMIN", "CAP_BPF", "CAP_SYS_NICE"}) {
+		t.Errorf("CapabilityBoundingSet = %q, want exactly CAP_NET_ADMIN CAP_BPF CAP_SYS_NICE", caps)
 	}
 	// The ProtectKernelTunables read-only /proc/sys needs the net subtree
 	// re-opened, or enabling forwarding fails.
