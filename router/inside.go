@@ -308,7 +308,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		var msg []byte
 		counter, ok := ctrs.take(kp, n-i)
 		if ok {
-			lb := laneByte(p, kp, flow, b.express)
+			lb := laneByte(p, kp, r.laneFlow(pkt, flow), b.express)
 			var err error
 			msg, err = kp.SealLaneAt(b.bufs[i], padded, lb, counter)
 			ok = err == nil

@@ -19,13 +19,14 @@
 // hash bucket (Buckets of them) is a token bucket, Rate bytes/s with a
 // Burst, and a flow whose bucket holds its packet's size is sparse and
 // goes to the express queue; one that outgrows it is bulk and goes to
-// bulk queue hash % n, the same one for all its packets, until it has
-// sent nothing for Quiet. Packets the program cannot parse (not IPv4 or
+// bulk queue Lane(LaneHash) % n, the same one for all its packets and for
+// its replies at the other gateway (hash.go), until it has sent nothing
+// for Quiet. Packets the program cannot parse (not IPv4 or
 // IPv6, too short) go to queue 0, never to the express queue. The flow
 // key is the addresses, the protocol and, for TCP, UDP, SCTP and UDP-Lite
 // (not in a later IPv4 fragment or behind an IPv6 extension header), the
-// ports; the hash is keyed by a random seed, so that nobody can aim flows
-// at another flow's bucket.
+// ports; the bucket is keyed by a random seed, so that nobody can aim
+// flows at another flow's bucket.
 //
 // Reordering: a flow becomes bulk when it outgrows its bucket and its
 // express packets have left before its first bulk one; it is sparse

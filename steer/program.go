@@ -52,9 +52,9 @@ type Config struct {
 	// of the express queue as a whole: together with the flow buckets,
 	// a packet is sparse only if both have its size.
 	TotalRate, TotalBurst int
-	// Seed keys the flow hash; 0 picks a random one at Load. Set it
-	// only to make the choice of buckets and bulk queues reproducible
-	// (tests).
+	// Seed keys the choice of flow buckets; 0 picks a random one at
+	// Load. Set it only to make the choice reproducible (tests). The
+	// bulk queues are not keyed (LaneHash).
 	Seed uint32
 }
 
@@ -134,18 +134,20 @@ func u32(v uint32) int32 { return int32(v) }
 // state and a Config c that withDefaults accepted. It reads the packet
 // from the IP header on (skb->data of a packet routed into an IFF_TUN
 // interface) and returns the TUN queue: c.Queues, the express queue, for
-// a sparse flow; hash % c.Queues for a bulk one; 0 for a packet it cannot
-// parse.
+// a sparse flow; Lane(h) % c.Queues for a bulk one; 0 for a packet it
+// cannot parse.
 //
-// Flow key and hash (the words as big-endian values, each mixed in as
-// h = (h ^ w) * mixMul; h ^= h >> 16, from h = c.Seed, then fmix32): IPv4
-// source, destination, protocol and, for TCP/UDP/SCTP/UDP-Lite in a
-// packet that is not a fragment, the 4 bytes of ports after IHL*4 bytes;
-// IPv6 source (4 words), destination (4 words), next header and, if that
-// is TCP/UDP/SCTP/UDP-Lite, the ports at byte 40. Ports beyond the packet
-// (or an IHL below 5) are left out.
+// Flow hash h: LaneHash (hash.go says why it is symmetric and unkeyed),
+// the words as big-endian values, each mixed in as h = (h ^ w) * mixMul;
+// h ^= h >> 16, from h = 0, then fmix32: IPv4 source + destination,
+// protocol and, for TCP/UDP/SCTP/UDP-Lite in a packet that is not a
+// fragment, source port + destination port after IHL*4 bytes; IPv6 source
+// + destination (4 words), next header and, if that is
+// TCP/UDP/SCTP/UDP-Lite, the ports at byte 40. Ports beyond the packet (or
+// an IHL below 5) are left out. The flow bucket is fmix32(h ^ c.Seed) %
+// Buckets: keyed, so that nobody can aim a flow at another's bucket.
 //
-// Sparse or bulk: the flow bucket state[hash % Buckets] runs
+// Sparse or bulk: the flow bucket runs
 // sparseFlows.sparse of router/sparse.go (R9 points at it), and a packet
 // it finds sparse must also fit the aggregate at state[Buckets] (R8).
 // The aggregate is a token bucket in its GCRA form, one word: the
@@ -166,6 +168,28 @@ func program(state int, c Config) asm.Instructions {
 	mix := asm.Instructions{
 		asm.Xor.Reg32(asm.R8, asm.R0),
 		asm.Mul.Imm32(asm.R8, u32(mixMul)),
+		asm.Mov.Reg32(asm.R0, asm.R8),
+		asm.RSh.Imm32(asm.R0, 16),
+		asm.Xor.Reg32(asm.R8, asm.R0),
+	}
+	// portSum turns the ports word in R0 into source + destination
+	// port, with R1 as scratch.
+	portSum := asm.Instructions{
+		asm.Mov.Reg32(asm.R1, asm.R0),
+		asm.RSh.Imm32(asm.R1, 16),
+		asm.And.Imm32(asm.R0, 0xffff),
+		asm.Add.Reg32(asm.R0, asm.R1),
+	}
+	// fmix is murmur3's fmix32 of R8, with R0 (a copy of R8 on entry)
+	// as scratch.
+	fmix := asm.Instructions{
+		asm.RSh.Imm32(asm.R0, 16),
+		asm.Xor.Reg32(asm.R8, asm.R0),
+		asm.Mul.Imm32(asm.R8, u32(fmix1)),
+		asm.Mov.Reg32(asm.R0, asm.R8),
+		asm.RSh.Imm32(asm.R0, 13),
+		asm.Xor.Reg32(asm.R8, asm.R0),
+		asm.Mul.Imm32(asm.R8, u32(fmix2)),
 		asm.Mov.Reg32(asm.R0, asm.R8),
 		asm.RSh.Imm32(asm.R0, 16),
 		asm.Xor.Reg32(asm.R8, asm.R0),
@@ -208,15 +232,17 @@ func program(state int, c Config) asm.Instructions {
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R7, asm.R6, skbLen, asm.Word),
 		asm.JLT.Imm(asm.R7, 1, "ret0"),
-		asm.Mov.Imm32(asm.R8, u32(c.Seed)),
+		asm.Mov.Imm32(asm.R8, 0),
 		asm.LoadAbs(0, asm.Byte),
 		asm.RSh.Imm(asm.R0, 4),
 		asm.JEq.Imm(asm.R0, 6, "v6"),
 		asm.JNE.Imm(asm.R0, 4, "ret0"),
 
 		asm.JLT.Imm(asm.R7, 20, "ret0"),
-		asm.LoadAbs(12, asm.Word), mix,
-		asm.LoadAbs(16, asm.Word), mix,
+		asm.LoadAbs(12, asm.Word),
+		asm.Mov.Reg32(asm.R9, asm.R0),
+		asm.LoadAbs(16, asm.Word),
+		asm.Add.Reg32(asm.R0, asm.R9), mix,
 		asm.LoadAbs(9, asm.Byte),
 		asm.Mov.Reg(asm.R9, asm.R0), mix,
 		ports("v4_ports"),
@@ -231,35 +257,38 @@ func program(state int, c Config) asm.Instructions {
 		asm.JLT.Imm(asm.R9, 20, "hashed"),
 		asm.Add.Imm(asm.R0, 4),
 		asm.JGT.Reg(asm.R0, asm.R7, "hashed"),
-		asm.LoadInd(asm.R0, asm.R9, 0, asm.Word), mix,
+		asm.LoadInd(asm.R0, asm.R9, 0, asm.Word), portSum, mix,
 		asm.Ja.Label("hashed"),
 	)
 	add(asm.JLT.Imm(asm.R7, 40, "ret0").WithSymbol("v6"))
-	for off := int32(8); off < 40; off += 4 {
-		add(asm.LoadAbs(off, asm.Word), mix)
+	for off := int32(8); off < 24; off += 4 {
+		add(
+			asm.LoadAbs(off, asm.Word),
+			asm.Mov.Reg32(asm.R9, asm.R0),
+			asm.LoadAbs(off+16, asm.Word),
+			asm.Add.Reg32(asm.R0, asm.R9), mix,
+		)
 	}
 	add(
 		asm.LoadAbs(6, asm.Byte),
 		asm.Mov.Reg(asm.R9, asm.R0), mix,
 		ports("v6_ports"),
 		asm.JLT.Imm(asm.R7, 44, "hashed").WithSymbol("v6_ports"),
-		asm.LoadAbs(40, asm.Word), mix,
+		asm.LoadAbs(40, asm.Word), portSum, mix,
 
-		// fmix32, then the bucket key and the bulk queue.
+		// fmix32: R8 is LaneHash. The bulk queue is Lane(h) % n,
+		// the flow bucket fmix32(h ^ Seed) % Buckets.
 		asm.Mov.Reg32(asm.R0, asm.R8).WithSymbol("hashed"),
-		asm.RSh.Imm32(asm.R0, 16),
-		asm.Xor.Reg32(asm.R8, asm.R0),
-		asm.Mul.Imm32(asm.R8, u32(fmix1)),
+	)
+	add(fmix,
 		asm.Mov.Reg32(asm.R0, asm.R8),
-		asm.RSh.Imm32(asm.R0, 13),
-		asm.Xor.Reg32(asm.R8, asm.R0),
-		asm.Mul.Imm32(asm.R8, u32(fmix2)),
-		asm.Mov.Reg32(asm.R0, asm.R8),
-		asm.RSh.Imm32(asm.R0, 16),
-		asm.Xor.Reg32(asm.R8, asm.R0),
-		asm.Mov.Reg32(asm.R0, asm.R8),
+		asm.Mod.Imm32(asm.R0, 254),
+		asm.Add.Imm32(asm.R0, 1),
 		asm.Mod.Imm32(asm.R0, n),
 		asm.StoreMem(asm.RFP, stQueue, asm.R0, asm.Word),
+		asm.Xor.Imm32(asm.R8, u32(c.Seed)),
+		asm.Mov.Reg32(asm.R0, asm.R8),
+		fmix,
 		asm.And.Imm32(asm.R8, Buckets-1),
 		asm.StoreMem(asm.RFP, stKey, asm.R8, asm.Word),
 		lookup,

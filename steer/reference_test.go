@@ -7,51 +7,6 @@ import (
 	"time"
 )
 
-// reference is the flow hash the program computes, written plainly in Go
-// from the description in program: ok is false for a packet the program
-// cannot parse (it returns queue 0 for it).
-func reference(pkt []byte, seed uint32) (h uint32, ok bool) {
-	h = seed
-	mix := func(w uint32) { h ^= w; h *= mixMul; h ^= h >> 16 }
-	word := func(off int) uint32 { return binary.BigEndian.Uint32(pkt[off:]) }
-	hasPorts := func(proto byte) bool { return proto == 6 || proto == 17 || proto == 132 || proto == 136 }
-	if len(pkt) < 1 {
-		return 0, false
-	}
-	switch pkt[0] >> 4 {
-	case 4:
-		if len(pkt) < 20 {
-			return 0, false
-		}
-		mix(word(12))
-		mix(word(16))
-		mix(uint32(pkt[9]))
-		ihl := int(pkt[0]&0xf) * 4
-		if hasPorts(pkt[9]) && binary.BigEndian.Uint16(pkt[6:])&0x3fff == 0 && ihl >= 20 && ihl+4 <= len(pkt) {
-			mix(word(ihl))
-		}
-	case 6:
-		if len(pkt) < 40 {
-			return 0, false
-		}
-		for off := 8; off < 40; off += 4 {
-			mix(word(off))
-		}
-		mix(uint32(pkt[6]))
-		if hasPorts(pkt[6]) && len(pkt) >= 44 {
-			mix(word(40))
-		}
-	default:
-		return 0, false
-	}
-	h ^= h >> 16
-	h *= fmix1
-	h ^= h >> 13
-	h *= fmix2
-	h ^= h >> 16
-	return h, true
-}
-
 // v4 is an IPv4 packet of size bytes (at least 20) from 10.0.0.1 to
 // 10.0.0.2 with protocol proto and, if it has room, ports (source << 16 |
 // destination) after the header.
@@ -90,10 +45,25 @@ func with(b []byte, f func([]byte)) []byte {
 	return c
 }
 
+// swap4 and swap6 turn a packet into its reply's header: addresses and
+// ports swapped.
+func swap4(b []byte) {
+	for i := range 4 {
+		b[12+i], b[16+i] = b[16+i], b[12+i]
+	}
+	b[20], b[21], b[22], b[23] = b[22], b[23], b[20], b[21]
+}
+
+func swap6(b []byte) {
+	for i := range 16 {
+		b[8+i], b[24+i] = b[24+i], b[8+i]
+	}
+	b[40], b[41], b[42], b[43] = b[42], b[43], b[40], b[41]
+}
+
 // TestReferenceKey checks the reference against the flow key of the
 // brief: which bytes of a packet make its flow, and which do not.
 func TestReferenceKey(t *testing.T) {
-	const seed = 0x5eed
 	ports := func(off int) func([]byte) { return func(b []byte) { b[off+1] ^= 0x55 } }
 	for _, tc := range []struct {
 		name     string
@@ -102,6 +72,8 @@ func TestReferenceKey(t *testing.T) {
 		sameFlow bool
 	}{
 		{"v4 TCP ports", v4(6, 0x10002000, 60), ports(20), false},
+		{"v4 reply (addresses and ports swapped)", v4(6, 0x10002000, 60), swap4, true},
+		{"v6 reply (addresses and ports swapped)", v6(17, 0x10002000, 60), swap6, true},
 		{"v4 UDP ports", v4(17, 0x10002000, 60), ports(20), false},
 		{"v4 SCTP ports", v4(132, 0x10002000, 60), ports(20), false},
 		{"v4 UDP-Lite ports", v4(136, 0x10002000, 60), ports(20), false},
@@ -131,8 +103,8 @@ func TestReferenceKey(t *testing.T) {
 		{"v6 TCP header only", v6(6, 0, 40), func(b []byte) { b[5] = 1 }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h1, ok1 := reference(tc.pkt, seed)
-			h2, ok2 := reference(with(tc.pkt, tc.change), seed)
+			h1, ok1 := LaneHash(tc.pkt)
+			h2, ok2 := LaneHash(with(tc.pkt, tc.change))
 			if !ok1 || !ok2 {
 				t.Fatalf("not parsed: %v %v", ok1, ok2)
 			}
@@ -151,7 +123,7 @@ func TestReferenceKey(t *testing.T) {
 		{"version 5", with(v4(17, 0, 60), func(b []byte) { b[0] = 0x55 })},
 		{"version 0", make([]byte, 60)},
 	} {
-		if _, ok := reference(tc.pkt, seed); ok {
+		if _, ok := LaneHash(tc.pkt); ok {
 			t.Errorf("%s: parsed", tc.name)
 		}
 	}

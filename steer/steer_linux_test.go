@@ -65,14 +65,21 @@ func steerTo(t testing.TB, p *Program, pkt []byte) uint32 {
 // bulkQueue is the queue of pkt's flow when it is bulk.
 func bulkQueue(t testing.TB, pkt []byte, n int) uint32 {
 	t.Helper()
-	h, ok := reference(pkt, testSeed)
+	h, ok := LaneHash(pkt)
 	if !ok {
 		t.Fatalf("packet %x: not parsed", pkt)
 	}
-	return h % uint32(n)
+	return Lane(h) % uint32(n)
 }
 
-func bucket(t testing.TB, pkt []byte) uint32 { return bulkQueue(t, pkt, Buckets) }
+func bucket(t testing.TB, pkt []byte) uint32 {
+	t.Helper()
+	h, ok := LaneHash(pkt)
+	if !ok {
+		t.Fatalf("packet %x: not parsed", pkt)
+	}
+	return bucketOf(h, testSeed)
+}
 
 // distinct returns the first count of the packets mk(0), mk(1), ... whose
 // flows have buckets of their own, none of them one of avoid's.
@@ -448,14 +455,14 @@ func FuzzSteer(f *testing.F) {
 		pkt := append(head[:len(head):len(head)], make([]byte, int(pad)%(maxPad+1))...)
 		pr := progs[int(which)%len(progs)]
 		got := steerTo(t, pr.p, pkt)
-		h, ok := reference(pkt, testSeed)
+		h, ok := LaneHash(pkt)
 		switch {
 		case got > pr.n:
 			t.Fatalf("packet %x: queue %d of %d", pkt, got, pr.n+1)
 		case !ok && got != 0:
 			t.Fatalf("packet %x, not parsed: queue %d, want 0", pkt, got)
-		case ok && got != h%pr.n && (pr.alwaysBulk || got != pr.n):
-			t.Fatalf("packet %x: queue %d, want bulk %d or express %d (always bulk: %v)", pkt, got, h%pr.n, pr.n, pr.alwaysBulk)
+		case ok && got != Lane(h)%pr.n && (pr.alwaysBulk || got != pr.n):
+			t.Fatalf("packet %x: queue %d, want bulk %d or express %d (always bulk: %v)", pkt, got, Lane(h)%pr.n, pr.n, pr.alwaysBulk)
 		}
 	})
 }
