@@ -40,6 +40,17 @@ func TestTwoSiteDataPath(t *testing.T) {
 		if a0 < 0 || b0 < 0 {
 			t.Fatalf("gateways do not export %s / %s", sent, recv)
 		}
+		// As root (CI), the kernel steers sparse flows to the express
+		// lane, and both of its loops run real-time on both gateways.
+		for _, gw := range []string{"a", "b"} {
+			m := l.metrics(gw)
+			if v := metric(m, "bridgehead_express_steered"); v != 1 {
+				t.Errorf("gateway %s: bridgehead_express_steered %v, want 1", gw, v)
+			}
+			if v := metric(m, "bridgehead_express_realtime_threads"); v != 2 {
+				t.Errorf("gateway %s: bridgehead_express_realtime_threads %v, want 2", gw, v)
+			}
+		}
 		l.transfer("a-node", podA, "b-node", podB, 7000, 100<<20)
 		// A bulk flow goes express only for its first burst (16 KiB)
 		// and its handshake: of ~75,000 datagrams, a few dozen.

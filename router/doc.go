@@ -44,7 +44,12 @@
 // own (Options.ExpressTUN), so they never wait behind a bulk flow's
 // datagrams in a lane socket. A flow that outgrows its bucket goes
 // through the fair queue from then on; express messages have their own
-// replay window.
+// replay window. With Options.ExpressSteered the kernel sorts flows
+// instead (package steer's program on the TUN) and puts sparse ones on
+// the express TUN queue, which the express lane reads and seals at once
+// (express.go); with Options.ExpressPriority both express loops run on
+// SCHED_FIFO threads of their own that wait for packets in the kernel, so
+// that a busy gateway still handles a sparse packet as it arrives.
 //
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/bridgehead/bridgehead/steer"
 	"sync/atomic"
 	"time"
 
@@ -49,12 +50,14 @@ const expressWaitTimeout = 100 * time.Millisecond
 // (Options.Express), set by New like steered and priority; its outside
 // loop reads lane's socket, and with steered its inside loop reads lane's
 // TUN queue. count counts its datagrams (expressCounts names the
-// writers).
+// writers); realtime is how many of its loops run on a SCHED_FIFO thread
+// now, written by each loop as it starts and ends (expressThread).
 type expressPart struct {
 	lane     *lane
 	steered  bool
 	priority int
 	count    expressCounts
+	realtime atomic.Int32
 }
 
 // expressCounts counts the express lane's datagrams for the metrics:
@@ -105,6 +108,13 @@ func (r *Router) expressThread(name string, dev any) (wait func() error, release
 	release, err := realtimeThread(r.express.priority)
 	if err != nil {
 		r.log.Warn("express lane runs without real-time priority", "loop", name, "priority", r.express.priority, "err", err)
+	} else {
+		r.express.realtime.Add(1)
+		undo := release
+		release = func() {
+			r.express.realtime.Add(-1)
+			undo()
+		}
 	}
 	return func() error {
 		for {
@@ -159,6 +169,21 @@ func (r *Router) expressInside(ctx context.Context, l *lane) error {
 		r.flushInside(b.run)
 		l.health.inside.Store(0)
 	}
+}
+
+// laneFlow is the flow hash laneByte derives a packet's lane byte from:
+// with steering the kernel's (steer.LaneHash, in the high half so that
+// the lane byte is steer.Lane of it), so that a connection takes the
+// same lane at both gateways both ways, as it does with the TUN's own
+// flow table without steering (steer.LaneHash says how); else flow.
+func (r *Router) laneFlow(pkt []byte, flow uint64) uint64 {
+	if !r.express.steered {
+		return flow
+	}
+	if h, ok := steer.LaneHash(pkt); ok {
+		return uint64(h) << 32
+	}
+	return flow
 }
 
 // waitThen calls wait, if any.

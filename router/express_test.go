@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/steer"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 	"golang.org/x/sys/unix"
@@ -107,13 +108,61 @@ func TestExpressLoops(t *testing.T) {
 	if got, want := fifoThreads(t), map[int]int{7: 1, 8: 1}; got[7] != want[7] || got[8] != want[8] || len(got) != len(want) {
 		t.Errorf("SCHED_FIFO threads by priority %v, want %v (A's and B's outside express loops)", got, want)
 	}
+	if ra, rb := a.r.express.realtime.Load(), b.r.express.realtime.Load(); ra != 1 || rb != 1 {
+		t.Errorf("express loops counted as real-time: A %d, B %d, want 1 each", ra, rb)
+	}
 	a.close(t)
 	b.close(t)
+	if ra, rb := a.r.express.realtime.Load(), b.r.express.realtime.Load(); ra != 0 || rb != 0 {
+		t.Errorf("express loops counted as real-time after Run: A %d, B %d, want 0", ra, rb)
+	}
 	deadline = time.Now().Add(5 * time.Second)
 	for len(fifoThreads(t)) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("real-time threads left after the routers stopped: %v", fifoThreads(t))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSteeredLaneByte: with steering, a packet's lane byte is the
+// kernel's lane of its connection (steer.Lane of steer.LaneHash), the
+// same for the reply's header, so that the receiving gateway's lane and
+// the lane its own steering program picks for the replies are one;
+// without steering it stays the router's own.
+func TestSteeredLaneByte(t *testing.T) {
+	for _, steered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "steered", false: "not steered"}[steered], func(t *testing.T) {
+			h, sb, p := newFQHotPair(t)
+			h.a.express.steered = steered
+			p.sparse = nil
+			pA := h.a.state.Load().peers[h.b.id.Public]
+			kpA := pA.current.Load()
+			pA.laneSession.Store(laneTag(kpA))
+			for f := range 8 {
+				pkt := flowPacket(t, f, 0)
+				feed(t, h.a, p, pkt)
+				h.a.sealFQ(p)
+				lh, ok := steer.LaneHash(pkt)
+				if !ok {
+					t.Fatal("flow packet not parsed")
+				}
+				reply := append([]byte(nil), pkt...)
+				copy(reply[12:16], pkt[16:20])
+				copy(reply[16:20], pkt[12:16])
+				copy(reply[20:22], pkt[22:24])
+				copy(reply[22:24], pkt[20:22])
+				if rh, _ := steer.LaneHash(reply); rh != lh {
+					t.Fatalf("flow %d: the reply's lane hash %#x differs from %#x", f, rh, lh)
+				}
+				want := byte(steer.Lane(lh))
+				if !steered {
+					want = laneByte(pA, kpA, h.a.flows.hash(pkt), false)
+				}
+				if got := sb.captureBind.last[1]; got != want {
+					t.Errorf("flow %d: lane byte %#x, want %#x", f, got, want)
+				}
+			}
+		})
 	}
 }

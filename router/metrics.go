@@ -42,6 +42,8 @@ type Collector struct {
 	pathMTU        *prometheus.Desc
 	mtuDegraded    *prometheus.Desc
 	express        *prometheus.Desc
+	expressSteered *prometheus.Desc
+	expressRT      *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -70,6 +72,8 @@ func NewCollector(r *Router) *Collector {
 		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
 		express:        prometheus.NewDesc("bridgehead_express_datagrams_total", "Datagrams of the express lane: sent, sparse flows' packets sealed for a remote gateway's express lane; received, read from this gateway's express socket (with the handshakes and keepalives the kernel hashes there).", []string{"direction"}, nil),
+		expressSteered: prometheus.NewDesc("bridgehead_express_steered", "1 while the kernel's steering program puts sparse flows on the express lane's TUN queue, which the express lane reads; 0 when the lanes' readers sort flows (no CAP_BPF) or there is no express lane.", nil, nil),
+		expressRT:      prometheus.NewDesc("bridgehead_express_realtime_threads", "Express lane loops running on a SCHED_FIFO thread of their own (expressPriority): 2 with steering, 1 without; fewer means the priority was refused (CAP_SYS_NICE; the gateway logs why).", nil, nil),
 		fragMisses:     prometheus.NewDesc("bridgehead_fragments_unmatched_total", "Later IP fragments whose first fragment was not seen (reordered, or too many fragmented datagrams at once): hashed by addresses and protocol, they may take another of the site's gateways than their flow.", nil, nil),
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
@@ -86,7 +90,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT} {
 		ch <- d
 	}
 }
@@ -161,6 +165,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.sent.Load()), "sent")
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.received.Load()), "received")
+	ch <- prometheus.MustNewConstMetric(c.expressSteered, prometheus.GaugeValue, boolGauge(c.r.express.steered))
+	ch <- prometheus.MustNewConstMetric(c.expressRT, prometheus.GaugeValue, float64(c.r.express.realtime.Load()))
 }
 
 func boolGauge(b bool) float64 {
