@@ -56,13 +56,14 @@ type Config struct {
 	// API calls), so that they do not wait behind a bulk flow at the
 	// receiver (router.Options.Express). nil means the default (on).
 	Express *bool `yaml:"express"`
-	// ExpressPriority is the SCHED_FIFO priority (1-99) of the express
-	// lane's two loops, each on a thread of its own, so that a sparse
+	// ExpressPriority, 1-99, makes the kernel sort flows (a TUN steering
+	// program, package steer; needs CAP_BPF) and runs the express lane's
+	// two loops on SCHED_FIFO threads of that priority, so that a sparse
 	// packet is handled as soon as it arrives even when the bulk lanes
-	// keep every core busy (router.Options.ExpressPriority); 0 runs them
-	// as ordinary threads. nil means the default, DefaultExpressPriority.
-	// Needs CAP_SYS_NICE; without it the gateway logs a warning and runs
-	// them as ordinary threads.
+	// keep every core busy (router.Options.ExpressSteered and
+	// ExpressPriority); 0 keeps the readers sorting flows and ordinary
+	// threads. nil means DefaultExpressPriority (0). Without
+	// CAP_SYS_NICE the gateway logs a warning and runs ordinary threads.
 	ExpressPriority *int `yaml:"expressPriority"`
 	// CoDel tunes the inside path's fair queue (package router/fq): a
 	// flow whose packets wait longer than Target for an Interval gets

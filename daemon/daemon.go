@@ -44,6 +44,9 @@ type Options struct {
 	// udp.ListenExpress) whatever the config's express says: sparse
 	// flows then share the lanes' sockets.
 	NoExpress bool
+	// ExpressPriority, if not nil, replaces the config's
+	// expressPriority (run --express-priority): 0 turns it off.
+	ExpressPriority *int
 	// Overrides replace fields of the config file at start and at every
 	// reload (run --gateway: one file for a DaemonSet's gateways).
 	Overrides config.Overrides
@@ -102,11 +105,16 @@ func Run(ctx context.Context, o Options) error {
 	if o.Lanes > 0 {
 		nlanes = o.Lanes
 	}
-	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, cfg.ExpressEnabled() && !o.NoExpress, log)
+	prio := cfg.ExpressPriorityOrDefault()
+	if o.ExpressPriority != nil && cfg.ExpressEnabled() {
+		prio = *o.ExpressPriority
+	}
+	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, cfg.ExpressEnabled() && !o.NoExpress, prio > 0, log)
 	if err != nil {
 		return err
 	}
 	dev, bind := ld.tuns[0], ld.binds[0]
+	defer expressProcs(expressLoops(ld, prio), log)()
 	var filter router.KernelFilter
 	if cfg.EarlyDropEnabled() {
 		conns := ld.conns()
@@ -145,7 +153,7 @@ func Run(ctx context.Context, o Options) error {
 		express = transit.NewBind(ld.express, table, hub, mtu)
 	}
 	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN,
-		ExpressSteered: ld.steered, ExpressPriority: cfg.ExpressPriorityOrDefault(), Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
+		ExpressSteered: ld.steered, ExpressPriority: prio, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
 		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
 	if err != nil {
 		ld.close()

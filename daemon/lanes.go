@@ -39,11 +39,11 @@ type laneDevices struct {
 // socket. The queues have offloads where the kernel allows them and
 // interface.offload is on, else they are the portable backend's (water,
 // one packet per system call).
-func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, express bool, log *slog.Logger) (*laneDevices, error) {
+func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int, express, steered bool, log *slog.Logger) (*laneDevices, error) {
 	var l laneDevices
 	var err error
 	if express {
-		if l.tuns, l.expressTUN, l.steered, err = openExpressQueues(name, mtu, offload, n, log); err != nil {
+		if l.tuns, l.expressTUN, l.steered, err = openExpressQueues(name, mtu, offload, n, steered, log); err != nil {
 			return nil, err
 		}
 	}
@@ -86,7 +86,7 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 
 // openExpressQueues opens n queues of a multi-queue interface for the
 // lanes (as openTUNQueues: offloads where possible, else the portable
-// backend) and one more for the express lane. It attaches a steering
+// backend) and one more for the express lane. With steer it attaches a steering
 // program (package steer) that queues sparse flows on the express queue
 // and the others on the first n by their hash; the express lane reads
 // and writes that queue (steered). Where the kernel refuses the program
@@ -95,16 +95,18 @@ func openLanes(name string, mtu int, offload bool, listen netip.AddrPort, n int,
 // (tun.DetachQueue). When the kernel refuses that too it logs why and
 // returns no queues, and the caller opens the lanes' queues as without
 // express (the express lane then writes to lane 0's queue).
-func openExpressQueues(name string, mtu int, offload bool, n int, log *slog.Logger) (lanes []tun.Device, express tun.Device, steered bool, err error) {
+func openExpressQueues(name string, mtu int, offload bool, n int, steer bool, log *slog.Logger) (lanes []tun.Device, express tun.Device, steered bool, err error) {
 	devs, err := openTUNQueues(name, mtu, offload, n+1, log)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	err = steerExpress(devs[0], n)
-	if err == nil {
-		return devs[:n], devs[n], true, nil
+	if steer {
+		err := steerExpress(devs[0], n)
+		if err == nil {
+			return devs[:n], devs[n], true, nil
+		}
+		log.Warn("express lane: the kernel does not steer sparse flows to it; the lanes' readers sort flows", "interface", name, "err", err)
 	}
-	log.Warn("express lane: the kernel does not steer sparse flows to it; the lanes' readers sort flows", "interface", name, "err", err)
 	if err := tun.DetachQueue(devs[n]); err != nil {
 		for _, d := range devs {
 			d.Close()

@@ -19,7 +19,9 @@ const (
 // that arrives intact, and a packet with an inner source outside the
 // sender's site dropped and counted at the receiving gateway.
 func TestTwoSiteDataPath(t *testing.T) {
-	l := startLab(t)
+	// With expressPriority the kernel sorts flows and the express
+	// lane's loops run real-time: everything below runs that way.
+	l := startLab(t, "CONFIG_EXTRA_A=expressPriority: 10", "CONFIG_EXTRA_B=expressPriority: 10")
 
 	t.Run("icmp both ways", func(t *testing.T) {
 		l.t = t
@@ -40,8 +42,9 @@ func TestTwoSiteDataPath(t *testing.T) {
 		if a0 < 0 || b0 < 0 {
 			t.Fatalf("gateways do not export %s / %s", sent, recv)
 		}
-		// As root (CI), the kernel steers sparse flows to the express
-		// lane, and both of its loops run real-time on both gateways.
+		// As root (CI) and with expressPriority, the kernel steers
+		// sparse flows to the express lane, and both of its loops run
+		// real-time on both gateways.
 		for _, gw := range []string{"a", "b"} {
 			m := l.metrics(gw)
 			if v := metric(m, "bridgehead_express_steered"); v != 1 {

@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"log/slog"
+	"os"
+	"runtime"
+)
+
+// expressProcs raises GOMAXPROCS by loops, the express lane's loops that
+// run on real-time threads (router.Options.ExpressPriority: 2 with
+// steering, else 1), and returns what undoes it; Run defers that.
+//
+// Each such loop waits for packets in a blocking system call on a thread
+// of its own, and needs a P the moment it wakes. With GOMAXPROCS at the
+// number of CPUs and the bulk lanes busy, there is none: the woken thread
+// parks until the scheduler takes one from a bulk goroutine, which then
+// waits in turn. Measured on this 2-core machine with one TCP stream
+// (interleaved bhbench runs, bench/README.md "Real-time express loops"):
+// at GOMAXPROCS=2 the loaded ping's p99 stayed at 4.6–6.0 ms and the
+// stream lost about a fifth of its throughput; with two Ps more the p99
+// was 2.8–4.3 ms and the throughput that of the gateway without them.
+// The two Ps are idle but for sparse packets. A GOMAXPROCS set in the
+// environment is left alone.
+func expressProcs(loops int, log *slog.Logger) (undo func()) {
+	if loops <= 0 {
+		return func() {}
+	}
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		log.Info("GOMAXPROCS set in the environment; the express lane's real-time loops share its Ps", "GOMAXPROCS", v, "loops", loops)
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(prev + loops)
+	log.Info("GOMAXPROCS raised for the express lane's real-time loops", "from", prev, "to", prev+loops)
+	return runtime.SetDefaultGOMAXPROCS
+}
+
+// expressLoops is how many express loops the router runs on real-time
+// threads with these lanes and priority.
+func expressLoops(ld *laneDevices, priority int) int {
+	switch {
+	case ld.express == nil || priority == 0:
+		return 0
+	case ld.steered:
+		return 2
+	}
+	return 1
+}
