@@ -362,7 +362,7 @@ func (c *Config) ExpressEnabled() bool {
 // DefaultExpressPriority is the express lane's SCHED_FIFO priority when
 // the config does not set one: none. On the 2-core lab a priority (with
 // the kernel steering that comes with it) took the loaded ping's p50
-// below 1 ms but cost a quarter of one TCP stream's throughput on two
+// below 1 ms but one TCP stream kept only 84 % of its throughput on two
 // lanes (bench/README.md, "Real-time express lane"), so it is the
 // operator's choice. 10 is a good value: low among real-time priorities
 // (the kernel's own threads that need one run at 50), above every

@@ -16,9 +16,8 @@ import (
 // parks until the scheduler takes one from a bulk goroutine, which then
 // waits in turn. Measured on this 2-core machine with one TCP stream
 // (interleaved bhbench runs, bench/README.md "Real-time express loops"):
-// at GOMAXPROCS=2 the loaded ping's p99 stayed at 4.6–6.0 ms and the
-// stream lost about a fifth of its throughput; with two Ps more the p99
-// was 2.8–4.3 ms and the throughput that of the gateway without them.
+// at GOMAXPROCS=2 the loaded ping's p50 was 0.77–1.15 ms and its p99
+// 4.6–7.5 ms; with two Ps more, 0.57–0.86 ms and 2.8–5.0 ms.
 // The two Ps are idle but for sparse packets. A GOMAXPROCS set in the
 // environment is left alone.
 func expressProcs(loops int, log *slog.Logger) (undo func()) {

@@ -17,8 +17,8 @@ import "encoding/binary"
 // same queue, whose lane seals them with lane byte Lane(h) again. Without
 // a steering program the TUN's own flow table kept this affinity (it sends
 // a flow's packets to the queue its replies were written to); with gateways
-// of equal lane counts this keeps it too. Measured on 2 lanes, losing it
-// cost a fifth of one TCP stream's throughput (bench/README.md).
+// of equal lane counts this keeps it too. (It did not win back the
+// throughput that steering costs on two lanes, bench/README.md.)
 //
 // The flow key is the program's: addresses, protocol and, for TCP, UDP,
 // SCTP and UDP-Lite (not in an IPv4 fragment), ports, with each pair
