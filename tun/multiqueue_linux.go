@@ -121,6 +121,22 @@ func openQueue(name string) (int, error) {
 // first packets of every flow to lane 0's queue would pull their replies
 // onto lane 0. Do not Read d afterwards: it would wait forever.
 func DetachQueue(d Device) error {
+	return queueControl(d, "detach queue", func(fd int) error {
+		ifr, err := unix.NewIfreq("")
+		if err != nil {
+			return err
+		}
+		ifr.SetUint16(unix.IFF_DETACH_QUEUE)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETQUEUE, ifr); err != nil {
+			return fmt.Errorf("TUNSETQUEUE: %w", err)
+		}
+		return nil
+	})
+}
+
+// queueControl runs fn on the descriptor of d, a queue of a multi-queue
+// interface (an *Offload or a *Water); errors are prefixed "tun: what: ".
+func queueControl(d Device, what string, fn func(fd int) error) error {
 	var f *os.File
 	switch q := d.(type) {
 	case *Offload:
@@ -128,26 +144,18 @@ func DetachQueue(d Device) error {
 	case *Water:
 		f = q.file
 	default:
-		return fmt.Errorf("tun: detach queue: %T is not a queue of a multi-queue interface", d)
+		return fmt.Errorf("tun: %s: %T is not a queue of a multi-queue interface", what, d)
 	}
 	sc, err := f.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("tun: detach queue: %w", err)
+		return fmt.Errorf("tun: %s: %w", what, err)
 	}
-	var ioErr error
-	if err := sc.Control(func(fd uintptr) {
-		ifr, err := unix.NewIfreq("")
-		if err != nil {
-			ioErr = err
-			return
-		}
-		ifr.SetUint16(unix.IFF_DETACH_QUEUE)
-		ioErr = unix.IoctlIfreq(int(fd), unix.TUNSETQUEUE, ifr)
-	}); err != nil {
-		return fmt.Errorf("tun: detach queue: %w", err)
+	var fnErr error
+	if err := sc.Control(func(fd uintptr) { fnErr = fn(int(fd)) }); err != nil {
+		return fmt.Errorf("tun: %s: %w", what, err)
 	}
-	if ioErr != nil {
-		return fmt.Errorf("tun: detach queue (TUNSETQUEUE): %w", ioErr)
+	if fnErr != nil {
+		return fmt.Errorf("tun: %s: %w", what, fnErr)
 	}
 	return nil
 }

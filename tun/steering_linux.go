@@ -4,7 +4,6 @@ package tun
 
 import (
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,27 +22,10 @@ import (
 // caller may close progFD afterwards. Safe to call concurrently with Read
 // and Write on any queue.
 func SetSteering(d Device, progFD int) error {
-	var f *os.File
-	switch q := d.(type) {
-	case *Offload:
-		f = q.dev.File()
-	case *Water:
-		f = q.file
-	default:
-		return fmt.Errorf("tun: steering: %T is not a queue of a multi-queue interface", d)
-	}
-	sc, err := f.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("tun: steering: %w", err)
-	}
-	var ioErr error
-	if err := sc.Control(func(fd uintptr) {
-		ioErr = unix.IoctlSetPointerInt(int(fd), unix.TUNSETSTEERINGEBPF, progFD)
-	}); err != nil {
-		return fmt.Errorf("tun: steering: %w", err)
-	}
-	if ioErr != nil {
-		return fmt.Errorf("tun: steering: TUNSETSTEERINGEBPF with program fd %d: %w", progFD, ioErr)
-	}
-	return nil
+	return queueControl(d, "steering", func(fd int) error {
+		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETSTEERINGEBPF, progFD); err != nil {
+			return fmt.Errorf("TUNSETSTEERINGEBPF with program fd %d: %w", progFD, err)
+		}
+		return nil
+	})
 }
