@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bridgehead/bridgehead/steer"
+	"github.com/bridgehead/bridgehead/udp"
 	"sync/atomic"
 	"time"
 
@@ -82,12 +83,6 @@ func (e *expressPart) configure(o Options) error {
 	return nil
 }
 
-// readWaiter is a device whose reads a real-time loop waits for in the
-// kernel (udp.LinuxBind, tun.Offload, tun.Water, transit.Bind).
-type readWaiter interface {
-	WaitReadable(timeout time.Duration) (bool, error)
-}
-
 // expressThread prepares the calling goroutine to run an express loop
 // named name: with a priority, it locks the goroutine to its OS thread
 // for good and makes the thread SCHED_FIFO, and returns a wait to call
@@ -101,7 +96,7 @@ func (r *Router) expressThread(name string, dev any) (wait func() error, release
 	if r.express.priority == 0 {
 		return nil, release
 	}
-	w, ok := dev.(readWaiter)
+	w, ok := dev.(udp.ReadWaiter)
 	if !ok {
 		return nil, release
 	}

@@ -166,3 +166,19 @@ func TestSteeredLaneByte(t *testing.T) {
 		})
 	}
 }
+
+// TestFQPipeSortsUnlessSteered: a lane's reader sorts flows itself only
+// when the kernel does not.
+func TestFQPipeSortsUnlessSteered(t *testing.T) {
+	for _, steered := range []bool{false, true} {
+		h := newHotPair(t, bhcrypto.AESGCM)
+		h.a.express.steered = steered
+		p, err := h.a.newFQPipe(h.a.lanes[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.sparse != nil; got == steered {
+			t.Errorf("steered %v: reader sorts flows %v, want %v", steered, got, !steered)
+		}
+	}
+}

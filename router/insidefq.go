@@ -92,15 +92,14 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		rsizes: make([]int, bs),
 		rhash:  make([]uint64, bs),
 		rect:   make([]bool, bs),
-		sparse: new(sparseFlows),
 		xbatch: &insideBatch{bufs: make([][]byte, bs), sizes: make([]int, bs), flows: make([]uint64, bs), express: true},
 		xslots: make([]int32, 0, bs),
 	}
 	p.xbatch.run = newSealRun(l.bind, bs)
-	if r.express.steered {
-		// The kernel sorts flows and the express lane reads the
+	if !r.express.steered {
+		// Else the kernel sorts flows and the express lane reads the
 		// sparse ones (express.go): what reaches this queue is bulk.
-		p.sparse = nil
+		p.sparse = new(sparseFlows)
 	}
 	p.batch.run = p.run
 	p.freed.L = &p.mu

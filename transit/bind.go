@@ -482,9 +482,7 @@ const (
 // datagrams back between calls, so the inner socket is all there is to
 // wait for.
 func (b *Bind) WaitReadable(timeout time.Duration) (bool, error) {
-	w, ok := b.inner.(interface {
-		WaitReadable(time.Duration) (bool, error)
-	})
+	w, ok := b.inner.(udp.ReadWaiter)
 	if !ok {
 		return true, nil
 	}

@@ -2,6 +2,15 @@ package udp
 
 import "time"
 
+// ReadWaiter is a device whose reads a real-time loop waits for in the
+// kernel, on its own thread (package threadwait says why): LinuxBind,
+// transit.Bind over one, and tun's Offload and Water queues.
+type ReadWaiter interface {
+	WaitReadable(timeout time.Duration) (bool, error)
+}
+
+var _ ReadWaiter = (*LinuxBind)(nil)
+
 // WaitReadable blocks the calling OS thread in the kernel until the
 // socket has a datagram to read, timeout passes or the bind is closed,
 // and reports whether Receive would return at once (package threadwait
