@@ -55,6 +55,11 @@ func TestTwoSiteDataPath(t *testing.T) {
 			}
 		}
 		l.transfer("a-node", podA, "b-node", podB, 7000, 100<<20)
+		// Over veth each GSO run reaches the receiver whole, and a run
+		// carries one lane byte: no lane's socket gets another's.
+		if v := metric(l.metrics("b"), "bridgehead_lane_strays_total"); v != 0 {
+			t.Errorf("gateway B: bridgehead_lane_strays_total %v after the transfer, want 0", v)
+		}
 		// A bulk flow goes express only for its first burst (16 KiB)
 		// and its handshake: of ~75,000 datagrams, a few dozen.
 		d := metric(l.metrics("b"), recv) - b0

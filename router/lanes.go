@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -40,11 +41,27 @@ type Lane struct {
 // (its own lock) and the flow hasher (read-only seed). The ICMP responder
 // and the handshake and probe messages use lane 0's devices.
 //
-// health has one writer per stamp: this lane's loops.
+// health has one writer per stamp: this lane's loops. index is the
+// lane's place in Router.lanes (the express lane's is -1), set by
+// initLanes. strays is written by the lane's outside loop only.
 type lane struct {
 	tun    *tunDevice
 	bind   udp.Bind
 	health *loopHealth
+	index  int
+	// strays counts transport messages this lane's socket received with
+	// another lane's lane byte: the receiver's GRO joined the end of one
+	// lane's run to the start of another's (udp.ListenLanes), and the
+	// kernel steered the whole run by its first datagram. The lane opens
+	// them; their flows may be reordered by up to a batch.
+	strays atomic.Uint64
+}
+
+// stray reports whether lane byte lb belongs to another lane of n than
+// l (0 and udp.ExpressLane belong to none: the kernel hashes the first,
+// and the second is a small datagram that may end a run).
+func (l *lane) stray(lb byte, n int) bool {
+	return lb != 0 && lb != udp.ExpressLane && l.index >= 0 && int(lb)%n != l.index
 }
 
 // initLanes sets up lane 0 from the Router's own devices, one lane per
@@ -67,7 +84,7 @@ func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device
 			return fmt.Errorf("router: lane %d: batch sizes TUN %d, bind %d; lane 0 has %d, %d",
 				i+1, e.TUN.BatchSize(), e.Bind.BatchSize(), r.tun.BatchSize(), r.bind.BatchSize())
 		}
-		r.lanes = append(r.lanes, &lane{tun: &tunDevice{Device: e.TUN}, bind: e.Bind, health: new(loopHealth)})
+		r.lanes = append(r.lanes, &lane{tun: &tunDevice{Device: e.TUN}, bind: e.Bind, health: new(loopHealth), index: i + 1})
 	}
 	if express != nil {
 		if express.BatchSize() != r.bind.BatchSize() {
@@ -75,7 +92,7 @@ func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device
 		}
 		// Only an outside loop runs on it: it writes to its own TUN
 		// queue, else to lane 0's.
-		r.express.lane = &lane{tun: &r.tun, bind: express, health: new(loopHealth)}
+		r.express.lane = &lane{tun: &r.tun, bind: express, health: new(loopHealth), index: -1}
 		if expressTUN != nil {
 			if expressTUN.MTU() != r.set.mtu {
 				return fmt.Errorf("router: express TUN MTU %d, lane 0 has %d", expressTUN.MTU(), r.set.mtu)
@@ -84,6 +101,15 @@ func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device
 		}
 	}
 	return nil
+}
+
+// laneStrays sums the lanes' strays.
+func (r *Router) laneStrays() uint64 {
+	var n uint64
+	for _, l := range r.lanes {
+		n += l.strays.Load()
+	}
+	return n
 }
 
 // Lanes is the number of lanes the Router runs.

@@ -505,3 +505,30 @@ func TestSortByLane(t *testing.T) {
 		t.Errorf("%v allocations per sort", a)
 	}
 }
+
+// TestLaneStray: a lane's socket gets transport messages of lane byte
+// (b mod lanes) == its index; others are strays, except lane byte 0
+// (hashed) and the express lane byte (a small datagram may end a run).
+func TestLaneStray(t *testing.T) {
+	for _, tc := range []struct {
+		index, lanes int
+		lb           byte
+		want         bool
+	}{
+		{0, 1, 7, false},
+		{0, 2, 0, false},
+		{0, 2, 2, false},
+		{0, 2, 1, true},
+		{1, 2, 1, false},
+		{1, 2, 4, true},
+		{1, 2, udp.ExpressLane, false},
+		{2, 3, 5, false},
+		{2, 3, 6, true},
+		{-1, 2, 1, false}, // the express lane's socket
+	} {
+		l := &lane{index: tc.index}
+		if got := l.stray(tc.lb, tc.lanes); got != tc.want {
+			t.Errorf("lane %d of %d, lane byte %d: stray %v, want %v", tc.index, tc.lanes, tc.lb, got, tc.want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ type Collector struct {
 	downs          *prometheus.Desc
 	stateChanged   *prometheus.Desc
 	unreachable    *prometheus.Desc
+	laneStrays     *prometheus.Desc
 	fragMisses     *prometheus.Desc
 	cannotDeliver  *prometheus.Desc
 	downReason     *prometheus.Desc
@@ -74,6 +75,7 @@ func NewCollector(r *Router) *Collector {
 		express:        prometheus.NewDesc("bridgehead_express_datagrams_total", "Datagrams of the express lane: sent, sparse flows' packets sealed for a remote gateway's express lane; received, read from this gateway's express socket (with the handshakes and keepalives the kernel hashes there).", []string{"direction"}, nil),
 		expressSteered: prometheus.NewDesc("bridgehead_express_steered", "1 while the kernel's steering program puts sparse flows on the express lane's TUN queue, which the express lane reads; 0 when the lanes' readers sort flows (no CAP_BPF) or there is no express lane.", nil, nil),
 		expressRT:      prometheus.NewDesc("bridgehead_express_realtime_threads", "Express lane loops running on a SCHED_FIFO thread of their own (expressPriority): 2 with steering, 1 without; fewer means the priority was refused (CAP_SYS_NICE; the gateway logs why).", nil, nil),
+		laneStrays:     prometheus.NewDesc("bridgehead_lane_strays_total", "Transport messages a lane's socket received with another lane's lane byte: the receiver's GRO joined two lanes' runs from the same port and the kernel steered them whole by the first. The lane opens them; their flows may be reordered by up to a batch.", nil, nil),
 		fragMisses:     prometheus.NewDesc("bridgehead_fragments_unmatched_total", "Later IP fragments whose first fragment was not seen (reordered, or too many fragmented datagrams at once): hashed by addresses and protocol, they may take another of the site's gateways than their flow.", nil, nil),
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
@@ -90,7 +92,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.laneStrays, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT} {
 		ch <- d
 	}
 }
@@ -162,6 +164,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dhOps, prometheus.CounterValue, float64(h.DH))
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.hs.reach.unreachable.Load()))
+	ch <- prometheus.MustNewConstMetric(c.laneStrays, prometheus.CounterValue, float64(c.r.laneStrays()))
 	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.sent.Load()), "sent")
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.received.Load()), "received")

@@ -103,6 +103,7 @@ func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 	st := r.state.Load()
 	b.out = b.out[:0]
+	strays := 0
 	for i := 0; i < n; i++ {
 		msg := b.bufs[i][:b.sizes[i]]
 		if len(msg) < 4 {
@@ -111,6 +112,9 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 		}
 		switch msg[0] {
 		case bhcrypto.MsgTransport:
+			if b.lane.stray(msg[1], len(r.lanes)) {
+				strays++
+			}
 			if pkt, ok := r.openTransport(b, st, msg, b.eps[i], now); ok {
 				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
 			}
@@ -119,6 +123,9 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 		default:
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
+	}
+	if strays > 0 {
+		b.lane.strays.Add(uint64(strays))
 	}
 	b.rx.flush()
 	r.probe.send(&b.replies)

@@ -47,8 +47,8 @@ type Options struct {
 
 	// reusePort sets SO_REUSEPORT before bind (ListenLanes).
 	reusePort bool
-	// noGRO leaves receive coalescing off (ListenLanes: the kernel
-	// steers a coalesced datagram whole, by its first segment).
+	// noGRO leaves receive coalescing off (ListenExpress's express
+	// socket: its datagrams are small and read one by one at once).
 	noGRO bool
 }
 

@@ -32,10 +32,18 @@ const (
 // opened, so one peer's flows spread over the sockets while each flow
 // stays on one; every other datagram goes where the kernel's hash of its
 // addresses and ports sends it (then one peer's source port reaches one
-// socket, in order). Receive coalescing (GRO) stays off on these sockets:
-// the kernel would steer a coalesced run whole, by its first datagram,
-// and so move a flow between sockets. A kernel without the option (before
-// Linux 4.5) fails ListenLanes; the caller falls back to one lane.
+// socket, in order). Receive coalescing (GRO) is on, as on a lone socket:
+// the kernel steers a coalesced run whole, by its first datagram. A run
+// that arrived as one message (a sender's GSO batch over veth or
+// loopback, or segmented by a NIC and rebuilt by the receiver's GRO)
+// holds one lane byte, since senders never batch across lane bytes; but
+// GRO may join the end of one lane's batch to the start of another's
+// when both come from the same port, and then the second lane's
+// datagrams reach the first lane's socket. The receiver opens them there
+// (package router counts them as lane strays): correct, and a flow whose
+// datagrams are split so may be reordered by up to a batch. A kernel
+// without the option (before Linux 4.5) fails ListenLanes; the caller
+// falls back to one lane.
 //
 // When a socket of the group closes, the kernel renumbers the remaining
 // ones: close them together. The caller owns the binds. On error nothing
@@ -57,11 +65,11 @@ const ExpressLane = 0xff
 // any of the n+1). A sender uses the express lane for flows that send
 // little (router: sparse flows), so that the receiver reads them from a
 // queue of their own instead of behind a bulk flow's datagrams in a lane
-// socket's FIFO. With n == 1 the lane socket keeps receive coalescing: a
-// coalesced run is steered by its first datagram, and a run never starts
-// with a small express datagram followed by larger ones; the express
-// socket never coalesces (the kernel does not coalesce for a socket
-// without it). The caller owns the binds; close them together.
+// socket's FIFO. The lane sockets keep receive coalescing: a coalesced
+// run is steered by its first datagram, and a run never starts with a
+// small express datagram followed by larger ones (at most it ends with
+// one, which the lane then opens); the express socket never coalesces
+// (the kernel does not coalesce for a socket without it). The caller owns the binds; close them together.
 func ListenExpress(addr netip.AddrPort, n int, opts Options) (lanes []*LinuxBind, express *LinuxBind, err error) {
 	return listenGroup(addr, n, true, opts)
 }
@@ -72,7 +80,6 @@ func listenGroup(addr netip.AddrPort, n int, express bool, opts Options) ([]*Lin
 		return nil, nil, fmt.Errorf("udp: %d sockets outside [1, %d]", n, MaxLanes)
 	}
 	opts.reusePort = true
-	opts.noGRO = n > 1
 	binds := make([]*LinuxBind, 0, n+1)
 	fail := func(err error) ([]*LinuxBind, *LinuxBind, error) {
 		for _, b := range binds {

@@ -108,7 +108,7 @@ func TestListenLanesErrors(t *testing.T) {
 // TestListenLanesSteersByLaneByte: from one source port, transport
 // messages go to socket (lane byte mod n), each lane byte's in order;
 // messages without a lane byte, and other types, follow the kernel's hash
-// (one source port: one socket). Receive coalescing is off.
+// (one source port: one socket). Receive coalescing is on.
 func TestListenLanesSteersByLaneByte(t *testing.T) {
 	for _, tc := range []struct {
 		name, network, listen string
@@ -129,8 +129,8 @@ func TestListenLanesSteersByLaneByte(t *testing.T) {
 				msg    [4]byte // type, lane byte, sequence
 			}
 			for l, b := range binds {
-				if b.GRO() {
-					t.Errorf("socket %d: GRO on", l)
+				if b.gro != b.GSO() { // the kernel has both offloads or neither
+					t.Errorf("socket %d: GRO %v, GSO %v", l, b.gro, b.GSO())
 				}
 			}
 			var mu sync.Mutex
@@ -217,6 +217,74 @@ func TestGSORunsKeepOneLaneByte(t *testing.T) {
 	}
 }
 
+// TestListenLanesCoalescedRuns: a sender's GSO runs, one per lane byte,
+// arrive coalesced at socket (lane byte mod n), whole and in order, as
+// they do between gateways over veth or loopback.
+func TestListenLanesCoalescedRuns(t *testing.T) {
+	const lanes, perRun, rounds = 3, 20, 10
+	binds, err := ListenLanes(netip.MustParseAddrPort("127.0.0.1:0"), lanes, Options{RecvBuffer: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := listen(t, "127.0.0.1:0", Options{})
+	needOffloads(t, a)
+	needOffloads(t, binds[0])
+	// Lane bytes 1, 2, 4 (sockets 1, 2, 1), perRun equal datagrams
+	// each: one GSO message per lane byte and Send.
+	laneBytes := []byte{1, 2, 4}
+	var out [][]byte
+	for _, lb := range laneBytes {
+		for seq := range perRun {
+			m := make([]byte, 1000)
+			m[0], m[1], m[2], m[3] = msgTransport, lb, 0, byte(seq)
+			out = append(out, m)
+		}
+	}
+	var mu sync.Mutex
+	type got struct{ socket, lane, seq int }
+	var recv []got
+	stop := receiveEach(binds, &mu, func(l int, buf []byte, _ netip.AddrPort) {
+		recv = append(recv, got{l, int(buf[1]), int(buf[3])})
+	})
+	dst := binds[0].LocalAddr()
+	for range rounds {
+		if err := a.Send(out, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := rounds * len(out)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(recv)
+		mu.Unlock()
+		if n >= want {
+			break
+		}
+	}
+	stop()
+	if len(recv) != want {
+		t.Fatalf("received %d datagrams, want %d", len(recv), want)
+	}
+	next := map[int]int{}
+	for _, g := range recv {
+		if g.socket != g.lane%lanes {
+			t.Errorf("lane byte %d on socket %d, want %d", g.lane, g.socket, g.lane%lanes)
+		}
+		if g.seq != next[g.lane]%perRun {
+			t.Errorf("lane byte %d: datagram %d after %d", g.lane, g.seq, next[g.lane]-1)
+		}
+		next[g.lane]++
+	}
+	var coalesced uint64
+	for _, b := range binds {
+		coalesced += b.groRecv.coalesced
+	}
+	t.Logf("%d coalesced messages", coalesced)
+	if coalesced == 0 {
+		t.Error("no run arrived coalesced")
+	}
+}
+
 // receiveEach receives on every bind in a goroutine of its own and calls
 // fn, holding mu, for each datagram with the bind's index. The returned
 // func closes the binds and waits for the goroutines; the caller reads
@@ -254,8 +322,8 @@ func receiveEach(binds []*LinuxBind, mu *sync.Mutex, fn func(lane int, buf []byt
 
 // TestListenExpressSteersExpressLane: lane byte ExpressLane reaches the
 // express socket, in order, and no other lane byte does; the other lane
-// bytes go to lane socket (byte mod n). One lane socket keeps receive
-// coalescing, several do not, and the express socket never has it.
+// bytes go to lane socket (byte mod n). The lane sockets keep receive
+// coalescing, and the express socket never has it.
 func TestListenExpressSteersExpressLane(t *testing.T) {
 	for _, lanes := range []int{1, 3} {
 		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
@@ -269,8 +337,10 @@ func TestListenExpressSteersExpressLane(t *testing.T) {
 			if express.LocalAddr() != laneBinds[0].LocalAddr() {
 				t.Errorf("express socket on %v, lanes on %v", express.LocalAddr(), laneBinds[0].LocalAddr())
 			}
-			if got, want := laneBinds[0].GRO(), lanes == 1; got != want {
-				t.Errorf("lane socket GRO %v, want %v", got, want)
+			for l, b := range laneBinds {
+				if b.GRO() != b.GSO() {
+					t.Errorf("lane socket %d: GRO %v, GSO %v", l, b.GRO(), b.GSO())
+				}
 			}
 			if express.GRO() {
 				t.Error("express socket has GRO on")
