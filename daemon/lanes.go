@@ -122,7 +122,7 @@ func openExpressQueues(name string, mtu int, offload bool, n int, steer bool, lo
 // program (and its maps) for as long as it exists; this process's
 // handles are closed at once.
 func steerExpress(dev tun.Device, n int) error {
-	prog, err := steer.Load(steer.Config{Queues: n})
+	prog, err := steer.Load(steer.Config{Queues: n, PacketCost: steer.DefaultPacketCost})
 	if err != nil {
 		return err
 	}

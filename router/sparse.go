@@ -8,7 +8,8 @@ package router
 // hashed to the same lane waits behind all of it (the fair queue only
 // orders the sender's own backlog). So the reader of each inside lane
 // sorts flows as they come: a flow that sends little (sparseRate with a
-// burst of sparseBurst, a token bucket per flow hash bucket) is sparse,
+// burst of sparseBurst, a token bucket per flow hash bucket, each packet
+// costing sparsePacketCost more than its size) is sparse,
 // and its packets skip the fair queue: the reader seals and sends them at
 // once, with lane byte udp.ExpressLane toward a gateway that said it has
 // an express lane (flagExpress). Its kernel steers them to a socket of
@@ -34,6 +35,12 @@ const (
 	// response at once.
 	sparseRate  = 128 << 10 // bytes per second
 	sparseBurst = 16 << 10  // bytes
+	// sparsePacketCost is added to each packet's size in its bucket,
+	// so that a flow of many small packets is bulk: the ACKs of a fast
+	// bulk flow send few bytes but hundreds of packets a second, which
+	// would crowd the express lane (a flow of 64-byte packets is sparse
+	// up to about 230 a second; a ping every 20 ms is 50).
+	sparsePacketCost = 512 // bytes
 	// sparseQuiet is how long a bulk flow must be silent to be sparse
 	// again.
 	sparseQuiet = int64(200e6) // ns
@@ -57,6 +64,7 @@ type sparseBucket struct {
 // the flow is sparse. It allocates nothing.
 func (s *sparseFlows) sparse(flow uint64, size int, ns int64) bool {
 	b := &s.b[flow%sparseBuckets]
+	size += sparsePacketCost
 	gap := ns - b.last
 	if b.last == 0 || gap < 0 {
 		gap = sparseQuiet

@@ -19,8 +19,11 @@ const (
 	DefaultRate       = 128 << 10 // bytes per second
 	DefaultBurst      = 16 << 10  // bytes
 	DefaultQuiet      = 200 * time.Millisecond
-	DefaultTotalRate  = 16 << 20  // bytes per second
+	DefaultTotalRate  = 2 << 20   // bytes per second
 	DefaultTotalBurst = 256 << 10 // bytes
+	// DefaultPacketCost is what the daemon sets Config.PacketCost to,
+	// router/sparse.go's sparsePacketCost.
+	DefaultPacketCost = 512 // bytes
 )
 
 // MaxQueues is the most bulk queues a program steers to: with the express
@@ -33,8 +36,12 @@ const MaxQueues = 255
 // than the refill time times Rate, a size times 1e9) stay inside 64 bits.
 const maxBytes = math.MaxInt32
 
+// maxPacketCost bounds PacketCost: a packet's cost stays far below
+// maxBytes (an IP packet is at most 64 KiB).
+const maxPacketCost = 1 << 20
+
 // Config is a steering program's configuration. Zero fields, Queues
-// aside, take the defaults above.
+// and PacketCost aside, take the defaults above.
 type Config struct {
 	// Queues is the number of bulk queues n, 1..MaxQueues: a bulk flow
 	// goes to queue hash % n. The express queue is index n, so the TUN
@@ -52,6 +59,15 @@ type Config struct {
 	// of the express queue as a whole: together with the flow buckets,
 	// a packet is sparse only if both have its size.
 	TotalRate, TotalBurst int
+	// PacketCost (bytes, 0: none) is added to each packet's length in
+	// both buckets, so that a flow of many small packets is not sparse:
+	// the ACKs of a fast bulk flow send few bytes but hundreds of
+	// packets a second, and on the express lane each would wake its
+	// real-time loops. With DefaultRate and DefaultPacketCost a flow of
+	// 64-byte packets is sparse up to about 230 a second (a ping every
+	// 20 ms is 50), and with DefaultTotalRate the express queue takes
+	// at most about 3,600 such packets a second.
+	PacketCost int
 	// Seed keys the choice of flow buckets; 0 picks a random one at
 	// Load. Set it only to make the choice reproducible (tests). The
 	// bulk queues are not keyed (LaneHash).
@@ -80,6 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 		if *f.v < 0 || *f.v > maxBytes {
 			return c, fmt.Errorf("steer: %s %d outside [1, %d] (0 for the default %d)", f.name, *f.v, maxBytes, f.def)
 		}
+	}
+	if c.PacketCost < 0 || c.PacketCost > maxPacketCost {
+		return c, fmt.Errorf("steer: PacketCost %d outside [0, %d]", c.PacketCost, maxPacketCost)
 	}
 	if c.Quiet == 0 {
 		c.Quiet = DefaultQuiet
@@ -295,8 +314,9 @@ func program(state int, c Config) asm.Instructions {
 		asm.Mov.Reg(asm.R9, asm.R0), // R9: the flow bucket
 		asm.StoreImm(asm.RFP, stKey, Buckets, asm.Word),
 		lookup,
-		asm.Mov.Reg(asm.R8, asm.R0), // R8: the aggregate
-		asm.FnKtimeGetNs.Call(),     // R0: now
+		asm.Mov.Reg(asm.R8, asm.R0),              // R8: the aggregate
+		asm.FnKtimeGetNs.Call(),                  // R0: now
+		asm.Add.Imm(asm.R7, int32(c.PacketCost)), // R7: the packet's cost in both buckets
 
 		// The flow bucket, as sparseFlows.sparse. R2: the gap since
 		// its last packet; the first packet, or a negative gap (a

@@ -143,6 +143,8 @@ func TestConfig(t *testing.T) {
 		{"negative rate", Config{Queues: 2, Rate: -1}, "Rate -1"},
 		{"huge burst", Config{Queues: 2, Burst: 1 << 31}, "Burst 2147483648"},
 		{"negative total rate", Config{Queues: 2, TotalRate: -5}, "TotalRate -5"},
+		{"negative packet cost", Config{Queues: 2, PacketCost: -1}, "PacketCost -1"},
+		{"huge packet cost", Config{Queues: 2, PacketCost: 1 << 21}, "PacketCost 2097152"},
 		{"huge total burst", Config{Queues: 2, TotalBurst: 1 << 40}, "TotalBurst"},
 		{"negative quiet", Config{Queues: 2, Quiet: -time.Second}, "Quiet -1s"},
 		{"all set", Config{Queues: 4, Rate: 1, Burst: 1, Quiet: time.Nanosecond, TotalRate: maxBytes, TotalBurst: maxBytes}, ""},

@@ -4,6 +4,7 @@ package steer
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -235,6 +236,41 @@ func TestSteerBulkFlow(t *testing.T) {
 			}
 			if got := steerTo(t, p, big); got != aq {
 				t.Fatalf("after the other flow: queue %d, want bulk %d", got, aq)
+			}
+		})
+	}
+}
+
+// TestSteerPacketCost: with PacketCost each packet books its length plus
+// the cost, so a flow of small packets (a bulk flow's ACKs) turns bulk
+// after Burst/(size+cost) of them; without it, after Burst/size.
+func TestSteerPacketCost(t *testing.T) {
+	const n, size = 3, 64
+	for _, tc := range []struct {
+		cost   int
+		lo, hi int // sparse packets before the first bulk one
+	}{
+		{0, DefaultBurst / size, DefaultBurst/size + 20},
+		{1000, DefaultBurst / (size + 1000), DefaultBurst/(size+1000) + 2},
+		{DefaultPacketCost, DefaultBurst / (size + DefaultPacketCost), DefaultBurst/(size+DefaultPacketCost) + 2},
+	} {
+		t.Run(fmt.Sprintf("cost %d", tc.cost), func(t *testing.T) {
+			p := testLoad(t, Config{Queues: n, Quiet: time.Hour, PacketCost: tc.cost})
+			pkt := udp4(0, size)
+			q := bulkQueue(t, pkt, n)
+			sparse := 0
+			for ; sparse < 1000; sparse++ {
+				got := steerTo(t, p, pkt)
+				if got == n {
+					continue
+				}
+				if got != q {
+					t.Fatalf("queue %d, want express %d or bulk %d", got, n, q)
+				}
+				break
+			}
+			if sparse < tc.lo || sparse > tc.hi {
+				t.Errorf("%d sparse packets of %d bytes before bulk, want %d to %d", sparse, size, tc.lo, tc.hi)
 			}
 		})
 	}
