@@ -2,9 +2,25 @@ package threadwait
 
 import (
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// pipe returns a pipe's ends, closed when the test ends, and the read
+// end's RawConn.
+func pipe(t *testing.T) (rc syscall.RawConn, r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	if rc, err = r.SyscallConn(); err != nil {
+		t.Fatal(err)
+	}
+	return rc, r, w
+}
 
 // TestWait: a pipe's read end is not ready while empty (the wait lasts
 // its timeout), ready once it holds data or its writer hung up, and a
@@ -26,16 +42,7 @@ func TestWait(t *testing.T) {
 		{"reader closed", func(_ *testing.T, r, _ *os.File) { r.Close() }, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			defer w.Close()
-			rc, err := r.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc, r, w := pipe(t)
 			tc.setup(t, r, w)
 			const timeout = 20 * time.Millisecond
 			start := time.Now()
@@ -53,16 +60,7 @@ func TestWait(t *testing.T) {
 // TestWaitWakes: a wait in progress returns as soon as data arrives, not
 // at its timeout.
 func TestWaitWakes(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	rc, err := r.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc, _, w := pipe(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -78,17 +76,8 @@ func TestWaitWakes(t *testing.T) {
 
 // TestWaitAllocs: Wait allocates nothing.
 func TestWaitAllocs(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
+	rc, _, w := pipe(t)
 	if _, err := w.Write([]byte{1}); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := r.SyscallConn()
-	if err != nil {
 		t.Fatal(err)
 	}
 	p := New()
