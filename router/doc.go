@@ -33,10 +33,14 @@
 // from the inner flow hash into each transport header (only toward a
 // gateway that said, in a probe, that it reads them), and the receiver's
 // kernel steers datagrams to sockets by it, so one gateway pair's flows
-// spread over the receiver's cores while each flow stays in order.
+// spread over the receiver's cores while each flow stays in order. Each
+// socket receives coalesced runs (GRO): a run holds one lane byte unless
+// the receiver's GRO joined two lanes' runs, and then its lane opens the
+// other's datagrams too and counts them (lane.strays).
 //
 // The express lane (sparse.go): each inside reader sorts flows by a token
-// bucket per flow hash bucket. A sparse flow (a ping, DNS, an API call)
+// bucket per flow hash bucket, in which each packet costs its size plus
+// sparsePacketCost (so a fast flow's ACKs are not sparse). A sparse flow (a ping, DNS, an API call)
 // skips the fair queue, and the reader seals and sends it at once with
 // lane byte 0xff; a gateway with an express lane (Options.Express, said
 // in its probes) has its kernel steer those to a socket of their own,
