@@ -40,10 +40,11 @@
 //
 // The express lane (sparse.go): each inside reader sorts flows by a token
 // bucket per flow hash bucket, in which each packet costs its size plus
-// sparsePacketCost (so a fast flow's ACKs are not sparse). A sparse flow (a ping, DNS, an API call)
-// skips the fair queue, and the reader seals and sends it at once with
-// lane byte 0xff; a gateway with an express lane (Options.Express, said
-// in its probes) has its kernel steer those to a socket of their own,
+// sparsePacketCost (so a fast flow's ACKs are not sparse). A sparse flow
+// (a ping, DNS, an API call) skips the fair queue, and the reader seals
+// and sends it at once with lane byte 0xff; a gateway with an express
+// lane (Options.Express, said in its probes) has its kernel steer those
+// to a socket of their own,
 // read by an outside loop of its own that writes to a TUN queue of its
 // own (Options.ExpressTUN), so they never wait behind a bulk flow's
 // datagrams in a lane socket. A flow that outgrows its bucket goes
