@@ -66,6 +66,8 @@ const (
 	MCPUB        = "cpu_gw_b_s_per_gb"
 	MSoftirq     = "softirq_s_per_gb"
 	MRetransmits = "tcp1_retransmits"
+	MExpressN    = "express_b_tcpN_datagrams"
+	MStrays      = "lane_strays_datagrams"
 )
 
 // Sample is one run of one variant.

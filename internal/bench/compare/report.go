@@ -74,6 +74,8 @@ func Metrics(s Settings) []MetricDef {
 		{MCPUA, "CPU gateway A per GB", "s/GB", 2, false},
 		{MCPUB, "CPU gateway B per GB", "s/GB", 2, false},
 		{MSoftirq, "softirq, whole machine, per GB", "s/GB", 2, false},
+		{MExpressN, fmt.Sprintf("express datagrams sent by gateway B, TCP %d streams", s.Streams), "datagrams", 0, false},
+		{MStrays, "lane strays, both gateways, TCP tests", "datagrams", 0, false},
 	}
 }
 
@@ -233,7 +235,7 @@ func (r *Report) Markdown() string {
 		}
 		b.WriteString("\n")
 		for _, m := range r.Metrics {
-			if m.Key == MRetransmits || m.Key == MUDPLoss || m.Key == MRTTLoadLoss || m.Key == MRRLoadLoss {
+			if m.Key == MRetransmits || m.Key == MUDPLoss || m.Key == MRTTLoadLoss || m.Key == MRRLoadLoss || m.Key == MExpressN || m.Key == MStrays {
 				continue
 			}
 			fmt.Fprintf(&b, "| %s |", m.Label)

@@ -131,6 +131,7 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 		return s, err
 	}
 	cpu := newCPUMeter(proc, gw)
+	counters := newGWCounters(ctx, t, v, say)
 	checkGW := func() error {
 		for _, p := range []*lab.Proc{gw.A, gw.B} {
 			if p == nil {
@@ -226,11 +227,13 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 
 	// 3. TCP N streams A→B.
 	say("measuring TCP %d streams pod A -> pod B (%ss)", cfg.Streams, secs)
+	counters.startN()
 	cpu.start()
 	if r, err = runClient("-P", strconv.Itoa(cfg.Streams)); err != nil {
 		return s, err
 	}
 	cpu.stop(r.Bytes)
+	counters.stopN(s.Values)
 	s.Values[MTCPN] = r.BitsPerSecond / 1e6
 	say("  %.0f Mbit/s", s.Values[MTCPN])
 
@@ -247,6 +250,7 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 		return s, err
 	}
 	cpu.report(s.Values)
+	counters.strays(s.Values)
 	say("  gateway CPU per GB over the TCP tests: A %s, B %s; machine softirq %s",
 		fmtOpt(s.Values, MCPUA, "%.2f s"), fmtOpt(s.Values, MCPUB, "%.2f s"), fmtOpt(s.Values, MSoftirq, "%.2f s"))
 

@@ -2,10 +2,6 @@ package flood
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -39,7 +35,7 @@ func snapshotGateway(ctx context.Context, proc procfs.FS, t *lab.Topology, gw mo
 		return s, err
 	}
 	s.busy, s.total = c.Busy, c.Total
-	if s.metrics, err = scrapeMetrics(ctx, t.NS(lab.BGW), "http://127.0.0.1:9641/metrics"); err != nil {
+	if s.metrics, err = modes.ScrapeBridgehead(ctx, t.NS(lab.BGW)); err != nil {
 		return s, err
 	}
 	pid := gwB.PID()
@@ -105,41 +101,4 @@ func fillDeltas(ph *Phase, a, b gwSnapshot, peakKiB int64) {
 		ph.UDP[k] = b.udp[k] - a.udp[k]
 	}
 	ph.SoftnetDrops = b.softnet - a.softnet
-}
-
-// scrapeMetrics fetches a metrics page from inside namespace ns (the
-// gateway's endpoint listens on its namespace's loopback).
-func scrapeMetrics(ctx context.Context, ns, url string) ([]promtext.Sample, error) {
-	tr := &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := lab.InNetns(ns, func() error {
-				var err error
-				c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
-	}
-	defer tr.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("metrics of %s: %w", ns, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("metrics of %s: %s", ns, resp.Status)
-	}
-	return promtext.Parse(b)
 }

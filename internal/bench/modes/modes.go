@@ -159,7 +159,7 @@ func BridgeheadConfig(s, keyPath, cipher string, tunMTU int, pubA, pubB string) 
 	// Both gateways share this machine's filesystem: give each its own
 	// control socket next to its key.
 	fmt.Fprintf(&b, "controlSocket: %s\n", filepath.Join(filepath.Dir(keyPath), s+".sock"))
-	fmt.Fprintf(&b, "interface:\n  name: bh0\n  mtu: %d\nmetrics:\n  listen: 127.0.0.1:9641\n", tunMTU)
+	fmt.Fprintf(&b, "interface:\n  name: bh0\n  mtu: %d\nmetrics:\n  listen: %s\n", tunMTU, metricsListen)
 	fmt.Fprintf(&b, `sites:
   - name: site-a
     nodeCIDRs: [10.224.0.0/16, fd00:224::/64]
