@@ -1,5 +1,7 @@
 package router
 
+import "github.com/bridgehead/bridgehead/steer"
+
 // Sparse flows and the express lane.
 //
 // A bulk flow keeps a standing queue in every FIFO on its way that it
@@ -40,7 +42,8 @@ const (
 	// bulk flow send few bytes but hundreds of packets a second, which
 	// would crowd the express lane (a flow of 64-byte packets is sparse
 	// up to about 230 a second; a ping every 20 ms is 50).
-	sparsePacketCost = 512 // bytes
+	// The kernel's sorter (package steer) charges the same.
+	sparsePacketCost = steer.DefaultPacketCost // bytes
 	// sparseQuiet is how long a bulk flow must be silent to be sparse
 	// again.
 	sparseQuiet = int64(200e6) // ns

@@ -21,8 +21,8 @@ const (
 	DefaultQuiet      = 200 * time.Millisecond
 	DefaultTotalRate  = 2 << 20   // bytes per second
 	DefaultTotalBurst = 256 << 10 // bytes
-	// DefaultPacketCost is what the daemon sets Config.PacketCost to,
-	// router/sparse.go's sparsePacketCost.
+	// DefaultPacketCost is what the daemon sets Config.PacketCost to;
+	// router/sparse.go's readers charge it too.
 	DefaultPacketCost = 512 // bytes
 )
 

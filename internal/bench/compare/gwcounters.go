@@ -34,8 +34,8 @@ func newGWCounters(ctx context.Context, t *lab.Topology, v modes.Variant, say fu
 	return &gwCounters{ctx: ctx, t: t, on: v.Mode == modes.Bridgehead, say: say}
 }
 
-// value is one counter of the gateway in role's namespace, summed over
-// the given label sets (nil: the series without labels).
+// value is one series of the gateway in role's namespace: name with
+// exactly labels (nil: the series without labels).
 func (g *gwCounters) value(role, name string, labels map[string]string) (float64, bool) {
 	ss, err := modes.ScrapeBridgehead(g.ctx, g.t.NS(role))
 	if err != nil {
