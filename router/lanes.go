@@ -43,7 +43,8 @@ type Lane struct {
 //
 // health has one writer per stamp: this lane's loops. index is the
 // lane's place in Router.lanes (the express lane's is -1), set by
-// initLanes. strays is written by the lane's outside loop only.
+// initLanes. strays is written by the lane's outside loop only; foreign
+// is written by initLanes (setForeign) and read-only after.
 type lane struct {
 	tun    *tunDevice
 	bind   udp.Bind
@@ -55,13 +56,32 @@ type lane struct {
 	// kernel steered the whole run by its first datagram. The lane opens
 	// them; their flows may be reordered by up to a batch.
 	strays atomic.Uint64
+	// foreign has bit lb set when lane byte lb belongs to another lane:
+	// receiveBatch tests it per transport datagram, so the lane count's
+	// modulo is taken once per lane byte at set-up, not per datagram.
+	foreign [4]uint64
 }
 
-// stray reports whether lane byte lb belongs to another lane of n than
-// l (0 and udp.ExpressLane belong to none: the kernel hashes the first,
-// and the second is a small datagram that may end a run).
-func (l *lane) stray(lb byte, n int) bool {
-	return lb != 0 && lb != udp.ExpressLane && l.index >= 0 && int(lb)%n != l.index
+// setForeign fills l.foreign for a Router of n lanes: lane byte lb is
+// another lane's when lb mod n is not l's index. 0 and udp.ExpressLane
+// belong to none (the kernel hashes the first, and the second is a small
+// datagram that may end a run), nor does any byte on the express lane's
+// socket (index -1).
+func (l *lane) setForeign(n int) {
+	l.foreign = [4]uint64{}
+	if l.index < 0 {
+		return
+	}
+	for lb := 1; lb < 256; lb++ {
+		if lb != udp.ExpressLane && lb%n != l.index {
+			l.foreign[lb>>6] |= 1 << (lb & 63)
+		}
+	}
+}
+
+// stray reports whether lane byte lb belongs to another lane than l.
+func (l *lane) stray(lb byte) bool {
+	return l.foreign[lb>>6]&(1<<(lb&63)) != 0
 }
 
 // initLanes sets up lane 0 from the Router's own devices, one lane per
@@ -85,6 +105,9 @@ func (r *Router) initLanes(extra []Lane, express udp.Bind, expressTUN tun.Device
 				i+1, e.TUN.BatchSize(), e.Bind.BatchSize(), r.tun.BatchSize(), r.bind.BatchSize())
 		}
 		r.lanes = append(r.lanes, &lane{tun: &tunDevice{Device: e.TUN}, bind: e.Bind, health: new(loopHealth), index: i + 1})
+	}
+	for _, l := range r.lanes {
+		l.setForeign(len(r.lanes))
 	}
 	if express != nil {
 		if express.BatchSize() != r.bind.BatchSize() {

@@ -527,8 +527,23 @@ func TestLaneStray(t *testing.T) {
 		{-1, 2, 1, false}, // the express lane's socket
 	} {
 		l := &lane{index: tc.index}
-		if got := l.stray(tc.lb, tc.lanes); got != tc.want {
+		l.setForeign(tc.lanes)
+		if got := l.stray(tc.lb); got != tc.want {
 			t.Errorf("lane %d of %d, lane byte %d: stray %v, want %v", tc.index, tc.lanes, tc.lb, got, tc.want)
+		}
+	}
+	// Every lane byte of every lane of every lane count: the bitset
+	// says what the modulo says.
+	for n := 1; n <= MaxLanes; n++ {
+		for index := 0; index < n; index++ {
+			l := &lane{index: index}
+			l.setForeign(n)
+			for lb := 0; lb < 256; lb++ {
+				want := lb != 0 && lb != udp.ExpressLane && lb%n != index
+				if got := l.stray(byte(lb)); got != want {
+					t.Fatalf("lane %d of %d, lane byte %d: stray %v, want %v", index, n, lb, got, want)
+				}
+			}
 		}
 	}
 }

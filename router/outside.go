@@ -112,7 +112,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 		}
 		switch msg[0] {
 		case bhcrypto.MsgTransport:
-			if b.lane.stray(msg[1], len(r.lanes)) {
+			if b.lane.stray(msg[1]) {
 				strays++
 			}
 			if pkt, ok := r.openTransport(b, st, msg, b.eps[i], now); ok {
