@@ -62,6 +62,13 @@ const (
 	MRRLoad50    = "udp_rr_load_p50_ms"
 	MRRLoad99    = "udp_rr_load_p99_ms"
 	MRRLoadLoss  = "udp_rr_load_lost_pct"
+	// The same round trips ended at the kernel's receive stamp (package
+	// rxstamp), without the harness's own scheduling delay in the pod
+	// namespace.
+	MRTTLoadK50  = "rtt_load_kernel_p50_ms"
+	MRTTLoadK99  = "rtt_load_kernel_p99_ms"
+	MRRLoadK50   = "udp_rr_load_kernel_p50_ms"
+	MRRLoadK99   = "udp_rr_load_kernel_p99_ms"
 	MCPUA        = "cpu_gw_a_s_per_gb"
 	MCPUB        = "cpu_gw_b_s_per_gb"
 	MSoftirq     = "softirq_s_per_gb"

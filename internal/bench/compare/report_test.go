@@ -27,8 +27,8 @@ func sampleReport() *Report {
 		Variants: []string{"kernel", "bridgehead-aesgcm", "bridgehead-chachapoly", "wireguard-go"},
 	}
 	base := map[string]map[string]float64{
-		"kernel":                {MRTTLoadLoss: 0, MTCP1: 10000, MTCPN: 12000, MTCPRev: 9000, MRetransmits: 10, MUDPPPS: 400000, MUDPLoss: 20, MRTTIdle50: 0.05, MRTTIdle99: 0.2, MRTTLoad50: 0.1, MRTTLoad99: 0.5, MRRLoad50: 0.15, MRRLoad99: 0.6, MRRLoadLoss: 0, MSoftirq: 0.3},
-		"bridgehead-aesgcm":     {MRTTLoadLoss: 5, MTCP1: 2000, MTCPN: 2500, MTCPRev: 1900, MRetransmits: 100, MUDPPPS: 150000, MUDPLoss: 50, MRTTIdle50: 0.3, MRTTIdle99: 1, MRTTLoad50: 2, MRTTLoad99: 8, MRRLoad50: 2.2, MRRLoad99: 8.5, MRRLoadLoss: 1, MCPUA: 4, MCPUB: 4.5, MSoftirq: 1, MExpressN: 3300, MStrays: 0},
+		"kernel":                {MRTTLoadLoss: 0, MTCP1: 10000, MTCPN: 12000, MTCPRev: 9000, MRetransmits: 10, MUDPPPS: 400000, MUDPLoss: 20, MRTTIdle50: 0.05, MRTTIdle99: 0.2, MRTTLoad50: 0.1, MRTTLoad99: 0.5, MRRLoad50: 0.15, MRRLoad99: 0.6, MRRLoadLoss: 0, MRTTLoadK50: 0.08, MRTTLoadK99: 0.3, MRRLoadK50: 0.12, MRRLoadK99: 0.4, MSoftirq: 0.3},
+		"bridgehead-aesgcm":     {MRTTLoadLoss: 5, MTCP1: 2000, MTCPN: 2500, MTCPRev: 1900, MRetransmits: 100, MUDPPPS: 150000, MUDPLoss: 50, MRTTIdle50: 0.3, MRTTIdle99: 1, MRTTLoad50: 2, MRTTLoad99: 8, MRRLoad50: 2.2, MRRLoad99: 8.5, MRRLoadLoss: 1, MRTTLoadK50: 0.4, MRTTLoadK99: 0.9, MRRLoadK50: 0.5, MRRLoadK99: 1.1, MCPUA: 4, MCPUB: 4.5, MSoftirq: 1, MExpressN: 3300, MStrays: 0},
 		"bridgehead-chachapoly": {MTCP1: 1500, MTCPN: 1800, MTCPRev: 1400, MRetransmits: 120, MUDPPPS: 140000, MUDPLoss: 55, MRTTIdle50: 0.3, MRTTIdle99: 1.2, MRTTLoad50: 2.5, MRTTLoad99: 9, MCPUA: 5, MCPUB: 5.5, MSoftirq: 1.1},
 		"wireguard-go":          {MTCP1: 1600, MTCPN: 2000, MTCPRev: 1500, MRetransmits: 20, MUDPPPS: 100000, MUDPLoss: 60, MRTTIdle50: 0.4, MRTTIdle99: 1.5, MRTTLoad50: 8, MRTTLoad99: 30, MCPUA: 2.5, MCPUB: 2.6, MSoftirq: 0.8},
 	}

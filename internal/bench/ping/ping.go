@@ -16,14 +16,20 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/lab"
+	"github.com/bridgehead/bridgehead/internal/bench/rxstamp"
 	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 // Result holds the round-trip times of one ping series.
 type Result struct {
 	Sent int
-	// RTTs are the times of the replies received, in milliseconds.
+	// RTTs are the times of the replies received, in milliseconds, until
+	// the pinger's goroutine read them.
 	RTTs []float64
+	// KernelRTTs are the same replies' times until the kernel stamped
+	// them on receipt (package rxstamp): without the harness's own
+	// scheduling delay. Both end at the same replies, in the same order.
+	KernelRTTs []float64
 }
 
 // Lost is the number of requests without a reply.
@@ -39,7 +45,10 @@ func Run(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time
 	err := lab.InNetns(ns, func() error {
 		var err error
 		conn, err = net.ListenPacket("ip4:icmp", src.String())
-		return err
+		if err != nil {
+			return err
+		}
+		return rxstamp.Enable(conn.(*net.IPConn))
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("ping in %s: %w", ns, err)
@@ -49,26 +58,32 @@ func Run(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time
 	id := uint16(rand.Uint32())
 	var mu sync.Mutex
 	sentAt := map[uint16]time.Time{}
-	var rtts []float64
+	var rtts, krtts []float64
 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 1500)
+		buf, oob := make([]byte, 1500), make([]byte, rxstamp.OOBSize)
 		for {
-			n, _, err := conn.ReadFrom(buf)
+			n, oobn, _, _, err := conn.(*net.IPConn).ReadMsgIP(buf, oob)
 			if err != nil {
 				return
 			}
 			now := time.Now()
-			// IPv4 raw sockets deliver the ICMP message without the IP header.
-			if n < 8 || buf[0] != 0 || binary.BigEndian.Uint16(buf[4:]) != id {
+			at, serr := rxstamp.Parse(oob[:oobn])
+			// ReadMsgIP, unlike ReadFrom, leaves the IPv4 header on.
+			msg, ok := icmpOf(buf[:n])
+			if !ok || len(msg) < 8 || msg[0] != 0 || binary.BigEndian.Uint16(msg[4:]) != id {
 				continue
 			}
-			seq := binary.BigEndian.Uint16(buf[6:])
+			seq := binary.BigEndian.Uint16(msg[6:])
 			mu.Lock()
 			if t, ok := sentAt[seq]; ok {
 				rtts = append(rtts, float64(now.Sub(t).Nanoseconds())/1e6)
+				if serr != nil { // never seen: the socket asked for stamps
+					at = now
+				}
+				krtts = append(krtts, float64(at.Sub(t).Nanoseconds())/1e6)
 				delete(sentAt, seq)
 			}
 			mu.Unlock()
@@ -117,7 +132,19 @@ loop:
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
-	return Result{Sent: sent, RTTs: rtts}, werr
+	return Result{Sent: sent, RTTs: rtts, KernelRTTs: krtts}, werr
+}
+
+// icmpOf is the ICMP message of an IPv4 packet read from a raw socket.
+func icmpOf(pkt []byte) ([]byte, bool) {
+	if len(pkt) < 20 || pkt[0]>>4 != 4 {
+		return nil, false
+	}
+	ihl := int(pkt[0]&0x0f) * 4
+	if ihl < 20 || len(pkt) < ihl {
+		return nil, false
+	}
+	return pkt[ihl:], true
 }
 
 // EchoRequest is an ICMPv4 echo request message with size payload bytes.

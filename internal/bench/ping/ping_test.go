@@ -23,3 +23,40 @@ func TestEchoRequestChecksum(t *testing.T) {
 		t.Errorf("odd length: %#x", c)
 	}
 }
+
+// TestICMPOf: the IPv4 header is skipped by its length; short and
+// non-IPv4 packets are refused.
+func TestICMPOf(t *testing.T) {
+	hdr := func(ihl byte, n int) []byte {
+		b := make([]byte, n)
+		b[0] = 0x40 | ihl
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		want int // length of the ICMP message, -1: refused
+	}{
+		{"20-byte header", hdr(5, 28), 8},
+		{"24-byte header", hdr(6, 32), 8},
+		{"header only", hdr(5, 20), 0},
+		{"short", hdr(5, 19), -1},
+		{"ihl below 5", hdr(4, 28), -1},
+		{"ihl past the end", hdr(15, 40), -1},
+		{"IPv6", append([]byte{0x60}, make([]byte, 40)...), -1},
+	} {
+		msg, ok := icmpOf(tc.pkt)
+		if got := map[bool]int{true: len(msg), false: -1}[ok]; got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func FuzzICMPOf(f *testing.F) {
+	f.Add([]byte{0x45, 0, 0, 28})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		if msg, ok := icmpOf(pkt); ok && len(msg) > len(pkt)-20 {
+			t.Fatalf("%d-byte message from a %d-byte packet", len(msg), len(pkt))
+		}
+	})
+}

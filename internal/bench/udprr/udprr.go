@@ -21,13 +21,20 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/internal/bench/lab"
+	"github.com/bridgehead/bridgehead/internal/bench/rxstamp"
 )
 
 // Result holds the round-trip times of one series.
 type Result struct {
 	Sent int
-	// RTTs are the times of the responses received, in milliseconds.
+	// RTTs are the times of the responses received, in milliseconds,
+	// until the requester's goroutine read them.
 	RTTs []float64
+	// KernelRTTs are the same responses' times until the kernel stamped
+	// them on receipt (package rxstamp): without the requester's
+	// scheduling delay. The responder's goroutine still runs in the
+	// harness, so its delay stays in both.
+	KernelRTTs []float64
 }
 
 // Lost is the number of requests without a response.
@@ -66,7 +73,10 @@ func Run(ctx context.Context, sp Spec) (Result, error) {
 	err = lab.InNetns(sp.ClientNS, func() error {
 		var err error
 		cli, err = net.ListenPacket("udp4", netip.AddrPortFrom(sp.Src, 0).String())
-		return err
+		if err != nil {
+			return err
+		}
+		return rxstamp.Enable(cli.(*net.UDPConn))
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("udprr requester in %s: %w", sp.ClientNS, err)
@@ -81,16 +91,20 @@ func Run(ctx context.Context, sp Spec) (Result, error) {
 	sentAt := make([]time.Time, n)
 	got := make([]bool, n)
 	var mu sync.Mutex
-	var rtts []float64
+	var rtts, krtts []float64
 	go func() {
 		defer wg.Done()
-		buf := make([]byte, 2048)
+		buf, oob := make([]byte, 2048), make([]byte, rxstamp.OOBSize)
 		for {
-			k, _, err := cli.ReadFrom(buf)
+			k, oobn, _, _, err := cli.(*net.UDPConn).ReadMsgUDP(buf, oob)
 			if err != nil {
 				return
 			}
 			now := time.Now()
+			at, serr := rxstamp.Parse(oob[:oobn])
+			if serr != nil { // never seen: the socket asked for stamps
+				at = now
+			}
 			if k < 16 || binary.BigEndian.Uint32(buf) != magic {
 				continue
 			}
@@ -99,6 +113,7 @@ func Run(ctx context.Context, sp Spec) (Result, error) {
 			if seq < uint64(n) && !got[seq] && !sentAt[seq].IsZero() {
 				got[seq] = true
 				rtts = append(rtts, float64(now.Sub(sentAt[seq]).Nanoseconds())/1e6)
+				krtts = append(krtts, float64(at.Sub(sentAt[seq]).Nanoseconds())/1e6)
 			}
 			mu.Unlock()
 		}
@@ -144,7 +159,7 @@ loop:
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	return Result{Sent: sent, RTTs: rtts}, werr
+	return Result{Sent: sent, RTTs: rtts, KernelRTTs: krtts}, werr
 }
 
 // serve answers every request of the harness with the same bytes until

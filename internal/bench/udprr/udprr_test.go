@@ -38,9 +38,16 @@ func TestLoopback(t *testing.T) {
 	if r.Sent < 15 || r.Lost() != 0 || len(r.RTTs) != r.Sent {
 		t.Fatalf("sent %d, %d responses", r.Sent, len(r.RTTs))
 	}
-	for _, x := range r.RTTs {
+	if len(r.KernelRTTs) != len(r.RTTs) {
+		t.Fatalf("%d kernel-stamped RTTs, %d RTTs", len(r.KernelRTTs), len(r.RTTs))
+	}
+	for i, x := range r.RTTs {
 		if x <= 0 || x > 1000 {
 			t.Fatalf("RTT %v ms", x)
+		}
+		// The kernel stamps a response before the goroutine reads it.
+		if k := r.KernelRTTs[i]; k <= 0 || k >= x {
+			t.Fatalf("response %d: kernel-stamped RTT %v ms, read after %v ms", i, k, x)
 		}
 	}
 }
