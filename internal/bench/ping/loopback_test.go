@@ -3,30 +3,16 @@ package ping
 import (
 	"context"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/netnstest"
 )
 
 // TestLoopback pings the loopback of a new namespace: every echo comes
 // back, and each reply's kernel-stamped time ends before its read.
 func TestLoopback(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root (CI is set: not skipping)")
-		}
-		t.Skip("needs root")
-	}
-	ns := "bhpingtest" + strconv.Itoa(os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v %s", err, out)
-	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v %s", err, out)
-	}
+	ns := netnstest.New(t, "bhpingtest")
 	lo := netip.MustParseAddr("127.0.0.1")
 	r, err := Run(context.Background(), ns, lo, lo, 10*time.Millisecond, 200*time.Millisecond)
 	if err != nil {

@@ -3,30 +3,16 @@ package udprr
 import (
 	"context"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/netnstest"
 )
 
 // TestLoopback runs a short series between two addresses of one new
 // namespace's loopback: every request is answered.
 func TestLoopback(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root (CI is set: not skipping)")
-		}
-		t.Skip("needs root")
-	}
-	ns := "bhrrtest" + strconv.Itoa(os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v %s", err, out)
-	}
-	defer exec.Command("ip", "netns", "del", ns).Run()
-	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Fatalf("lo up: %v %s", err, out)
-	}
+	ns := netnstest.New(t, "bhrrtest")
 	r, err := Run(context.Background(), Spec{
 		ClientNS: ns, ServerNS: ns,
 		Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.2"),
