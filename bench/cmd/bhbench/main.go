@@ -9,6 +9,7 @@
 //	go run ./bench/cmd/bhbench            # full run: 3 runs of 10 s per measurement
 //	go run ./bench/cmd/bhbench --quick    # smoke: 1 run, 3 s, kernel + bridgehead aesgcm
 //	go run ./bench/cmd/bhbench -gateway-sched fifo:10   # control: gateways' threads real-time
+//	go run ./bench/cmd/bhbench -express-priority 0,10   # bridgehead twice: default, real-time express lane
 //
 // See bench/README.md.
 package main
@@ -57,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wanMTU    = fs.Int("wan-mtu", 1500, "MTU of the WAN veth between the gateways")
 		streams   = fs.Int("streams", 4, "parallel streams of the multi-stream TCP test")
 		prefix    = fs.String("prefix", fmt.Sprintf("bhb%d", os.Getpid()), "prefix of the lab's namespaces and interfaces (unique per run)")
+		rtList    = fs.String("express-priority", "", "bridgehead express priorities (run --express-priority, 1..99: kernel steering of sparse flows and SCHED_FIFO express threads), comma-separated; each is a column beside the daemon's default (off), which 0 names")
 		laneList  = fs.String("lanes", "", "bridgehead lane counts (run --lanes), comma-separated; each is a column (default: the daemon's, one per CPU)")
 		udpSize   = fs.Int("udp-size", 64, "UDP payload bytes of the small-packet test")
 		udpRate   = fs.String("udp-bitrate", "0", "iperf3 -b of the small-packet test (0: as fast as the sender can)")
@@ -104,6 +106,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("-gateway-sched: %v", err)
 	}
+	var prios []int
+	for _, p := range splitList(*rtList) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 99 {
+			return fail("-express-priority: %q is not a priority 0..99", p)
+		}
+		prios = append(prios, n)
+	}
+	if len(prios) == 0 {
+		prios = []int{0}
+	}
 	if os.Geteuid() != 0 {
 		return fail("needs root (network namespaces, TUN devices)")
 	}
@@ -121,6 +134,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *floodMode {
 		if set["gateway-sched"] {
 			return fail("-gateway-sched is a control of the mode comparison, not of -flood")
+		}
+		if set["express-priority"] {
+			return fail("-express-priority makes columns of the mode comparison, not of -flood")
 		}
 		if set["modes"] && *modeList != modes.Bridgehead {
 			return fail("-flood measures bridgehead only; drop -modes or give -modes bridgehead")
@@ -162,6 +178,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		lanes = append(lanes, n)
 	}
+	if len(lanes) == 0 {
+		lanes = []int{0}
+	}
 	var variants []modes.Variant
 	for _, m := range splitList(*modeList) {
 		switch m {
@@ -177,11 +196,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			tools.Bridgehead = bh
 			for _, c := range splitList(*ciphers) {
-				if len(lanes) == 0 {
-					variants = append(variants, modes.Variant{Mode: m, Cipher: c})
-				}
 				for _, n := range lanes {
-					variants = append(variants, modes.Variant{Mode: m, Cipher: c, Lanes: n})
+					for _, p := range prios {
+						variants = append(variants, modes.Variant{Mode: m, Cipher: c, Lanes: n, ExpressPriority: p})
+					}
 				}
 			}
 		case modes.WireguardGo:

@@ -104,8 +104,9 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
-// TestGatewaySchedFlag: a bad -gateway-sched is refused before anything
-// starts, naming the flag; with -flood the control is refused.
+// TestGatewaySchedFlag: a bad -gateway-sched or -express-priority is
+// refused before anything starts, naming the flag; with -flood both are
+// refused.
 func TestGatewaySchedFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -114,6 +115,9 @@ func TestGatewaySchedFlag(t *testing.T) {
 		{[]string{"-gateway-sched", "fifo:0"}, `-gateway-sched: scheduling policy "fifo:0": priority "0" is not 1..99`},
 		{[]string{"-gateway-sched", "idle:1"}, `unknown policy "idle"`},
 		{[]string{"-flood", "-gateway-sched", "fifo:10"}, "-gateway-sched is a control of the mode comparison"},
+		{[]string{"-express-priority", "100"}, `-express-priority: "100" is not a priority 0..99`},
+		{[]string{"-express-priority", "0,x"}, `-express-priority: "x" is not a priority 0..99`},
+		{[]string{"-flood", "-express-priority", "10"}, "-express-priority makes columns of the mode comparison"},
 	} {
 		var out, errb strings.Builder
 		if code := run(tc.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), tc.want) {

@@ -29,6 +29,10 @@ type Variant struct {
 	// Lanes is bridgehead's `run --lanes`; 0 leaves the daemon's
 	// default (one per CPU).
 	Lanes int
+	// ExpressPriority is bridgehead's `run --express-priority`: 0
+	// leaves the daemon's default (off); 1..99 sorts flows in the kernel
+	// and runs the express lane's loops SCHED_FIFO at that priority.
+	ExpressPriority int
 }
 
 func (v Variant) String() string {
@@ -38,6 +42,9 @@ func (v Variant) String() string {
 	}
 	if v.Lanes > 0 {
 		s += fmt.Sprintf("-lanes%d", v.Lanes)
+	}
+	if v.ExpressPriority > 0 {
+		s += fmt.Sprintf("-rt%d", v.ExpressPriority)
 	}
 	return s
 }
@@ -62,7 +69,7 @@ func Start(ctx context.Context, t *lab.Topology, v Variant, tools Tools, tunMTU 
 	case Kernel:
 		return Gateways{}, startKernel(ctx, t)
 	case Bridgehead:
-		return startBridgehead(ctx, t, tools.Bridgehead, v.Cipher, v.Lanes, tunMTU)
+		return startBridgehead(ctx, t, tools.Bridgehead, v, tunMTU)
 	case WireguardGo:
 		return startWireguardGo(ctx, t, tools, tunMTU)
 	}
@@ -90,7 +97,7 @@ func startKernel(ctx context.Context, t *lab.Topology) error {
 
 // startBridgehead writes keys and configs the way deploy/lab/lab.sh does
 // and runs `bridgehead run` in each gateway namespace.
-func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, lanes, tunMTU int) (Gateways, error) {
+func startBridgehead(ctx context.Context, t *lab.Topology, bin string, v Variant, tunMTU int) (Gateways, error) {
 	var pub [2]string
 	for i, s := range []string{"a", "b"} {
 		key, err := t.Run(ctx, bin, "genkey")
@@ -109,7 +116,7 @@ func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, l
 		pub[i] = strings.TrimSpace(p)
 	}
 	for _, s := range []string{"a", "b"} {
-		cfg := BridgeheadConfig(s, filepath.Join(t.Dir, s+".key"), cipher, tunMTU, pub[0], pub[1])
+		cfg := BridgeheadConfig(s, filepath.Join(t.Dir, s+".key"), v.Cipher, tunMTU, pub[0], pub[1])
 		path := filepath.Join(t.Dir, s+".yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			return Gateways{}, err
@@ -122,8 +129,11 @@ func startBridgehead(ctx context.Context, t *lab.Topology, bin, cipher string, l
 	var err error
 	args := func(site string) []string {
 		a := []string{bin, "run", "--config", filepath.Join(t.Dir, site+".yaml")}
-		if lanes > 0 {
-			a = append(a, "--lanes", fmt.Sprint(lanes))
+		if v.Lanes > 0 {
+			a = append(a, "--lanes", fmt.Sprint(v.Lanes))
+		}
+		if v.ExpressPriority > 0 {
+			a = append(a, "--express-priority", fmt.Sprint(v.ExpressPriority))
 		}
 		return a
 	}

@@ -65,3 +65,21 @@ func TestLabCatalogMatches(t *testing.T) {
 		t.Errorf("sites catalogs differ:\nlab.sh:\n%s\nbench:\n%s", strings.Join(labSites, "\n"), strings.Join(benchSites, "\n"))
 	}
 }
+
+// TestVariantString: the column names of the results.
+func TestVariantString(t *testing.T) {
+	for _, tc := range []struct {
+		v    Variant
+		want string
+	}{
+		{Variant{Mode: Kernel}, "kernel"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm"}, "bridgehead-aesgcm"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm", Lanes: 2}, "bridgehead-aesgcm-lanes2"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm", ExpressPriority: 10}, "bridgehead-aesgcm-rt10"},
+		{Variant{Mode: Bridgehead, Cipher: "chachapoly", Lanes: 1, ExpressPriority: 5}, "bridgehead-chachapoly-lanes1-rt5"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
