@@ -106,16 +106,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("-gateway-sched: %v", err)
 	}
-	var prios []int
-	for _, p := range splitList(*rtList) {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > 99 {
-			return fail("-express-priority: %q is not a priority 0..99", p)
-		}
-		prios = append(prios, n)
+	// Each list is columns; empty is one column with the daemon's default (0).
+	prios, bad := intList(*rtList, 0, 99)
+	if bad != "" {
+		return fail("-express-priority: %q is not a priority 0..99", bad)
 	}
-	if len(prios) == 0 {
-		prios = []int{0}
+	lanes, bad := intList(*laneList, 1, 64)
+	if bad != "" {
+		return fail("-lanes: %q is not a lane count 1..64", bad)
 	}
 	if os.Geteuid() != 0 {
 		return fail("needs root (network namespaces, TUN devices)")
@@ -170,17 +168,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}, *binDir, *out, stdout, stderr)
 	}
 
-	var lanes []int
-	for _, l := range splitList(*laneList) {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 64 {
-			return fail("-lanes: %q is not a lane count 1..64", l)
-		}
-		lanes = append(lanes, n)
-	}
-	if len(lanes) == 0 {
-		lanes = []int{0}
-	}
 	var variants []modes.Variant
 	for _, m := range splitList(*modeList) {
 		switch m {
@@ -335,6 +322,23 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// intList is the comma-separated integers of s, each within lo..hi, or
+// the first item that is not (bad); an empty s gives [0], the daemon's
+// default.
+func intList(s string, lo, hi int) (list []int, bad string) {
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < lo || n > hi {
+			return nil, f
+		}
+		list = append(list, n)
+	}
+	if len(list) == 0 {
+		list = []int{0}
+	}
+	return list, ""
 }
 
 func modeRank(m string) int {

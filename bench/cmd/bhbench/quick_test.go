@@ -104,7 +104,7 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
-// TestGatewaySchedFlag: a bad -gateway-sched or -express-priority is
+// TestGatewaySchedFlag: a bad -gateway-sched, -express-priority or -lanes is
 // refused before anything starts, naming the flag; with -flood both are
 // refused.
 func TestGatewaySchedFlag(t *testing.T) {
@@ -117,6 +117,8 @@ func TestGatewaySchedFlag(t *testing.T) {
 		{[]string{"-flood", "-gateway-sched", "fifo:10"}, "-gateway-sched is a control of the mode comparison"},
 		{[]string{"-express-priority", "100"}, `-express-priority: "100" is not a priority 0..99`},
 		{[]string{"-express-priority", "0,x"}, `-express-priority: "x" is not a priority 0..99`},
+		{[]string{"-lanes", "2,0"}, `-lanes: "0" is not a lane count 1..64`},
+		{[]string{"-lanes", "65"}, `-lanes: "65" is not a lane count 1..64`},
 		{[]string{"-flood", "-express-priority", "10"}, "-express-priority makes columns of the mode comparison"},
 	} {
 		var out, errb strings.Builder
