@@ -18,7 +18,7 @@ func TestLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Sent < 15 || r.Lost() != 0 || len(r.KernelRTTs) != len(r.RTTs) {
+	if r.Sent < 5 || r.Lost() != 0 || len(r.KernelRTTs) != len(r.RTTs) {
 		t.Fatalf("sent %d: %d replies, %d kernel-stamped", r.Sent, len(r.RTTs), len(r.KernelRTTs))
 	}
 	for i, x := range r.RTTs {
