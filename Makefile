@@ -25,10 +25,11 @@ build:
 #   keepalived                TestKeepalivedConfig
 #   systemd-analyze (systemd) TestUnitVerify
 #   setpriv (util-linux)      the CLI test that drops a capability
+#   ethtool                   the tun test that turns a veth's checksum offload off
 # and then the Go modules. One apt-get run installs whatever is missing.
 DEPS := ip:iproute2 nft:nftables curl:curl iperf3:iperf3 dnsmasq:dnsmasq-base \
 	lintian:lintian dpkg-deb:dpkg packer:packer keepalived:keepalived \
-	systemd-analyze:systemd setpriv:util-linux
+	systemd-analyze:systemd setpriv:util-linux ethtool:ethtool
 deps:
 	@need=; for c in $(DEPS); do command -v "$${c%%:*}" >/dev/null 2>&1 || need="$$need $${c#*:}"; done; \
 	  if [ -n "$$need" ]; then \

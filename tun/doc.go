@@ -8,7 +8,10 @@
 //     checksum offloads. Read splits the kernel's 64 KiB super-packets into
 //     up to 128 packets per call; Write coalesces runs of one flow (GRO),
 //     which needs buffers with spare capacity: cap(bufs[i])-offset up to
-//     OffloadWriteBufferSize. OpenOffload fails cleanly where the kernel or
+//     OffloadWriteBufferSize. TCP runs are merged here (tcpmerge.go) and
+//     handed to the kernel checksum-partial, trusting the checksums as
+//     kernel WireGuard does after decryption; UDP goes through the
+//     library's GRO. OpenOffload fails cleanly where the kernel or
 //     the environment does not allow it; fall back to Water then.
 //     OpenOffloadQueues opens several queues of one interface
 //     (IFF_MULTI_QUEUE), one per router lane; the kernel spreads flows

@@ -68,7 +68,9 @@ const (
 //     super-packets (GRO) before writing them, so the kernel's stack runs
 //     once per run instead of once per packet. The merge happens in place,
 //     in the spare capacity of the first buffer of each run; see
-//     OffloadWriteBufferSize.
+//     OffloadWriteBufferSize. TCP is merged by this package (tcpmerge.go)
+//     and handed over checksum-partial, without verifying the checksums
+//     the caller vouches for; UDP by the library, which verifies them.
 //
 // Without IFF_VNET_HDR support (old kernels) it degrades to one packet per
 // system call with BatchSize 1, like Water.
@@ -87,8 +89,12 @@ type Offload struct {
 	dropped atomic.Uint64 // Read results discarded, see Dropped
 	warned  atomic.Bool   // a Read error has been logged at Warn
 
+	// Write's state, under wmu: the library's view of the packets it
+	// writes (everything but TCP), and the TCP merger.
 	wmu   sync.Mutex
-	wbufs [][]byte // Write's view of the caller's bufs, reused
+	wbufs [][]byte
+	merge *tcpMerger
+	vnet  bool // the library opened the TUN with virtio-net headers
 
 	waiter *queueWaiter // WaitReadable's; the reading goroutine's
 }
@@ -114,6 +120,11 @@ var _ Device = (*Offload)(nil)
 //     with equal headers and options and only ACK or ACK|PSH flags; UDP
 //     datagrams of equal size (the last may be shorter) with the same
 //     addresses, ports and IP header fields; valid checksums.
+//
+// TCP checksums are not verified: Write trusts them and the kernel does
+// not check them either, so a caller must only write TCP packets whose
+// bytes it can vouch for, as the router can for what a tunnel session's
+// AEAD opened (see tcpmerge.go).
 //
 // Write may modify the packets' headers and checksums, the HeadroomNeeded
 // bytes in front of offset and the bytes between len(bufs[i]) and its
@@ -167,6 +178,8 @@ func newOffload(dev wgtun.Device, mtu int, log *slog.Logger) (*Offload, error) {
 		log:     log,
 		drained: make(chan struct{}),
 		wbufs:   make([][]byte, 0, dev.BatchSize()),
+		merge:   newTCPMerger(dev.BatchSize()),
+		vnet:    dev.BatchSize() > 1,
 	}
 	// The library's netlink and link-state goroutines block sending on the
 	// events channel if nobody reads it; it is closed after Close.
@@ -281,12 +294,17 @@ func (d *Offload) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 }
 
 // Write writes bufs[i][offset:] as packets, coalescing runs of one flow
-// (see OpenOffload for what that needs from the caller). It returns
-// len(bufs) when every write succeeded. The library tries every
-// (coalesced) packet and joins the errors, so which packets were accepted
-// is unknown: a failed write returns len(bufs) (every packet was tried,
-// nothing is left to retry) with the error, or 0 with ErrClosed or a bad
-// offset. offset must be at least HeadroomNeeded.
+// (see OpenOffload for what that needs from the caller). TCP is merged
+// here and handed to the kernel checksum-partial, without verifying the
+// checksums: the caller vouches for them (tcpmerge.go says why that holds
+// for the router); everything else goes through the library, whose GRO
+// merges UDP. Packets of one flow keep their order.
+//
+// It returns len(bufs) when every write succeeded. Every (coalesced)
+// packet is tried and the errors are joined, one per failed write, so
+// which packets were accepted is unknown: a failed write returns len(bufs)
+// (every packet was tried, nothing is left to retry) with the error, or 0
+// with ErrClosed or a bad offset. offset must be at least HeadroomNeeded.
 func (d *Offload) Write(bufs [][]byte, offset int) (int, error) {
 	if offset < HeadroomNeeded {
 		return 0, errBadOffset
@@ -309,8 +327,15 @@ func (d *Offload) Write(bufs [][]byte, offset int) (int, error) {
 	// packet, where the library puts the virtio-net header, and cap it so
 	// that no merged packet can exceed 65535 bytes (the library does not
 	// check; its capacity test reserves one more header length).
-	w := d.wbufs[:0]
-	for _, b := range bufs {
+	m, w := d.merge, d.wbufs[:0]
+	m.reset()
+	for i, b := range bufs {
+		if d.vnet {
+			if ipLen, tcpLen, v6, ok := tcpHeaders(b[offset:]); ok {
+				m.add(bufs, i, offset, ipLen, tcpLen, v6)
+				continue
+			}
+		}
 		b = b[offset-HeadroomNeeded:]
 		if cap(b) > HeadroomNeeded+OffloadWriteBufferSize {
 			b = b[: len(b) : HeadroomNeeded+OffloadWriteBufferSize]
@@ -318,13 +343,31 @@ func (d *Offload) Write(bufs [][]byte, offset int) (int, error) {
 		w = append(w, b)
 	}
 	d.wbufs = w
-	_, err := d.dev.Write(w, HeadroomNeeded)
-	clear(w) // keep no reference to the caller's buffers
-	if err != nil {
-		if d.closed.Load() || errors.Is(err, os.ErrClosed) {
-			return 0, ErrClosed
+	var errs []error // allocated only when a write fails
+	f := d.dev.File()
+	for i := range m.runs {
+		r := &m.runs[i]
+		if _, err := f.Write(r.finish(bufs[r.buf], offset)); err != nil {
+			errs = append(errs, err)
 		}
-		return len(bufs), err
+	}
+	if len(w) > 0 {
+		if _, err := d.dev.Write(w, HeadroomNeeded); err != nil {
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				errs = append(errs, j.Unwrap()...)
+			} else {
+				errs = append(errs, err)
+			}
+		}
+	}
+	clear(w) // keep no reference to the caller's buffers
+	if errs != nil {
+		for _, err := range errs {
+			if d.closed.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, unix.EBADFD) {
+				return 0, ErrClosed
+			}
+		}
+		return len(bufs), errors.Join(errs...)
 	}
 	return len(bufs), nil
 }
