@@ -27,6 +27,8 @@ type insideBatch struct {
 	// express: the packets are of sparse flows, sealed for the express
 	// lane where the peer has one (sparse.go).
 	express bool
+	// dst caches route's last destination lookup (siteCache).
+	dst siteCache
 }
 
 // sealRun is the sealed datagrams waiting for one sendmmsg: a run of
@@ -244,7 +246,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			r.drops.Add(Inside, ReasonMalformed, 1)
 			continue
 		}
-		s, ok := st.table.Lookup(dst)
+		s, ok := b.dst.lookup(st, dst)
 		if !ok {
 			if dst.IsMulticast() || dst.IsLinkLocalUnicast() {
 				r.drops.Add(Inside, ReasonNotUnicast, 1)

@@ -26,6 +26,9 @@ type outsideBatch struct {
 	lane *lane
 	// rx counts the batch's packets per peer (see rxTally).
 	rx rxTally
+	// src and dst cache openTransport's lookups of the inner addresses
+	// (siteCache).
+	src, dst siteCache
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -207,11 +210,11 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		r.drops.Add(Outside, ReasonMalformed, 1)
 		return nil, false
 	}
-	if s, ok := st.table.Lookup(info.Src); !ok || s.name != p.site {
+	if s, ok := b.src.lookup(st, info.Src); !ok || s.name != p.site {
 		r.drops.Add(Outside, ReasonSpoofedSource, 1)
 		return nil, false
 	}
-	if s, ok := st.table.Lookup(info.Dst); !ok || !s.local {
+	if s, ok := b.dst.lookup(st, info.Dst); !ok || !s.local {
 		r.drops.Add(Outside, ReasonNotLocal, 1)
 		return nil, false
 	}
