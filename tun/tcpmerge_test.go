@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/bridgehead/bridgehead/router/packet"
@@ -193,30 +194,18 @@ func TestTCPMergePlan(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := planOf(t, tc.segs)
-			if got := runSizes(m); !equalInts(got, tc.want) {
+			if got := runSizes(m); !slices.Equal(got, tc.want) {
 				t.Errorf("runs %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestTCPMergeFinish checks what is handed to the kernel: the virtio-net
 // header, the IP length and header checksum, and a partial TCP checksum
 // that, completed over the merged bytes as the kernel or a NIC would,
-// gives the valid checksum of the merged segment; and that segmenting the
-// result at gso_size gives back the payloads that went in.
+// gives the valid checksum of the merged segment; and that the merged
+// payload is the segments' payloads in order.
 func TestTCPMergeFinish(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		ss := segs(6, 1300, 4242, v6)
@@ -331,7 +320,7 @@ func TestTCPMergeCapacity(t *testing.T) {
 		ipLen, tcpLen, v6, _ := tcpHeaders(b[offset:])
 		m.add(bufs, i, offset, ipLen, tcpLen, v6)
 	}
-	if got := runSizes(m); !equalInts(got, []int{1, 1, 1}) {
+	if got := runSizes(m); !slices.Equal(got, []int{1, 1, 1}) {
 		t.Errorf("runs %v, want [1 1 1]", got)
 	}
 }
@@ -339,38 +328,18 @@ func TestTCPMergeCapacity(t *testing.T) {
 // TestTCPMergeReuse: a second plan starts from nothing, and planning
 // allocates nothing.
 func TestTCPMergeReuse(t *testing.T) {
-	ss := segs(64, 1400, 1, false)
 	const offset = 16
-	orig := make([][]byte, len(ss))
-	for i, s := range ss {
-		orig[i] = tcpSeg(s, offset)
-	}
-	bufs := make([][]byte, len(orig))
+	orig, bufs := batchOf(segs(64, 1400, 1, false), offset)
 	m := newTCPMerger(len(bufs))
-	plan := func() {
-		for i := range bufs {
-			bufs[i] = append(bufs[i][:0], orig[i]...)
-		}
-		m.reset()
-		for i, b := range bufs {
-			ipLen, tcpLen, v6, _ := tcpHeaders(b[offset:])
-			m.add(bufs, i, offset, ipLen, tcpLen, v6)
-		}
-		for i := range m.runs {
-			m.runs[i].finish(bufs[m.runs[i].buf], offset)
-		}
-	}
-	for i := range bufs {
-		bufs[i] = make([]byte, 0, cap(orig[i]))
-	}
+	plan := func() { replan(m, bufs, orig, offset) }
 	plan()
-	if got := runSizes(m); !equalInts(got, []int{46, 18}) {
+	if got := runSizes(m); !slices.Equal(got, []int{46, 18}) {
 		t.Fatalf("runs %v", got)
 	}
 	if a := testing.AllocsPerRun(20, plan); a != 0 {
 		t.Errorf("%v allocations per plan", a)
 	}
-	if got := runSizes(m); !equalInts(got, []int{46, 18}) {
+	if got := runSizes(m); !slices.Equal(got, []int{46, 18}) {
 		t.Fatalf("runs after reuse %v", got)
 	}
 }
@@ -418,30 +387,40 @@ func FuzzTCPMerge(f *testing.F) {
 // BenchmarkTCPMerge plans and finishes a batch of 64 segments of one flow
 // (the cost per packet of the merge, without the write).
 func BenchmarkTCPMerge(b *testing.B) {
-	ss := segs(64, 1400, 1, false)
 	const offset = 16
-	orig := make([][]byte, len(ss))
-	for i, s := range ss {
-		orig[i] = tcpSeg(s, offset)
-	}
-	bufs := make([][]byte, len(orig))
-	for i := range bufs {
-		bufs[i] = make([]byte, 0, cap(orig[i]))
-	}
+	orig, bufs := batchOf(segs(64, 1400, 1, false), offset)
 	m := newTCPMerger(len(bufs))
-	b.SetBytes(int64(len(ss) * 1400))
+	b.SetBytes(int64(len(orig) * 1400))
 	b.ReportAllocs()
 	for b.Loop() {
-		for i := range bufs {
-			bufs[i] = append(bufs[i][:0], orig[i]...)
-		}
-		m.reset()
-		for i, buf := range bufs {
-			ipLen, tcpLen, v6, _ := tcpHeaders(buf[offset:])
-			m.add(bufs, i, offset, ipLen, tcpLen, v6)
-		}
-		for i := range m.runs {
-			m.runs[i].finish(bufs[m.runs[i].buf], offset)
-		}
+		replan(m, bufs, orig, offset)
+	}
+}
+
+// batchOf builds the segments ss at offset, and empty buffers of the
+// same capacities for replan.
+func batchOf(ss []seg, offset int) (orig, bufs [][]byte) {
+	orig = make([][]byte, len(ss))
+	bufs = make([][]byte, len(ss))
+	for i, s := range ss {
+		orig[i] = tcpSeg(s, offset)
+		bufs[i] = make([]byte, 0, cap(orig[i]))
+	}
+	return orig, bufs
+}
+
+// replan copies the packets orig into bufs (of the same capacity, so
+// nothing is allocated) and plans and finishes them with m.
+func replan(m *tcpMerger, bufs, orig [][]byte, offset int) {
+	for i := range bufs {
+		bufs[i] = append(bufs[i][:0], orig[i]...)
+	}
+	m.reset()
+	for i, b := range bufs {
+		ipLen, tcpLen, v6, _ := tcpHeaders(b[offset:])
+		m.add(bufs, i, offset, ipLen, tcpLen, v6)
+	}
+	for i := range m.runs {
+		m.runs[i].finish(bufs[m.runs[i].buf], offset)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -311,7 +312,7 @@ func TestGSOGrouping(t *testing.T) {
 				t.Errorf("%s: message %d points at the wrong datagram or name", c.name, m)
 			}
 		}
-		if !equalInts(got, c.want) || !equalInts(segs, c.segOf) {
+		if !slices.Equal(got, c.want) || !slices.Equal(segs, c.segOf) {
 			t.Errorf("%s: messages %v segments %v, want %v %v", c.name, got, segs, c.want, c.segOf)
 		}
 		// Without GSO: one message per datagram.
@@ -329,18 +330,6 @@ func TestGSOGrouping(t *testing.T) {
 	if unsafe.Sizeof(segmentCmsg{}) < uintptr(unix.CmsgSpace(2)) {
 		t.Error("segmentCmsg shorter than CMSG_SPACE(2)")
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestGROSegmentParse(t *testing.T) {

@@ -128,7 +128,7 @@ func TestSendManyGrouping(t *testing.T) {
 				t.Errorf("%s: message %d: name length %d, %d datagrams, control %d", c.name, m, h.Namelen, h.Iovlen, h.Controllen)
 			}
 		}
-		if !equalInts(got, c.want) || !slices.Equal(to, c.to) {
+		if !slices.Equal(got, c.want) || !slices.Equal(to, c.to) {
 			t.Errorf("%s: messages %v to %v, want %v to %v", c.name, got, to, c.want, c.to)
 		}
 		s.releaseMany()
