@@ -147,15 +147,15 @@ func flowHash(p []byte, ipLen int, v6 bool) uint32 {
 	return h ^ h>>15
 }
 
-// sameFlow reports whether a and b (both TCP, of the same IP version)
-// have the same addresses and ports.
-func sameFlow(a, b []byte, ipLen int, v6 bool) bool {
+// sameFlow reports whether a and b (TCP, of the same IP version, with IP
+// headers of aIP and bIP bytes) have the same addresses and ports.
+func sameFlow(a []byte, aIP int, b []byte, bIP int, v6 bool) bool {
 	from, to := 12, 20 // IPv4 source and destination
 	if v6 {
 		from, to = 8, 40
 	}
 	return string(a[from:to]) == string(b[from:to]) &&
-		binary.BigEndian.Uint32(a[ipLen:]) == binary.BigEndian.Uint32(b[ipLen:])
+		binary.BigEndian.Uint32(a[aIP:]) == binary.BigEndian.Uint32(b[bIP:])
 }
 
 // reset starts a new Write call.
@@ -188,8 +188,11 @@ func (m *tcpMerger) add(bufs [][]byte, i, offset, ipLen, tcpLen int, v6 bool) {
 		}
 		r := &m.runs[e.run]
 		head := bufs[r.buf][offset:]
-		if r.v6 == v6 && r.ipLen == ipLen && sameFlow(head, p, ipLen, v6) {
-			if r.open && m.join(bufs, r, p, offset, tcpLen) {
+		// The flow's open run, whatever its header lengths: a packet of
+		// the flow that cannot join closes it, so that nothing after
+		// the packet joins a run written before it.
+		if r.v6 == v6 && sameFlow(head, r.ipLen, p, ipLen, v6) {
+			if r.open && r.ipLen == ipLen && m.join(bufs, r, p, offset, tcpLen) {
 				return
 			}
 			r.open = false

@@ -184,6 +184,13 @@ func TestTCPMergePlan(t *testing.T) {
 		}, []int{1, 2}},
 		{"without DF", with(segs(3, 1000, 1, false), 0, func(s *seg) { s.noDF = true }), []int{1, 2}},
 		{"IPv4 options", with(segs(3, 1000, 1, false), 0, func(s *seg) { s.ipOptions = true }), []int{1, 2}},
+		// A flow whose packets change header length keeps its order.
+		{"IPv4 options mid-flow", []seg{
+			{sport: 1000, seq: 1, ack: 7, flags: tcpFlagACK, payload: 1000},
+			{sport: 1000, seq: 1001, ack: 7, flags: tcpFlagACK, ipOptions: true},
+			{sport: 1000, seq: 1001, ack: 7, flags: tcpFlagACK, payload: 1000},
+			{sport: 1000, seq: 2001, ack: 7, flags: tcpFlagACK, payload: 1000},
+		}, []int{1, 1, 2}},
 		{"SYN", with(segs(3, 1000, 1, false), 0, func(s *seg) { s.flags = tcpFlagACK | 0x02 }), []int{1, 2}},
 		{"FIN ends it", with(segs(3, 1000, 1, false), 2, func(s *seg) { s.flags |= 0x01 }), []int{2, 1}},
 		{"ECE", with(segs(3, 1000, 1, false), 1, func(s *seg) { s.flags |= 0x40 }), []int{1, 1, 1}},
