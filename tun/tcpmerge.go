@@ -130,23 +130,6 @@ func tcpHeaders(p []byte) (ipLen, tcpLen int, v6, ok bool) {
 	return ipLen, tcpLen, v6, true
 }
 
-// flowHash hashes the addresses and ports of a TCP packet with headers as
-// tcpHeaders found them.
-func flowHash(p []byte, ipLen int, v6 bool) uint32 {
-	h := uint32(2166136261)
-	mix := func(w uint32) { h = (h ^ w) * 16777619 }
-	if v6 {
-		for i := 8; i < 40; i += 4 {
-			mix(binary.BigEndian.Uint32(p[i:]))
-		}
-	} else {
-		mix(binary.BigEndian.Uint32(p[12:]))
-		mix(binary.BigEndian.Uint32(p[16:]))
-	}
-	mix(binary.BigEndian.Uint32(p[ipLen:]))
-	return h ^ h>>15
-}
-
 // sameFlow reports whether a and b (TCP, of the same IP version, with IP
 // headers of aIP and bIP bytes) have the same addresses and ports.
 func sameFlow(a []byte, aIP int, b []byte, bIP int, v6 bool) bool {
@@ -177,7 +160,8 @@ func (m *tcpMerger) reset() {
 // run's head buffer at once, so bufs[i] is free again afterwards.
 func (m *tcpMerger) add(bufs [][]byte, i, offset, ipLen, tcpLen int, v6 bool) {
 	p := bufs[i][offset:]
-	h := flowHash(p, ipLen, v6)
+	fh, _ := packet.FlowHash(p, 0) // tcpHeaders checked what it needs
+	h := uint32(fh)
 	slot := -1
 	for probe := uint32(0); probe < mergeSlots; probe++ {
 		s := int((h + probe) & (mergeSlots - 1))
@@ -192,7 +176,7 @@ func (m *tcpMerger) add(bufs [][]byte, i, offset, ipLen, tcpLen int, v6 bool) {
 		// the flow that cannot join closes it, so that nothing after
 		// the packet joins a run written before it.
 		if r.v6 == v6 && sameFlow(head, r.ipLen, p, ipLen, v6) {
-			if r.open && r.ipLen == ipLen && m.join(bufs, r, p, offset, tcpLen) {
+			if r.open && r.ipLen == ipLen && r.join(bufs, p, offset, tcpLen) {
 				return
 			}
 			r.open = false
@@ -216,7 +200,7 @@ func (m *tcpMerger) add(bufs [][]byte, i, offset, ipLen, tcpLen int, v6 bool) {
 
 // join merges segment p into run r if the rules allow, copying its
 // payload behind the run's packet in the head buffer.
-func (m *tcpMerger) join(bufs [][]byte, r *tcpRun, p []byte, offset, tcpLen int) bool {
+func (r *tcpRun) join(bufs [][]byte, p []byte, offset, tcpLen int) bool {
 	head := bufs[r.buf][offset:cap(bufs[r.buf])]
 	ipLen := r.ipLen
 	payload := len(p) - ipLen - tcpLen
