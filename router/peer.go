@@ -88,7 +88,8 @@ type Peer struct {
 	// laneSession is laneTag of the session on which the peer last said
 	// it reads lane bytes (flagLanes in a control message), 0 if none:
 	// the inside path sets a lane byte only on that session (laneByte).
-	// Written by the outside loop (handleControl), only when it changes.
+	// Written by the outside loops (handleControl), only when it changes
+	// and only from a message on the current session.
 	laneSession atomic.Uint64
 	// expressSession is laneTag of the session on which the peer last
 	// said it has an express lane (flagExpress), 0 if none: the inside

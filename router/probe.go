@@ -145,13 +145,19 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		return
 	}
 	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
-	if c.flags&flagLanes != 0 {
-		if tag := laneTag(kp); p.laneSession.Load() != tag {
+	// What the peer reads is learned for the session we send on, from
+	// messages on that session only. After both gateways initiated at
+	// once, each sends on the session it confirmed last: the peer's own
+	// probes then arrive on our previous session, and booking their
+	// flags would move laneSession off our current one at every probe
+	// (lane byte 0 until our next reply). Our probes go on current, so
+	// their replies always speak for it.
+	if kp != nil && kp == p.current.Load() {
+		tag := laneTag(kp)
+		if c.flags&flagLanes != 0 && p.laneSession.Load() != tag {
 			p.laneSession.Store(tag)
 		}
-	}
-	if c.flags&flagExpress != 0 {
-		if tag := laneTag(kp); p.expressSession.Load() != tag {
+		if c.flags&flagExpress != 0 && p.expressSession.Load() != tag {
 			p.expressSession.Store(tag)
 		}
 	}

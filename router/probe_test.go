@@ -2,6 +2,7 @@ package router
 
 import (
 	"encoding/binary"
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"net/netip"
 	"testing"
 	"time"
@@ -46,5 +47,45 @@ func TestProberPart(t *testing.T) {
 	pr.handleControl(nil, p, nil, []byte{probeReply, 0, 0}, netip.AddrPort{}, now)
 	if got := r.drops.Get(Outside, ReasonMalformed); got != 1 {
 		t.Errorf("malformed control messages dropped %d, want 1", got)
+	}
+}
+
+// TestLaneFlagsCrossedSessions: when both gateways initiated at once,
+// each sends on the session it confirmed last, so the peer's own probes
+// arrive on our previous session while its replies to ours arrive on our
+// current one. Only messages on the current session may say what the
+// peer reads there; one on another session leaves the lane and express
+// flags alone, or the data path would drop to lane byte 0 (the
+// receiver's hash, perhaps its express socket) until the next reply.
+func TestLaneFlagsCrossedSessions(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := &Router{mono: newMonoEpoch(now.Add(-time.Minute))}
+	r.probe = &prober{r: r}
+	msg := func(typ, flags byte) []byte {
+		b := make([]byte, probeLen)
+		b[0], b[1] = typ, flags
+		return b
+	}
+	prev := &bhcrypto.Keypair{LocalIndex: 7}
+	cur := &bhcrypto.Keypair{LocalIndex: 9}
+	p := &Peer{}
+	p.previous.Store(prev)
+	p.current.Store(cur)
+	for _, step := range []struct {
+		name string
+		kp   *bhcrypto.Keypair
+		typ  byte
+		want uint64 // laneSession and expressSession after the message
+	}{
+		{"the peer's probe on our previous session", prev, probeRequest, 0},
+		{"its reply to our probe, on our current one", cur, probeReply, laneTag(cur)},
+		{"its next probe, on the previous again", prev, probeRequest, laneTag(cur)},
+		{"a late reply on the previous", prev, probeReply, laneTag(cur)},
+	} {
+		var b outsideBatch // no reply slots: a request is booked, not answered
+		r.probe.handleControl(&b, p, step.kp, msg(step.typ, flagLanes|flagExpress), netip.AddrPort{}, now)
+		if got, gotX := p.laneSession.Load(), p.expressSession.Load(); got != step.want || gotX != step.want {
+			t.Errorf("%s: laneSession %#x expressSession %#x, want %#x", step.name, got, gotX, step.want)
+		}
 	}
 }
