@@ -109,6 +109,9 @@ func startLabPrefix(t *testing.T, setup, prefix string, logs []string, extraEnv 
 		logs:   logs,
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			l.logState(t)
+		}
 		l.script("down", l.dir)
 		if t.Failed() {
 			for _, s := range l.logs {
@@ -161,6 +164,23 @@ func (l *lab) mustExec(ns string, args ...string) string {
 func (l *lab) probe(ns string, args ...string) string {
 	l.t.Helper()
 	return l.mustExec(ns, append([]string{filepath.Join(l.bin, "bhprobe")}, args...)...)
+}
+
+// stateSeries are the series a failed test shows of each gateway: what
+// its logs do not say (sessions, lanes, the express lane).
+var stateSeries = regexp.MustCompile(`(?m)^bridgehead_(peer_session_features|peer_handshakes_total|peer_up|peer_session_age_seconds|express_[a-z_]+|lane_strays_total)[ {].*$`)
+
+// logState logs to t (the lab's own test: l.t may be a finished
+// subtest's) stateSeries of each gateway whose log the test shows, as
+// far as they can still be scraped; it never fails the test.
+func (l *lab) logState(t *testing.T) {
+	for _, s := range l.logs {
+		out, err := l.exec(s+"-gw", filepath.Join(l.bin, "bhprobe"), "http-get", "http://127.0.0.1:9641/metrics")
+		if err != nil {
+			continue
+		}
+		t.Logf("%s state at the failure:\n%s", s, strings.Join(stateSeries.FindAllString(out, -1), "\n"))
+	}
 }
 
 // metrics scrapes a gateway's /metrics ("a" or "b").

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"regexp"
 	"sync"
 	"testing"
 
@@ -40,6 +41,13 @@ func TestLaneFlagsCrossedPair(t *testing.T) {
 			if got := s.p.expressSession.Load(); got != want {
 				t.Errorf("round %d: %s books the express lane for session %#x, sends on %#x", round, s.name, got, want)
 			}
+		}
+	}
+	// An operator sees it: both features on at both ends.
+	on := regexp.MustCompile(`(?m)^bridgehead_peer_session_features\{feature="(lane_bytes|express)",.*\} 1$`)
+	for _, g := range []*gateway{a, b} {
+		if got := on.FindAllString(scrape(t, g.r), -1); len(got) != 2 {
+			t.Errorf("%s: features on in the metrics %q, want lane_bytes and express", g.tun.Name(), got)
 		}
 	}
 }

@@ -42,6 +42,7 @@ type Collector struct {
 	canDeliver     *prometheus.Desc
 	pathMTU        *prometheus.Desc
 	mtuDegraded    *prometheus.Desc
+	features       *prometheus.Desc
 	express        *prometheus.Desc
 	expressSteered *prometheus.Desc
 	expressRT      *prometheus.Desc
@@ -83,6 +84,7 @@ func NewCollector(r *Router) *Collector {
 		downReason:     prometheus.NewDesc("bridgehead_peer_down_reason", "1 for the reason a remote gateway is down (no_answer, cannot_deliver), 0 for the others.", append(peer, "reason"), nil),
 		pathMTU:        prometheus.NewDesc("bridgehead_peer_path_mtu_bytes", "Largest inner packet the path to a remote gateway is known to carry, from padded probes (0: not checked yet); the tunnel MTU while the path is whole.", peer, nil),
 		mtuDegraded:    prometheus.NewDesc("bridgehead_peer_mtu_degraded", "1 while full-size probes to a remote gateway go unanswered and small ones pass: it gets no flows while a whole gateway of its site is up.", peer, nil),
+		features:       prometheus.NewDesc("bridgehead_peer_session_features", "1 while a remote gateway has said, on the session in use, that it reads lane bytes (feature lane_bytes: our flows spread over its lanes' sockets) or has an express lane (express: sparse flows go there); 0 until it says so on a new session (within a probe's round trip) and toward gateways that predate them.", append(peer, "feature"), nil),
 		canDeliver:     prometheus.NewDesc("bridgehead_can_deliver", "1 while this gateway can deliver to its own site (LAN link up, routes to every node CIDR); 0 tells remote gateways to move its flows.", nil, nil),
 	}
 }
@@ -92,7 +94,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.laneStrays, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.laneStrays, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT, c.features} {
 		ch <- d
 	}
 }
@@ -142,6 +144,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.cannotDeliver, prometheus.GaugeValue, boolGauge(s.Live.CannotDeliver), l...)
 		ch <- prometheus.MustNewConstMetric(c.pathMTU, prometheus.GaugeValue, float64(s.Live.PathMTU), l...)
 		ch <- prometheus.MustNewConstMetric(c.mtuDegraded, prometheus.GaugeValue, boolGauge(s.Live.MTUDegraded), l...)
+		ch <- prometheus.MustNewConstMetric(c.features, prometheus.GaugeValue, boolGauge(s.LaneBytes), s.Site, s.Name, "lane_bytes")
+		ch <- prometheus.MustNewConstMetric(c.features, prometheus.GaugeValue, boolGauge(s.Express), s.Site, s.Name, "express")
 		for _, reason := range []DownReason{DownNoAnswer, DownCannotDeliver} {
 			ch <- prometheus.MustNewConstMetric(c.downReason, prometheus.GaugeValue,
 				boolGauge(s.Live.State == LiveDown && s.Live.Reason == reason), s.Site, s.Name, strings.ReplaceAll(reason.String(), " ", "_"))

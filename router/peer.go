@@ -195,6 +195,13 @@ type PeerStats struct {
 	// HandshakeSendErrors counts handshake messages that could not be
 	// sent to the peer.
 	HandshakeSendErrors uint64
+	// LaneBytes and Express say what the peer told us about the session
+	// in use (its control messages on it): it reads lane bytes, so our
+	// flows spread over its lanes' sockets; it has an express lane, so
+	// sparse flows go there. Both are false until the first probe on a
+	// new session is answered, and stay false toward a gateway that
+	// predates them.
+	LaneBytes, Express bool
 }
 
 // Stats returns a snapshot of the peer's counters.
@@ -218,6 +225,8 @@ func (p *Peer) Stats() PeerStats {
 	s.Down = s.Live.State == LiveDown
 	if kp := p.current.Load(); kp != nil {
 		s.SessionCreated = kp.Created
+		s.LaneBytes = p.laneSession.Load() == laneTag(kp)
+		s.Express = p.expressSession.Load() == laneTag(kp)
 	}
 	return s
 }

@@ -68,7 +68,8 @@ func TestLaneFlagsCrossedSessions(t *testing.T) {
 	}
 	prev := &bhcrypto.Keypair{LocalIndex: 7}
 	cur := &bhcrypto.Keypair{LocalIndex: 9}
-	p := &Peer{}
+	p := &Peer{mono: r.mono}
+	p.endpoint.Store(new(netip.AddrPort))
 	p.previous.Store(prev)
 	p.current.Store(cur)
 	for _, step := range []struct {
@@ -86,6 +87,10 @@ func TestLaneFlagsCrossedSessions(t *testing.T) {
 		r.probe.handleControl(&b, p, step.kp, msg(step.typ, flagLanes|flagExpress), netip.AddrPort{}, now)
 		if got, gotX := p.laneSession.Load(), p.expressSession.Load(); got != step.want || gotX != step.want {
 			t.Errorf("%s: laneSession %#x expressSession %#x, want %#x", step.name, got, gotX, step.want)
+		}
+		// What the metrics say (bridgehead_peer_session_features).
+		if s, want := p.Stats(), step.want != 0; s.LaneBytes != want || s.Express != want {
+			t.Errorf("%s: Stats says lane bytes %v, express %v; want %v", step.name, s.LaneBytes, s.Express, want)
 		}
 	}
 }
