@@ -77,6 +77,11 @@ type PeerState struct {
 	// HandshakeSendErrors counts handshake messages that could not be
 	// sent to the gateway (no route, for one).
 	HandshakeSendErrors uint64 `json:"handshakeSendErrors"`
+	// LaneBytes and Express: the gateway said, on the session in use,
+	// that it reads lane bytes and has an express lane
+	// (router.PeerStats).
+	LaneBytes bool `json:"laneBytes,omitempty"`
+	Express   bool `json:"express,omitempty"`
 }
 
 // Paths of PeerState.Path.
@@ -155,6 +160,8 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			HandshakesCompleted: s.HandshakesCompleted,
 			HandshakesFailed:    s.HandshakesFailed,
 			HandshakeSendErrors: s.HandshakeSendErrors,
+			LaneBytes:           s.LaneBytes,
+			Express:             s.Express,
 		}
 	}
 	return out

@@ -201,13 +201,14 @@ func TestPeerStates(t *testing.T) {
 		LastHandshake: t0.Add(-time.Minute), LastReceive: t0.Add(-time.Second),
 		SessionCreated: t0.Add(-2 * time.Minute), QueuedPackets: 5, Keepalive: 25 * time.Second,
 		Down: true, Live: router.LivenessStats{State: router.LiveDown, Downs: 2},
+		LaneBytes: true, Express: true,
 	}
 	want := PeerState{
 		Site: "b", Gateway: "gw-b1", Endpoint: in.Endpoint,
 		LastHandshake: in.LastHandshake, LastReceive: in.LastReceive,
 		TxBytes: 2, RxBytes: 4, TxPackets: 1, RxPackets: 3,
 		SessionCreated: in.SessionCreated, QueuedPackets: 5, Keepalive: 25 * time.Second,
-		Down: true, Live: in.Live,
+		Down: true, Live: in.Live, LaneBytes: true, Express: true,
 	}
 	got := PeerStates([]router.PeerStats{in})
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
