@@ -311,7 +311,10 @@ func TestReloadGatewaysKeepsOtherFlows(t *testing.T) {
 	waitUp(t, clock, a)
 	send := func(seq int) map[int]map[string]int { return sendFlows(t, a, b1, b2, 32, seq) }
 	before := send(0)
-	hs := peerStats(a, "gw-b1")
+	// Both ends may have initiated at the start (crossed sessions); let
+	// those handshakes finish before taking the count the reloads must
+	// not change.
+	hs := settledHandshakes(t, clock, a, "gw-b1")
 	without := cfg("site-a")
 	without.Sites[1].Gateways = without.Sites[1].Gateways[:1]
 	if err := a.r.SetConfig(without); err != nil {
@@ -338,6 +341,27 @@ func TestReloadGatewaysKeepsOtherFlows(t *testing.T) {
 	if after := peerStats(a, "gw-b1"); after.HandshakesCompleted+after.HandshakesAnswered != hs.HandshakesCompleted+hs.HandshakesAnswered {
 		t.Errorf("the reloads renegotiated gw-b1's session: %+v -> %+v", hs, after)
 	}
+}
+
+// settledHandshakes returns the handshake counts of g's peer name once
+// they have stayed the same over 10 probe ticks.
+func settledHandshakes(t *testing.T, clock *fakeClock, g *gateway, name string) PeerStats {
+	t.Helper()
+	count := func(s PeerStats) uint64 { return s.HandshakesInitiated + s.HandshakesAnswered + s.HandshakesCompleted }
+	s := peerStats(g, name)
+	for same, i := 0, 0; same < 10; i++ {
+		if i == 500 {
+			t.Fatalf("handshakes with %s still changing: %+v", name, s)
+		}
+		clock.Advance(ProbeTick)
+		time.Sleep(5 * time.Millisecond)
+		next := peerStats(g, name)
+		if same++; count(next) != count(s) {
+			same = 0
+		}
+		s = next
+	}
+	return s
 }
 
 func BenchmarkPick(b *testing.B) {
