@@ -175,7 +175,7 @@ var stateSeries = regexp.MustCompile(`(?m)^bridgehead_(peer_session_features|pee
 // far as they can still be scraped; it never fails the test.
 func (l *lab) logState(t *testing.T) {
 	for _, s := range l.logs {
-		out, err := l.exec(s+"-gw", filepath.Join(l.bin, "bhprobe"), "http-get", "http://127.0.0.1:9641/metrics")
+		out, err := l.scrape(s)
 		if err != nil {
 			continue
 		}
@@ -186,7 +186,16 @@ func (l *lab) logState(t *testing.T) {
 // metrics scrapes a gateway's /metrics ("a" or "b").
 func (l *lab) metrics(site string) string {
 	l.t.Helper()
-	return l.probe(site+"-gw", "http-get", "http://127.0.0.1:9641/metrics")
+	out, err := l.scrape(site)
+	if err != nil {
+		l.t.Fatalf("scraping gateway %s: %v\n%s", site, err, out)
+	}
+	return out
+}
+
+// scrape is metrics without failing the test.
+func (l *lab) scrape(site string) (string, error) {
+	return l.exec(site+"-gw", filepath.Join(l.bin, "bhprobe"), "http-get", "http://127.0.0.1:9641/metrics")
 }
 
 // metric returns the value of one series in a scrape, or -1.

@@ -86,16 +86,25 @@ func newExpressLoopbackPair(t *testing.T, clock Clock) (a, b *gateway) {
 	t.Helper()
 	gws := newGateways(t, bhcrypto.AESGCM, clock, "bh-a", "bh-b")
 	for _, g := range gws {
-		g.bind.Close()
-		lanes, x, err := udp.ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), 1, udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind = lanes[0]
+		x := g.useExpressGroup(t)
 		g.opts = func(o *Options) { o.Express = x }
 	}
 	a, b = gws[0], gws[1]
 	a.start(t, twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr()))
 	b.start(t, twoSiteConfig("site-b", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr()))
 	return a, b
+}
+
+// useExpressGroup replaces g's socket with a loopback express group of
+// one lane socket (g's bind from now on) and the express socket, which
+// it returns for g.opts to pass as Options.Express. Before g.start.
+func (g *gateway) useExpressGroup(t *testing.T) *udp.LinuxBind {
+	t.Helper()
+	g.bind.Close()
+	lanes, x, err := udp.ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), 1, udp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.bind = lanes[0]
+	return x
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"bytes"
-	"net/netip"
 	"os"
 	"strconv"
 	"testing"
@@ -59,12 +58,7 @@ func TestExpressLoops(t *testing.T) {
 	a, b := gws[0], gws[1]
 	xs := make([]*udp.LinuxBind, 2)
 	for i, g := range gws {
-		g.bind.Close()
-		lanes, x, err := udp.ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), 1, udp.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g.bind, xs[i] = lanes[0], x
+		xs[i] = g.useExpressGroup(t)
 	}
 	ax := tun.NewChannel("bh-ax", 1420)
 	a.opts = func(o *Options) {
