@@ -113,7 +113,7 @@ func (r *Router) expressThread(name string, dev any) (wait func() error, release
 	}
 	return func() error {
 		for {
-			ready, err := w.WaitReadable(expressWaitTimeout)
+			ready, err := w.WaitReadable(expressWaitTimeout, false)
 			if err != nil || ready {
 				return err
 			}

@@ -480,11 +480,11 @@ const (
 // loop's wait in the kernel, see udp.LinuxBind.WaitReadable) and reports
 // true at once when the inner bind cannot wait so. Receive never keeps
 // datagrams back between calls, so the inner socket is all there is to
-// wait for.
-func (b *Bind) WaitReadable(timeout time.Duration) (bool, error) {
+// wait for. keepP is passed on.
+func (b *Bind) WaitReadable(timeout time.Duration, keepP bool) (bool, error) {
 	w, ok := b.inner.(udp.ReadWaiter)
 	if !ok {
 		return true, nil
 	}
-	return w.WaitReadable(timeout)
+	return w.WaitReadable(timeout, keepP)
 }

@@ -24,8 +24,8 @@ func newQueueWaiter(f *os.File) (*queueWaiter, error) {
 	return &queueWaiter{raw: raw, poll: threadwait.New()}, nil
 }
 
-func (w *queueWaiter) wait(timeout time.Duration) (bool, error) {
-	ready, err := w.poll.Wait(w.raw, timeout)
+func (w *queueWaiter) wait(timeout time.Duration, keepP bool) (bool, error) {
+	ready, err := w.poll.Wait(w.raw, timeout, keepP)
 	if err != nil {
 		return false, ErrClosed
 	}
@@ -36,9 +36,10 @@ func (w *queueWaiter) wait(timeout time.Duration) (bool, error) {
 // has a packet to read, timeout passes or the device is closed, and
 // reports whether Read would return at once (package threadwait says why
 // a real-time loop waits so). Close takes effect by the end of a wait in
-// progress. It is for the one goroutine that calls Read, and allocates
-// nothing after its first call.
-func (d *Offload) WaitReadable(timeout time.Duration) (bool, error) {
+// progress. With keepP the goroutine keeps its P while it waits
+// (threadwait.Poller.Wait). It is for the one goroutine that calls Read,
+// and allocates nothing after its first call.
+func (d *Offload) WaitReadable(timeout time.Duration, keepP bool) (bool, error) {
 	if d.closed.Load() {
 		return false, ErrClosed
 	}
@@ -49,11 +50,11 @@ func (d *Offload) WaitReadable(timeout time.Duration) (bool, error) {
 		}
 		d.waiter = w
 	}
-	return d.waiter.wait(timeout)
+	return d.waiter.wait(timeout, keepP)
 }
 
 // WaitReadable is Offload.WaitReadable for a Water queue.
-func (w *Water) WaitReadable(timeout time.Duration) (bool, error) {
+func (w *Water) WaitReadable(timeout time.Duration, keepP bool) (bool, error) {
 	if w.closed.Load() {
 		return false, ErrClosed
 	}
@@ -64,5 +65,5 @@ func (w *Water) WaitReadable(timeout time.Duration) (bool, error) {
 		}
 		w.waiter = qw
 	}
-	return w.waiter.wait(timeout)
+	return w.waiter.wait(timeout, keepP)
 }

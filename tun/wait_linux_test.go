@@ -31,7 +31,7 @@ func TestWaitReadable(t *testing.T) {
 			}
 			defer d.Close()
 			w := d.(interface {
-				WaitReadable(time.Duration) (bool, error)
+				WaitReadable(time.Duration, bool) (bool, error)
 			})
 			ip(t, "addr", "add", "10.78.0.1/24", "dev", name)
 			ip(t, "link", "set", name, "up")
@@ -39,7 +39,7 @@ func TestWaitReadable(t *testing.T) {
 			// read until the queue is quiet.
 			bufs, sizes := [][]byte{make([]byte, 65536)}, []int{0}
 			for {
-				ready, err := w.WaitReadable(200 * time.Millisecond)
+				ready, err := w.WaitReadable(200*time.Millisecond, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func TestWaitReadable(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			if ready, err := w.WaitReadable(30 * time.Millisecond); ready || err != nil {
+			if ready, err := w.WaitReadable(30*time.Millisecond, false); ready || err != nil {
 				t.Fatalf("empty queue: ready=%v err=%v, want a timeout", ready, err)
 			}
 			if el := time.Since(start); el < 25*time.Millisecond {
@@ -66,7 +66,7 @@ func TestWaitReadable(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 { // the wait consumes nothing
-				if ready, err := w.WaitReadable(5 * time.Second); !ready || err != nil {
+				if ready, err := w.WaitReadable(5*time.Second, false); !ready || err != nil {
 					t.Fatalf("queued packet: ready=%v err=%v", ready, err)
 				}
 			}
@@ -74,7 +74,7 @@ func TestWaitReadable(t *testing.T) {
 				t.Fatalf("Read after the wait: n=%d size=%d err=%v, want the 32-byte datagram", n, sizes[0], err)
 			}
 			d.Close()
-			if _, err := w.WaitReadable(time.Millisecond); !errors.Is(err, ErrClosed) {
+			if _, err := w.WaitReadable(time.Millisecond, false); !errors.Is(err, ErrClosed) {
 				t.Errorf("wait after Close: %v, want ErrClosed", err)
 			}
 		})

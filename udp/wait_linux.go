@@ -4,9 +4,10 @@ import "time"
 
 // ReadWaiter is a device whose reads a real-time loop waits for in the
 // kernel, on its own thread (package threadwait says why): LinuxBind,
-// transit.Bind over one, and tun's Offload and Water queues.
+// transit.Bind over one, and tun's Offload and Water queues. With keepP
+// the waiting goroutine keeps its P (threadwait.Poller.Wait).
 type ReadWaiter interface {
-	WaitReadable(timeout time.Duration) (bool, error)
+	WaitReadable(timeout time.Duration, keepP bool) (bool, error)
 }
 
 var _ ReadWaiter = (*LinuxBind)(nil)
@@ -16,8 +17,9 @@ var _ ReadWaiter = (*LinuxBind)(nil)
 // and reports whether Receive would return at once (package threadwait
 // says why a real-time loop waits so). Close takes effect by the end of a
 // wait in progress. It allocates nothing. It is for the one goroutine
-// that calls Receive.
-func (b *LinuxBind) WaitReadable(timeout time.Duration) (bool, error) {
+// that calls Receive. With keepP it keeps its P while it waits
+// (threadwait.Poller.Wait).
+func (b *LinuxBind) WaitReadable(timeout time.Duration, keepP bool) (bool, error) {
 	if b.closed.Load() {
 		return false, ErrClosed
 	}
@@ -26,7 +28,7 @@ func (b *LinuxBind) WaitReadable(timeout time.Duration) (bool, error) {
 	if b.gro && b.groRecv.pending() {
 		return true, nil
 	}
-	ready, err := b.waiter.Wait(b.raw, timeout)
+	ready, err := b.waiter.Wait(b.raw, timeout, keepP)
 	if err != nil {
 		return false, b.mapErr(err)
 	}

@@ -21,7 +21,7 @@ func TestWaitReadable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := listen(t, "127.0.0.1:0", Options{}), listen(t, "127.0.0.1:0", tc.opts)
 			start := time.Now()
-			if ready, err := b.WaitReadable(30 * time.Millisecond); ready || err != nil {
+			if ready, err := b.WaitReadable(30*time.Millisecond, false); ready || err != nil {
 				t.Fatalf("empty socket: ready=%v err=%v, want a timeout", ready, err)
 			}
 			if d := time.Since(start); d < 25*time.Millisecond {
@@ -31,7 +31,7 @@ func TestWaitReadable(t *testing.T) {
 			if err := a.Send(out, b.LocalAddr()); err != nil {
 				t.Fatal(err)
 			}
-			if ready, err := b.WaitReadable(5 * time.Second); !ready || err != nil {
+			if ready, err := b.WaitReadable(5*time.Second, false); !ready || err != nil {
 				t.Fatalf("queued datagrams: ready=%v err=%v", ready, err)
 			}
 			in := newBatch(1, 2000)
@@ -39,19 +39,19 @@ func TestWaitReadable(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Two are left: in the socket, or kept from a coalesced run.
-			if ready, err := b.WaitReadable(time.Second); !ready || err != nil {
+			if ready, err := b.WaitReadable(time.Second, false); !ready || err != nil {
 				t.Fatalf("after one of three was received: ready=%v err=%v", ready, err)
 			}
 			if err := receiveN(b, newBatch(2, 2000), 2); err != nil {
 				t.Fatal(err)
 			}
-			if n := testing.AllocsPerRun(5, func() { _, _ = b.WaitReadable(time.Millisecond) }); n != 0 {
+			if n := testing.AllocsPerRun(5, func() { _, _ = b.WaitReadable(time.Millisecond, false) }); n != 0 {
 				t.Errorf("%.1f allocations per wait, want 0", n)
 			}
 			done := make(chan error, 1)
 			go func() {
 				for {
-					if _, err := b.WaitReadable(50 * time.Millisecond); err != nil {
+					if _, err := b.WaitReadable(50*time.Millisecond, false); err != nil {
 						done <- err
 						return
 					}

@@ -74,7 +74,7 @@ func waitReadable(t *testing.T, c *net.UDPConn) {
 	deadline := time.Now().Add(10 * time.Second)
 	p := threadwait.New()
 	for ready := false; !ready; {
-		if ready, err = p.Wait(raw, time.Until(deadline)); err != nil {
+		if ready, err = p.Wait(raw, time.Until(deadline), false); err != nil {
 			t.Fatalf("waiting for the datagram: %v", err)
 		}
 		if !ready && time.Now().After(deadline) {
