@@ -114,7 +114,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	dev, bind := ld.tuns[0], ld.binds[0]
-	defer expressProcs(expressLoops(ld, prio), log)()
+	undoProcs, keepP := expressProcs(expressLoops(ld, prio), log)
+	defer undoProcs()
 	var filter router.KernelFilter
 	if cfg.EarlyDropEnabled() {
 		conns := ld.conns()
@@ -153,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 		express = transit.NewBind(ld.express, table, hub, mtu)
 	}
 	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN,
-		ExpressSteered: ld.steered, ExpressPriority: prio, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
+		ExpressSteered: ld.steered, ExpressPriority: prio, ExpressKeepsP: keepP, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
 		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
 	if err != nil {
 		ld.close()

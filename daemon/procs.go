@@ -8,7 +8,9 @@ import (
 
 // expressProcs raises GOMAXPROCS by loops, the express lane's loops that
 // run on real-time threads (router.Options.ExpressPriority: 2 with
-// steering, else 1), and returns what undoes it; Run defers that.
+// steering, else 1), and returns what undoes it, which Run defers, and
+// whether it did: then each loop keeps its P to itself
+// (router.Options.ExpressKeepsP).
 //
 // Each such loop waits for packets in a blocking system call on a thread
 // of its own, and needs a P the moment it wakes. With GOMAXPROCS at the
@@ -18,20 +20,23 @@ import (
 // (interleaved bhbench runs, bench/README.md "Real-time express loops"):
 // at GOMAXPROCS=2 the loaded ping's p50 was 0.77–1.15 ms and its p99
 // 4.6–7.5 ms; with two Ps more, 0.57–0.86 ms and 2.8–5.0 ms.
-// The two Ps are idle but for sparse packets. A GOMAXPROCS set in the
-// environment is left alone.
-func expressProcs(loops int, log *slog.Logger) (undo func()) {
+// A loop that gave its P back while it waited left it to the bulk lanes,
+// which then ran on more threads than cores, for 8–19 % more CPU per
+// byte; keeping it (package threadwait) leaves them the Ps they had.
+// A GOMAXPROCS set in the environment is left alone, and the loops then
+// share its Ps.
+func expressProcs(loops int, log *slog.Logger) (undo func(), raised bool) {
 	if loops <= 0 {
-		return func() {}
+		return func() {}, false
 	}
 	if v := os.Getenv("GOMAXPROCS"); v != "" {
 		log.Info("GOMAXPROCS set in the environment; the express lane's real-time loops share its Ps", "GOMAXPROCS", v, "loops", loops)
-		return func() {}
+		return func() {}, false
 	}
 	prev := runtime.GOMAXPROCS(0)
 	runtime.GOMAXPROCS(prev + loops)
-	log.Info("GOMAXPROCS raised for the express lane's real-time loops", "from", prev, "to", prev+loops)
-	return runtime.SetDefaultGOMAXPROCS
+	log.Info("GOMAXPROCS raised for the express lane's real-time loops, one P each", "from", prev, "to", prev+loops)
+	return runtime.SetDefaultGOMAXPROCS, true
 }
 
 // expressLoops is how many express loops the router runs on real-time

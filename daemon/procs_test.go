@@ -16,19 +16,20 @@ func TestExpressProcs(t *testing.T) {
 		loops int
 		env   string
 		want  int
+		keepP bool
 	}{
-		{"no real-time loops", 0, "", base},
-		{"outside loop only", 1, "", base + 1},
-		{"steered: both loops", 2, "", base + 2},
-		{"GOMAXPROCS from the environment", 2, "3", base},
+		{"no real-time loops", 0, "", base, false},
+		{"outside loop only", 1, "", base + 1, true},
+		{"steered: both loops", 2, "", base + 2, true},
+		{"GOMAXPROCS from the environment", 2, "3", base, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("GOMAXPROCS", tc.env)
 			}
-			undo := expressProcs(tc.loops, log)
-			if got := runtime.GOMAXPROCS(0); got != tc.want {
-				t.Errorf("GOMAXPROCS %d while running, want %d", got, tc.want)
+			undo, keepP := expressProcs(tc.loops, log)
+			if got := runtime.GOMAXPROCS(0); got != tc.want || keepP != tc.keepP {
+				t.Errorf("GOMAXPROCS %d while running, loops keep their P %v; want %d, %v", got, keepP, tc.want, tc.keepP)
 			}
 			undo()
 			if got := runtime.GOMAXPROCS(0); got != base {

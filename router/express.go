@@ -29,7 +29,9 @@ import (
 // of their own, give it SCHED_FIFO at that priority, and wait for packets
 // in the kernel (WaitReadable, package threadwait): the kernel wakes that
 // thread, which preempts the bulk threads (at their next preemption
-// point), and reads without blocking. The loop keeps its thread to itself
+// point), and reads without blocking. With ExpressKeepsP each also keeps
+// its P while it waits, so it needs none when it wakes, and the bulk
+// lanes keep to the Ps they would have without the express lane. The loop keeps its thread to itself
 // (runtime.LockOSThread without unlock) and gives it its ordinary policy
 // back when it ends, and threads the runtime creates from it start as
 // ordinary ones (SCHED_RESET_ON_FORK), so the priority never reaches
@@ -52,11 +54,13 @@ const expressWaitTimeout = 100 * time.Millisecond
 // loop reads lane's socket, and with steered its inside loop reads lane's
 // TUN queue. count counts its datagrams (expressCounts names the
 // writers); realtime is how many of its loops run on a SCHED_FIFO thread
-// now, written by each loop as it starts and ends (expressThread).
+// now, written by each loop as it starts and ends (expressThread). keepP
+// is Options.ExpressKeepsP.
 type expressPart struct {
 	lane     *lane
 	steered  bool
 	priority int
+	keepP    bool
 	count    expressCounts
 	realtime atomic.Int32
 }
@@ -79,7 +83,10 @@ func (e *expressPart) configure(o Options) error {
 	if o.ExpressSteered && (o.Express == nil || o.ExpressTUN == nil) {
 		return errors.New("router: ExpressSteered needs Express and ExpressTUN")
 	}
-	e.steered, e.priority = o.ExpressSteered, o.ExpressPriority
+	if o.ExpressKeepsP && o.ExpressPriority == 0 {
+		return errors.New("router: ExpressKeepsP needs ExpressPriority")
+	}
+	e.steered, e.priority, e.keepP = o.ExpressSteered, o.ExpressPriority, o.ExpressKeepsP
 	return nil
 }
 
@@ -111,14 +118,60 @@ func (r *Router) expressThread(name string, dev any) (wait func() error, release
 			undo()
 		}
 	}
+	keep := keepGate{on: r.express.keepP}
 	return func() error {
 		for {
-			ready, err := w.WaitReadable(expressWaitTimeout, false)
+			ns := r.mono.ns(r.clock.Now())
+			ready, err := w.WaitReadable(expressWaitTimeout, keep.keep(r.bulkBusy(), ns))
 			if err != nil || ready {
 				return err
 			}
 		}
 	}, release
+}
+
+// expressKeepFor is how long an express loop keeps its P while it waits
+// (keepGate) after it last saw a bulk lane at work.
+const expressKeepFor = time.Second
+
+// keepGate decides, before each wait of one express loop, whether the
+// loop keeps its P while it waits (Options.ExpressKeepsP). That matters
+// only while the bulk lanes keep the other Ps busy: on a quiet gateway a
+// P is free when the loop wakes. And it has a cost: the runtime preempts
+// a waiter that keeps its P every 10 ms (package threadwait), which took
+// 6 % of a core for the two loops of an idle lab gateway (bench/README.md,
+// "Express loops that keep their P"). So the loop keeps it from when it
+// sees a bulk lane in the middle of a batch (Router.bulkBusy; a loop that
+// keeps its P looks every 10 ms or sooner, one that does not at least
+// every expressWaitTimeout) until it has not seen one for
+// expressKeepFor. The zero value never keeps it. Each loop owns its own.
+type keepGate struct {
+	on   bool  // Options.ExpressKeepsP
+	seen int64 // when a bulk lane was last seen busy, mono ns; 0: never
+}
+
+// keep reports whether the wait that starts at ns keeps the P, busy
+// saying whether a bulk lane is in the middle of a batch now.
+func (g *keepGate) keep(busy bool, ns int64) bool {
+	if !g.on {
+		return false
+	}
+	if busy {
+		g.seen = ns
+	}
+	return g.seen != 0 && ns-g.seen < int64(expressKeepFor)
+}
+
+// bulkBusy reports whether a bulk lane's loop is in the middle of a
+// batch now (its loopHealth stamp is set); any goroutine may call it.
+// Under a load that keeps the Ps busy they mostly are.
+func (r *Router) bulkBusy() bool {
+	for _, l := range r.lanes {
+		if l.health.inside.Load() != 0 || l.health.outside.Load() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // expressInside is the express lane's inside loop (with ExpressSteered):

@@ -3,7 +3,9 @@ package router
 import (
 	"bytes"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,8 +63,11 @@ func TestExpressLoops(t *testing.T) {
 		xs[i] = g.useExpressGroup(t)
 	}
 	ax := tun.NewChannel("bh-ax", 1420)
+	// A's outside loop keeps its P while it waits, on a P added for it,
+	// as the daemon runs it; B's gives it back.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1))
 	a.opts = func(o *Options) {
-		o.Express, o.ExpressTUN, o.ExpressSteered, o.ExpressPriority = xs[0], ax, true, 7
+		o.Express, o.ExpressTUN, o.ExpressSteered, o.ExpressPriority, o.ExpressKeepsP = xs[0], ax, true, 7, true
 	}
 	b.opts = func(o *Options) { o.Express, o.ExpressPriority = xs[1], 8 }
 	cfgA := twoSiteConfig("site-a", a.id.Public, b.id.Public, a.bind.LocalAddr(), b.bind.LocalAddr())
@@ -174,5 +179,89 @@ func TestFQPipeSortsUnlessSteered(t *testing.T) {
 		if got := p.sparse != nil; got == steered {
 			t.Errorf("steered %v: reader sorts flows %v, want %v", steered, got, !steered)
 		}
+	}
+}
+
+// TestExpressConfigure: the express options New refuses.
+func TestExpressConfigure(t *testing.T) {
+	x, xt := new(udp.LinuxBind), tun.NewChannel("bh-x", 1420)
+	for _, tc := range []struct {
+		name string
+		o    Options
+		err  string
+	}{
+		{"none", Options{}, ""},
+		{"priority", Options{Express: x, ExpressPriority: 10, ExpressKeepsP: true}, ""},
+		{"steered", Options{Express: x, ExpressTUN: xt, ExpressSteered: true}, ""},
+		{"negative priority", Options{ExpressPriority: -1}, "express priority -1"},
+		{"priority over 99", Options{ExpressPriority: 100}, "express priority 100"},
+		{"steered without a TUN queue", Options{Express: x, ExpressSteered: true}, "ExpressSteered needs"},
+		{"keeping a P without a priority", Options{Express: x, ExpressKeepsP: true}, "ExpressKeepsP needs ExpressPriority"},
+	} {
+		var e expressPart
+		err := e.configure(tc.o)
+		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
+	}
+}
+
+// TestKeepGate: an express loop keeps its P from when it sees a bulk
+// lane busy until expressKeepFor has passed without seeing one again,
+// and never without ExpressKeepsP.
+func TestKeepGate(t *testing.T) {
+	const s = int64(time.Second)
+	type step struct {
+		busy bool
+		ns   int64
+		want bool
+	}
+	for _, tc := range []struct {
+		name  string
+		on    bool
+		steps []step
+	}{
+		{"off", false, []step{{true, 1, false}, {true, 2, false}}},
+		{"quiet from the start", true, []step{{false, 1, false}, {false, 10 * s, false}}},
+		{"busy, then quiet", true, []step{
+			{false, 1, false}, {true, 2, true}, {false, 2 + s/2, true},
+			{false, 2 + s - 1, true}, {false, 2 + s, false}, {false, 3 * s, false},
+		}},
+		{"busy again while kept", true, []step{
+			{true, s, true}, {false, s + s/2, true}, {true, s + s/2 + 1, true}, {false, 2*s + s/2, true}, {false, 2*s + s/2 + 1, false},
+		}},
+	} {
+		g := keepGate{on: tc.on}
+		for i, st := range tc.steps {
+			if got := g.keep(st.busy, st.ns); got != st.want {
+				t.Errorf("%s: step %d (busy %v at %d ns): keep %v, want %v", tc.name, i, st.busy, st.ns, got, st.want)
+			}
+		}
+	}
+}
+
+// TestBulkBusy: a bulk lane in the middle of a batch, inside or outside,
+// makes the bulk lanes busy; the express lane's own batches do not.
+func TestBulkBusy(t *testing.T) {
+	r := &Router{lanes: []*lane{{health: new(loopHealth)}, {health: new(loopHealth)}}}
+	r.express.lane = &lane{health: new(loopHealth), index: -1}
+	if r.bulkBusy() {
+		t.Fatal("busy with every loop waiting")
+	}
+	r.express.lane.health.outside.Store(5)
+	if r.bulkBusy() {
+		t.Error("busy with only the express lane at work")
+	}
+	for _, set := range []func(h *loopHealth){
+		func(h *loopHealth) { h.inside.Store(7) },
+		func(h *loopHealth) { h.outside.Store(7) },
+	} {
+		h := r.lanes[1].health
+		set(h)
+		if !r.bulkBusy() {
+			t.Errorf("not busy with lane 1 at work: inside %d, outside %d", h.inside.Load(), h.outside.Load())
+		}
+		h.inside.Store(0)
+		h.outside.Store(0)
 	}
 }

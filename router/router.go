@@ -68,6 +68,12 @@ type Options struct {
 	// handled the moment it arrives, ahead of the bulk lanes' threads
 	// (express.go). Zero: ordinary threads and Go's poller.
 	ExpressPriority int
+	// ExpressKeepsP makes each of those loops keep its P while it waits
+	// in the kernel, so that it runs the moment it wakes and the bulk
+	// lanes never run on it (package threadwait). The caller adds a P to
+	// GOMAXPROCS per loop: 2 with ExpressSteered, else 1. Needs
+	// ExpressPriority.
+	ExpressKeepsP bool
 	// FIFOInside runs the inside path without the fair queue: the reader
 	// seals bulk reads itself and hands single packets to the sealer in
 	// read order (insidePipe), as before the fair queue. For comparisons
