@@ -360,13 +360,14 @@ func (c *Config) ExpressEnabled() bool {
 }
 
 // DefaultExpressPriority is the express lane's SCHED_FIFO priority when
-// the config does not set one: none. On the 2-core lab a priority (with
-// the kernel steering that comes with it) took the loaded ping's p50
-// below 1 ms but one TCP stream kept only 84 % of its throughput on two
-// lanes (bench/README.md, "Real-time express lane"), so it is the
-// operator's choice. 10 is a good value: low among real-time priorities
-// (the kernel's own threads that need one run at 50), above every
-// ordinary thread.
+// the config does not set one: none, because it needs CAP_SYS_NICE (and
+// CAP_BPF for the kernel steering that comes with it), and the bench
+// harness's default column is the daemon's default. Since the loops
+// keep their P (router.Options.ExpressKeepsP) it costs no throughput on
+// the 2-core lab and takes the loaded ping's p99 under 3 ms
+// (bench/README.md, "Express loops that keep their P"). 10 is a good
+// value: low among real-time priorities (the kernel's own threads that
+// need one run at 50), above every ordinary thread.
 const DefaultExpressPriority = 0
 
 // ExpressPriorityOrDefault is the express lane's SCHED_FIFO priority (0:
