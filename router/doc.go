@@ -54,7 +54,9 @@
 // the express TUN queue, which the express lane reads and seals at once
 // (express.go); with Options.ExpressPriority both express loops run on
 // SCHED_FIFO threads of their own that wait for packets in the kernel, so
-// that a busy gateway still handles a sparse packet as it arrives.
+// that a busy gateway still handles a sparse packet as it arrives; with
+// Options.ExpressKeepsP each keeps its P while the bulk lanes are busy
+// (keepGate, the loop's own), so it needs none when it wakes.
 //
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes
