@@ -31,13 +31,15 @@ import (
 // thread, which preempts the bulk threads (at their next preemption
 // point), and reads without blocking. With ExpressKeepsP each also keeps
 // its P while it waits, so it needs none when it wakes, and the bulk
-// lanes keep to the Ps they would have without the express lane. The loop keeps its thread to itself
-// (runtime.LockOSThread without unlock) and gives it its ordinary policy
-// back when it ends, and threads the runtime creates from it start as
-// ordinary ones (SCHED_RESET_ON_FORK), so the priority never reaches
-// other goroutines (TestExpressLoops counts the real-time threads). The express lane only ever carries sparse flows,
-// each within its token bucket and all within the steering program's
-// aggregate bucket, so a real-time thread cannot starve the others.
+// lanes keep to the Ps they would have without the express lane. The
+// loop keeps its thread to itself (runtime.LockOSThread without unlock)
+// and gives it its ordinary policy back when it ends, and threads the
+// runtime creates from it start as ordinary ones (SCHED_RESET_ON_FORK),
+// so the priority never reaches other goroutines (TestExpressLoops
+// counts the real-time threads). The express lane only ever carries
+// sparse flows, each within its token bucket and all within the steering
+// program's aggregate bucket, so a real-time thread cannot starve the
+// others.
 //
 // With ExpressSteered the sender's side has such a loop too: the kernel's
 // steering program (package steer) puts sparse flows on the express TUN
@@ -121,8 +123,7 @@ func (r *Router) expressThread(name string, dev any) (wait func() error, release
 	keep := keepGate{on: r.express.keepP}
 	return func() error {
 		for {
-			ns := r.mono.ns(r.clock.Now())
-			ready, err := w.WaitReadable(expressWaitTimeout, keep.keep(r.bulkBusy(), ns))
+			ready, err := w.WaitReadable(expressWaitTimeout, r.keepP(&keep))
 			if err != nil || ready {
 				return err
 			}
@@ -160,6 +161,12 @@ func (g *keepGate) keep(busy bool, ns int64) bool {
 		g.seen = ns
 	}
 	return g.seen != 0 && ns-g.seen < int64(expressKeepFor)
+}
+
+// keepP is g's decision for a wait that starts now; without
+// ExpressKeepsP it reads neither the clock nor the lanes.
+func (r *Router) keepP(g *keepGate) bool {
+	return g.on && g.keep(r.bulkBusy(), r.mono.ns(r.clock.Now()))
 }
 
 // bulkBusy reports whether a bulk lane's loop is in the middle of a
