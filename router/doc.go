@@ -60,7 +60,8 @@
 //
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes
-// its first fragment's hash from a small table, flows.go) and ranks the site's gateways by rendezvous hashing
+// its first fragment's hash from its lane's small table, flows.go) and
+// ranks the site's gateways by rendezvous hashing
 // (site.pick), preferring gateways that are up. "Up" is one liveness
 // state per gateway (liveness.go): only evidence that our own packets
 // reach it proves it alive (an answer to our probe, a completed

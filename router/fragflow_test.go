@@ -80,7 +80,7 @@ func TestFragmentedFlowsStick(t *testing.T) {
 // TestFragmentTable: a later fragment takes its first fragment's hash; one
 // whose first was not seen falls back to the 3-tuple and is counted.
 func TestFragmentTable(t *testing.T) {
-	f := &flowHasher{seed: 7}
+	f := (&flowHasher{seed: 7}).newTable()
 	whole := flowPacketSeq(t, 3, 0)
 	first, later := fragmentPair(t, 3, 100)
 	if f.hash(first) != f.hash(whole) {
@@ -91,7 +91,7 @@ func TestFragmentTable(t *testing.T) {
 	}
 	_, orphan := fragmentPair(t, 3, 101) // its first never routed
 	f.hash(orphan)
-	if n := f.misses.Load(); n != 1 {
+	if n := f.f.misses.Load(); n != 1 {
 		t.Errorf("misses = %d, want 1", n)
 	}
 	if n := testing.AllocsPerRun(100, func() { f.hash(first); f.hash(later) }); n != 0 {

@@ -21,8 +21,12 @@ type insideBatch struct {
 	sizes []int
 	n     int // packets read into bufs (pipeline only)
 	// flows, when not nil, is each packet's flow hash, computed when it
-	// was read (fair-queue path); otherwise route hashes.
+	// was read (fair-queue path); otherwise route hashes with frags.
 	flows []uint64
+	// frags is the fragment table of the lane whose packets these are,
+	// shared by the lane's slots and used only by whoever routes them
+	// (insidePipe.mu, or the express lane's inside loop); see fragTable.
+	frags *fragTable
 	run   *sealRun // where route collects sealed datagrams
 	// express: the packets are of sparse flows, sealed for the express
 	// lane where the peer has one (sparse.go).
@@ -55,10 +59,11 @@ func newSealRun(bind udp.Bind, n int) *sealRun {
 	return &sealRun{out: make([][]byte, 0, n), flows: make([]uint64, 0, n), bind: bind, flowSend: fs}
 }
 
-// newInsideSlot returns buffers for one TUN read, without a run.
-func (r *Router) newInsideSlot() *insideBatch {
+// newInsideSlot returns buffers for one TUN read, without a run, hashing
+// with the lane's fragment table frags.
+func (r *Router) newInsideSlot(frags *fragTable) *insideBatch {
 	n := max(r.tun.BatchSize(), 1)
-	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n)}
+	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n), frags: frags}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, r.set.bufSize)
 	}
@@ -135,8 +140,9 @@ func (r *Router) newInsidePipe(l *lane) *insidePipe {
 		taken: make([]*insideBatch, 0, insideSlots),
 		lane:  l,
 	}
+	frags := r.flows.newTable() // the lane's: its slots are routed under p.mu
 	for range insideSlots {
-		b := r.newInsideSlot()
+		b := r.newInsideSlot(frags)
 		b.run = p.run
 		p.free <- b
 	}
@@ -270,7 +276,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if b.flows != nil {
 			flow = b.flows[i]
 		} else {
-			flow = r.flows.hash(pkt) // fragments follow their flow (see flowHasher)
+			flow = b.frags.hash(pkt) // fragments follow their flow (see fragTable)
 		}
 		p := s.pickFlow(flow, now)
 		if p == nil {

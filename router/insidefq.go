@@ -58,10 +58,13 @@ type fqPipe struct {
 	wake chan struct{} // the sealer has work; capacity 1
 	lane *lane         // the TUN queue read and the socket sent on
 
-	// The reader's own, reused for every read. The reader also seals
+	// The reader's own, reused for every read: frags is the lane's
+	// fragment table (the reader hashes every packet it reads, in read
+	// order). The reader also seals
 	// the sparse flows' packets of a read itself (sparse.go): xbatch
 	// and xslots hold them, sparse sorts flows (nil: every flow is
 	// queued; tests of the queue alone).
+	frags  *fragTable
 	sparse *sparseFlows
 	xbatch *insideBatch
 	xslots []int32
@@ -86,6 +89,7 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		batch:  &insideBatch{bufs: make([][]byte, sealBatch), sizes: make([]int, sealBatch), flows: make([]uint64, sealBatch)},
 		run:    newSealRun(l.bind, sealBatch),
 		lane:   l,
+		frags:  r.flows.newTable(),
 		wake:   make(chan struct{}, 1),
 		rslots: make([]int32, bs),
 		rbufs:  make([][]byte, bs),
@@ -248,7 +252,7 @@ func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) int {
 	x.n, p.xslots = 0, p.xslots[:0]
 	for i := range n {
 		pkt := p.rbufs[i][bufHeadroom : bufHeadroom+p.rsizes[i]]
-		p.rhash[i] = r.flows.hash(pkt)
+		p.rhash[i] = p.frags.hash(pkt)
 		p.rect[i] = fq.ECT(pkt)
 		if p.sparse != nil && p.sparse.sparse(p.rhash[i], p.rsizes[i], ns) {
 			x.bufs[x.n], x.sizes[x.n], x.flows[x.n] = p.rbufs[i], p.rsizes[i], p.rhash[i]

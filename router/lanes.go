@@ -38,7 +38,9 @@ type Lane struct {
 // index (atomic slots), peers (atomic counters and stamps), keypairs (an
 // atomic send counter; the replay window under its own mutex), the drop
 // counters (atomic), the handshake loop's channel, the ICMP responder
-// (its own lock) and the flow hasher (read-only seed). The ICMP responder
+// (its own lock) and the flow hasher (read-only seed, atomic miss count;
+// each lane's inside path has a fragment table of its own, flows.go).
+// The ICMP responder
 // and the handshake and probe messages use lane 0's devices.
 //
 // health has one writer per stamp: this lane's loops. index is the

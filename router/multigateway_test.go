@@ -265,7 +265,7 @@ func TestPickAllocs(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 1, 1)
-	flows := &flowHasher{seed: 7}
+	flows := (&flowHasher{seed: 7}).newTable()
 	if n := testing.AllocsPerRun(1000, func() { s.pick(pkt, flows, now) }); n != 0 {
 		t.Errorf("pick: %.1f allocations, want 0", n)
 	}
@@ -277,7 +277,7 @@ func TestPickTiers(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 5, 1)
-	flows := &flowHasher{seed: 7}
+	flows := (&flowHasher{seed: 7}).newTable()
 	first := s.pick(pkt, flows, now)
 	first.live.state.Store(uint32(LiveDown))
 	second := s.pick(pkt, flows, now)
@@ -370,7 +370,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(fmt.Sprint(n, "gateways"), func(b *testing.B) {
 			s := pickSite(b, n, now)
 			pkt := flowPacketB(b, 5)
-			flows := &flowHasher{seed: 7}
+			flows := (&flowHasher{seed: 7}).newTable()
 			b.ReportAllocs()
 			for b.Loop() {
 				s.pick(pkt, flows, now)

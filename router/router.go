@@ -109,7 +109,7 @@ type Router struct {
 	// (sessions), and by SetConfig (removed peers); read lock-free.
 	index indexTable
 	drops Drops      // any goroutine adds
-	flows flowHasher // the inside path's; its seed is set by New
+	flows flowHasher // the lanes' seed (set by New) and fragment misses
 
 	// The parts.
 	hs     *handshaker    // handshake loop and its state (handshake.go)

@@ -50,14 +50,14 @@ type site struct {
 // gateway while the tier's members stay the same, and when a gateway
 // leaves or returns only the flows ranked first on it move. It runs per
 // packet and allocates nothing.
-func (s *site) pick(pkt []byte, flows *flowHasher, now time.Time) *Peer {
+func (s *site) pick(pkt []byte, flows *fragTable, now time.Time) *Peer {
 	if len(s.gateways) < 2 {
 		return s.pickFlow(0, now)
 	}
-	return s.pickFlow(flows.hash(pkt), now) // fragments follow their flow (see flowHasher)
+	return s.pickFlow(flows.hash(pkt), now) // fragments follow their flow (see fragTable)
 }
 
-// pickFlow is pick for a packet whose flow hash (flowHasher.hash) is
+// pickFlow is pick for a packet whose flow hash (fragTable.hash) is
 // known: the fair-queue inside path hashes packets in the order they were
 // read, which is what the fragment table needs, and seals them later in
 // another order.
