@@ -140,19 +140,21 @@ func (r *Router) laneStrays() uint64 {
 // Lanes is the number of lanes the Router runs.
 func (r *Router) Lanes() int { return len(r.lanes) }
 
-// startLanes starts the inside and outside loops of every lane but lane 0
-// (Run starts lane 0's itself).
-func (r *Router) startLanes(start func(string, func(context.Context) error)) {
+// laneLoops appends to ls the inside and outside loops of every lane but
+// lane 0 (Run's own list has lane 0's) and the express lane's loops.
+func (r *Router) laneLoops(ls []loop) []loop {
 	for i, l := range r.lanes[1:] {
-		start(fmt.Sprintf("inside %d", i+1), func(ctx context.Context) error { return r.insideLane(ctx, l) })
-		start(fmt.Sprintf("outside %d", i+1), func(ctx context.Context) error { return r.outsideLane(ctx, l) })
+		ls = append(ls,
+			loop{fmt.Sprintf("inside %d", i+1), func(ctx context.Context) error { return r.insideLane(ctx, l) }},
+			loop{fmt.Sprintf("outside %d", i+1), func(ctx context.Context) error { return r.outsideLane(ctx, l) }})
 	}
 	if r.express.lane != nil {
-		start("outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express.lane) })
+		ls = append(ls, loop{"outside express", func(ctx context.Context) error { return r.outsideLane(ctx, r.express.lane) }})
 		if r.express.steered {
-			start("inside express", func(ctx context.Context) error { return r.expressInside(ctx, r.express.lane) })
+			ls = append(ls, loop{"inside express", func(ctx context.Context) error { return r.expressInside(ctx, r.express.lane) }})
 		}
 	}
+	return ls
 }
 
 // closeLanes closes every lane's devices but lane 0's.

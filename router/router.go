@@ -308,36 +308,54 @@ func (r *Router) Handshakes() HandshakeStats {
 // Run forwards packets until ctx is cancelled or a device fails for good.
 // It closes the TUN and the bind before it returns, and returns only after
 // every goroutine it started has stopped. Call it once.
+//
+// Each loop runs on a goroutine of its own, and each hands its result
+// over exactly once, into a channel with one slot per loop, so that none
+// can block there: the slots are counted from the loops started, not
+// kept in step with them by hand. The first loop that fails while Run is
+// not stopping ends Run, and Run returns its error.
 func (r *Router) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2+2*len(r.lanes))
+	loops := r.loops()
+	errc := make(chan error, len(loops))
 	var wg sync.WaitGroup
-	start := func(name string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				errc <- fmt.Errorf("%s loop: %w", name, err)
+	for _, l := range loops {
+		wg.Go(func() {
+			err := l.run(ctx)
+			if err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%s loop: %w", l.name, err)
+			} else {
+				err = nil // stopping: a closed device is no failure
 			}
+			errc <- err
 			cancel()
-		}()
+		})
 	}
-	start("inside", r.insideLoop)
-	start("outside", r.outsideLoop)
-	start("handshake", r.hs.loop)
-	r.startLanes(start)
 	<-ctx.Done()
 	r.tun.Close()
 	r.bind.Close()
 	r.closeLanes()
 	wg.Wait()
-	select {
-	case err := <-errc:
-		return err
-	default:
-		return nil
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// loop is one of the goroutines Run starts.
+type loop struct {
+	name string
+	run  func(context.Context) error
+}
+
+// loops are the goroutines Run starts: lane 0's inside and outside
+// loops, the handshake loop, and every other lane's (laneLoops).
+func (r *Router) loops() []loop {
+	return r.laneLoops([]loop{{"inside", r.insideLoop}, {"outside", r.outsideLoop}, {"handshake", r.hs.loop}})
 }
 
 // rekeyInterval is the initiator's rekey age for Options.RekeyAfter.
