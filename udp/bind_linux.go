@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,6 +51,8 @@ type Options struct {
 	// noGRO leaves receive coalescing off (ListenExpress's express
 	// socket: its datagrams are small and read one by one at once).
 	noGRO bool
+	// now is the clock; nil means time.Now. Tests set it.
+	now func() time.Time
 }
 
 // LinuxBind is a UDP socket using recvmmsg/sendmmsg, one system call per
@@ -62,16 +65,22 @@ type Options struct {
 // GRO report the outcome). Send then passes each run of equal-sized
 // datagrams of a batch (the last may be shorter; up to 64 datagrams and
 // 65507 bytes) as one UDP_SEGMENT message, so the stack runs once per run.
-// If the kernel refuses segmentation (EIO where the outgoing device cannot
-// checksum, EMSGSIZE or EINVAL for a segment above the path MTU), the
-// datagrams are resent plainly and GSO stays off for the bind; nothing is
-// logged. Receive asks the kernel for coalesced runs, which arrive in
-// internal 64 KiB buffers (min(BatchSize, 64) of them: 4 MiB per bind by
-// default) and are copied out one datagram per caller buffer; datagrams
-// that do not fit the caller's buffers wait for the next Receive. With GRO
-// a Receive copies every datagram once and takes at most 64 messages from
-// the kernel per system call; without it the kernel writes straight into
-// the caller's buffers.
+// If the kernel refuses segmentation, that message's datagrams are resent
+// plainly; where the device cannot segment (EIO) GSO stays off for the
+// bind, where a segment exceeds the path MTU (EMSGSIZE, EINVAL) segments
+// that large are sent plainly for a while and then tried again (see
+// gsogate_linux.go); nothing is logged. Receive asks the kernel for
+// coalesced runs, which arrive in internal 64 KiB buffers (min(BatchSize,
+// 64) of them: 4 MiB per bind by default) and are copied out one datagram
+// per caller buffer; datagrams that do not fit the caller's buffers wait
+// for the next Receive. With GRO a Receive copies every datagram once and
+// takes at most 64 messages from the kernel per system call; without it
+// the kernel writes straight into the caller's buffers.
+//
+// Refusals: a datagram the kernel refuses (no route, a prohibit or
+// blackhole route, a firewall rule) costs the datagrams after it to the
+// same destination, never those to others: SendMany goes on with the
+// next destination. SendFailures counts refused datagrams by reason.
 //
 // Concurrency: Receive calls are serialised by a mutex (one receive scratch
 // per bind); callers should still receive from a single goroutine. Send may
@@ -92,8 +101,11 @@ type LinuxBind struct {
 
 	closed atomic.Bool
 
-	gso atomic.Bool // UDP_SEGMENT in use; cleared when the kernel refuses it
-	gro bool        // UDP_GRO enabled: Receive goes through groRecv
+	gro bool // UDP_GRO enabled: Receive goes through groRecv
+
+	// tx is shared by the sendStates: the GSO gate and the refusal
+	// counts (atomic; see sendShared).
+	tx sendShared
 
 	recvMu  sync.Mutex
 	recv    *recvState
@@ -178,14 +190,18 @@ func Listen(addr netip.AddrPort, opts Options) (*LinuxBind, error) {
 		waiter:   threadwait.New(),
 		sendPool: make(chan *sendState, maxSendStates),
 	}
-	b.gso.Store(gso)
+	b.tx.gso.on.Store(gso)
+	b.tx.gso.now, b.tx.gso.local = opts.now, local
+	if b.tx.gso.now == nil {
+		b.tx.gso.now = time.Now
+	}
 	if gro {
 		b.groRecv = newGROState(batch)
 	} else {
 		b.recv = newRecvState(batch)
 	}
 	for range min(runtime.GOMAXPROCS(0), maxSendStates) {
-		b.sendPool <- newSendState(batch, &b.gso)
+		b.sendPool <- newSendState(batch, &b.tx)
 	}
 	return b, nil
 }
@@ -274,93 +290,6 @@ func (b *LinuxBind) receiveGRO(bufs [][]byte, sizes []int, eps []netip.AddrPort)
 	return s.split(bufs, sizes, eps), nil
 }
 
-// Send sends every bufs[i] as one datagram to ep, BatchSize datagrams per
-// sendmmsg call (with GSO, runs of equal-sized datagrams in one message
-// each), waiting while the socket buffer is full. It returns the first
-// error; datagrams after the failing one are not sent.
-func (b *LinuxBind) Send(bufs [][]byte, ep netip.AddrPort) error {
-	if len(bufs) == 0 {
-		return nil
-	}
-	if b.closed.Load() {
-		return ErrClosed
-	}
-	s := <-b.sendPool
-	defer func() { b.sendPool <- s }()
-	namelen, err := encodeSockaddr(&s.name, ep, b.v6)
-	if err != nil {
-		return err
-	}
-	for len(bufs) > 0 {
-		chunk := bufs[:min(len(bufs), b.batch)]
-		bufs = bufs[len(chunk):]
-		s.prepare(chunk, namelen)
-		err := b.raw.Write(s.fn)
-		s.release()
-		if err != nil {
-			return b.mapErr(err)
-		}
-		if s.err != nil {
-			return b.mapErr(s.err)
-		}
-	}
-	return nil
-}
-
-// SendMany sends bufs[i] to eps[i], BatchSize datagrams per sendmmsg
-// call. With GSO, each run of consecutive datagrams to one endpoint is
-// segmented as Send segments its batch (equal sizes, the last may be
-// shorter, one lane byte): a hub's forwards, grouped by next hop, reach
-// the stack once per run. Datagrams to different endpoints are messages
-// of their own, so the router's health probes, one small datagram to
-// each of many gateways, still go out in one system call. An endpoint
-// the socket cannot reach (another address family) fails the whole call
-// before anything is sent; otherwise it returns the first error, and
-// datagrams after the failing one are not sent.
-func (b *LinuxBind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
-	if len(bufs) != len(eps) {
-		return errors.New("udp: SendMany: one endpoint per datagram")
-	}
-	if len(bufs) == 0 {
-		return nil
-	}
-	if b.closed.Load() {
-		return ErrClosed
-	}
-	s := <-b.sendPool
-	defer func() { b.sendPool <- s }()
-	for i := range eps {
-		if i > 0 && eps[i] == eps[i-1] {
-			continue
-		}
-		if _, err := encodeSockaddr(&s.names[0], eps[i], b.v6); err != nil {
-			return err
-		}
-	}
-	for len(bufs) > 0 {
-		k := min(len(bufs), b.batch)
-		for i := range k {
-			if i > 0 && eps[i] == eps[i-1] {
-				s.nlens[i] = s.nlens[i-1]
-				s.names[i] = s.names[i-1]
-				continue
-			}
-			s.nlens[i], _ = encodeSockaddr(&s.names[i], eps[i], b.v6)
-		}
-		s.prepareMany(bufs[:k], eps[:k])
-		err := b.raw.Write(s.fn)
-		s.releaseMany()
-		if err != nil {
-			return b.mapErr(err)
-		}
-		if s.err != nil {
-			return b.mapErr(s.err)
-		}
-		bufs, eps = bufs[k:], eps[k:]
-	}
-	return nil
-}
-
 // mapErr reports errors caused by Close as ErrClosed.
 func (b *LinuxBind) mapErr(err error) error {
 	if b.closed.Load() || errors.Is(err, net.ErrClosed) {
@@ -369,9 +298,10 @@ func (b *LinuxBind) mapErr(err error) error {
 	return err
 }
 
-// GSO reports whether Send currently uses UDP segmentation. It turns false
-// for good when the kernel refuses a segmented send.
-func (b *LinuxBind) GSO() bool { return b.gso.Load() }
+// GSO reports whether Send uses UDP segmentation. It turns false for good
+// when the kernel cannot segment (EIO, EOPNOTSUPP, ENOPROTOOPT); a segment
+// size the path refuses only caps segments for a while and leaves it true.
+func (b *LinuxBind) GSO() bool { return b.tx.gso.on.Load() }
 
 // GRO reports whether the socket receives coalesced datagrams (UDP_GRO).
 func (b *LinuxBind) GRO() bool { return b.gro }

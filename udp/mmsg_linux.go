@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -110,39 +109,57 @@ func (s *recvState) finish(sizes []int, eps []netip.AddrPort) int {
 }
 
 // sendState is the scratch of one Send call. LinuxBind keeps a small pool
-// of them so that concurrent Sends do not wait for each other's system calls.
+// of them so that concurrent Sends do not wait for each other's system
+// calls; a state belongs to one Send (or SendMany) call at a time, which
+// alone reads and writes its fields. Only sh is shared, with the bind's
+// other states (see sendShared).
 //
 // With GSO, a message carries a run of datagrams (one iovec each) and a
 // UDP_SEGMENT control message, so there are fewer messages than datagrams:
 // message m starts at datagram first[m].
 type sendState struct {
 	hdrs  []unix.Mmsghdr
-	iovs  []unix.Iovec  // one per datagram
-	cmsgs []segmentCmsg // one per message
-	first []int         // first datagram of each message
-	name  sockaddr      // destination, shared by every message of the batch
-	gso   *atomic.Bool  // segmentation allowed; nil: never
-	bufs  [][]byte      // datagrams of the current chunk
-	nlen  uint32        // length of name for the current chunk
+	iovs  []unix.Iovec   // one per datagram
+	cmsgs []segmentCmsg  // one per message
+	first []int          // first datagram of each message
+	name  sockaddr       // destination, shared by every message of the batch
+	sh    *sendShared    // the bind's GSO gate and refusal counts; nil: plain messages only, uncounted
+	bufs  [][]byte       // datagrams of the current chunk
+	nlen  uint32         // length of name for the current chunk
+	dst   netip.AddrPort // Send's destination (SendMany's are in eps)
 
-	n   int   // messages in the current chunk
-	off int   // messages of the chunk already sent
-	err error // system call error of the current chunk
-	fn  func(fd uintptr) bool
+	n      int   // messages in the current chunk
+	off    int   // messages of the chunk already sent or refused
+	err    error // system call error that ended the chunk (not a refusal)
+	maxSeg int   // largest segment for the chunk (gsoGate.maxSegment); 0: no GSO
+	fn     func(fd uintptr) bool
+
+	// Refusals of the current chunk (refuse): how many datagrams, the
+	// first error, and each datagram's error in errs (the caller's, may
+	// be nil).
+	failed   int
+	firstErr unix.Errno
+	errs     []error
+
+	// suspect is the message gsoFailed rebuilt plain after an EMSGSIZE
+	// or EINVAL refusal of a segment of suspectSeg bytes (-1: none);
+	// capped asks send to rebuild the rest of the chunk under a new cap.
+	suspect, suspectSeg int
+	capped              bool
 
 	// names and nlens hold one destination per datagram for SendMany,
 	// which points each message at its first datagram's and back at
-	// name when done; eps (nil for Send) tells build where runs to
-	// different destinations end.
+	// name when done; eps (nil for Send, whose destination is dst) tells
+	// build where runs to different destinations end.
 	names []sockaddr
 	nlens []uint32
 	eps   []netip.AddrPort
 }
 
-// newSendState makes the scratch for chunks of up to batch datagrams. gso
-// is the bind's switch for UDP_SEGMENT (nil: plain messages only); send
-// clears it when the kernel rejects segmentation.
-func newSendState(batch int, gso *atomic.Bool) *sendState {
+// newSendState makes the scratch for chunks of up to batch datagrams. sh
+// is the bind's shared send state (nil: plain messages only, refusals
+// not counted).
+func newSendState(batch int, sh *sendShared) *sendState {
 	s := &sendState{
 		hdrs:  make([]unix.Mmsghdr, batch),
 		iovs:  make([]unix.Iovec, batch),
@@ -150,7 +167,7 @@ func newSendState(batch int, gso *atomic.Bool) *sendState {
 		first: make([]int, batch),
 		names: make([]sockaddr, batch),
 		nlens: make([]uint32, batch),
-		gso:   gso,
+		sh:    sh,
 	}
 	for i := range s.hdrs {
 		s.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&s.name))
@@ -161,30 +178,37 @@ func newSendState(batch int, gso *atomic.Bool) *sendState {
 }
 
 // prepare points the iovecs at bufs and builds the messages, all addressed
-// to s.name (namelen bytes of it): segmented runs if GSO is on, one
-// message per datagram otherwise.
-func (s *sendState) prepare(bufs [][]byte, namelen uint32) {
-	for i, b := range bufs {
-		s.iovs[i].Base = unsafe.SliceData(b)
-		s.iovs[i].SetLen(len(b))
-	}
+// to s.name (namelen bytes of it; s.dst is the destination): segmented
+// runs if GSO is on, one message per datagram otherwise. errs, if not
+// nil, gets each refused datagram's error.
+func (s *sendState) prepare(bufs [][]byte, namelen uint32, errs []error) {
 	s.bufs, s.nlen = bufs, namelen
-	s.n = s.build(0, 0, s.gso != nil && s.gso.Load())
-	s.off, s.err = 0, nil
+	s.start(errs)
 }
 
 // prepareMany builds the messages for bufs[i] to eps[i], whose
 // destinations are already encoded in names[i] (nlens[i] bytes of it):
 // with GSO, each run of datagrams to one destination (as build groups
 // them) is one segmented message, else one message per datagram.
-func (s *sendState) prepareMany(bufs [][]byte, eps []netip.AddrPort) {
-	for i, b := range bufs {
+func (s *sendState) prepareMany(bufs [][]byte, eps []netip.AddrPort, errs []error) {
+	s.bufs, s.eps = bufs, eps
+	s.start(errs)
+}
+
+// start points the iovecs at s.bufs and builds the chunk's messages.
+func (s *sendState) start(errs []error) {
+	for i, b := range s.bufs {
 		s.iovs[i].Base = unsafe.SliceData(b)
 		s.iovs[i].SetLen(len(b))
 	}
-	s.bufs, s.eps = bufs, eps
-	s.n = s.build(0, 0, s.gso != nil && s.gso.Load())
+	s.maxSeg = 0
+	if s.sh != nil {
+		s.maxSeg = s.sh.gso.maxSegment()
+	}
+	s.n = s.build(0, 0, 0)
 	s.off, s.err = 0, nil
+	s.failed, s.firstErr, s.errs = 0, 0, errs
+	s.suspect, s.capped = -1, false
 }
 
 // releaseMany undoes prepareMany: the messages go back to the shared name.
@@ -198,8 +222,12 @@ func (s *sendState) releaseMany() {
 
 // send is the RawConn.Write callback. It loops over partial sendmmsg
 // results and EINTR, returns false on EAGAIN to wait for writability, and
-// true when the chunk is sent or failed (s.err). A segmented message the
-// kernel refuses is sent again as plain datagrams (see gsoFailed).
+// true when the chunk is done: every message sent or refused (refuse),
+// or s.err set. sendmmsg reports a refusal only for the first message it
+// was given (it returns the count sent before one), so a refused message
+// is always s.off, and the next call starts after it and its run. A
+// segmented message the kernel refuses is sent again as plain datagrams
+// (gsoFailed).
 func (s *sendState) send(fd uintptr) bool {
 	for s.off < s.n {
 		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd,
@@ -210,7 +238,14 @@ func (s *sendState) send(fd uintptr) bool {
 				s.err = io.ErrNoProgress
 				return true
 			}
+			if s.suspect == s.off {
+				s.gsoRefused()
+			}
 			s.off += int(r)
+			if s.capped && s.off < s.n {
+				s.n = s.build(s.off, s.first[s.off], 0)
+				s.capped = false
+			}
 		case unix.EINTR:
 		case unix.EAGAIN:
 			return false
@@ -219,8 +254,10 @@ func (s *sendState) send(fd uintptr) bool {
 				s.gsoFailed(errno)
 				continue
 			}
-			s.err = os.NewSyscallError("sendmmsg", errno)
-			return true
+			if s.suspect == s.off {
+				s.suspect = -1 // the destination's error, not GSO's
+			}
+			s.refuse(errno)
 		}
 	}
 	return true
@@ -231,6 +268,6 @@ func (s *sendState) release() {
 	for i := range s.bufs {
 		s.iovs[i].Base = nil
 	}
-	s.bufs = nil
+	s.bufs, s.errs = nil, nil
 	s.n = 0
 }

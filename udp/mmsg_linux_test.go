@@ -32,7 +32,7 @@ func TestSendStatePartialAndEAGAIN(t *testing.T) {
 		bufs[i] = []byte{byte(i), byte(i >> 8)}
 	}
 	s := newSendState(n, nil)
-	s.prepare(bufs, 0) // connected socket: no address
+	s.prepare(bufs, 0, nil) // connected socket: no address
 	r := newRecvState(n)
 	in := make([][]byte, n)
 	for i := range in {

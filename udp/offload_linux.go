@@ -17,7 +17,8 @@ import (
 // UDP_SEGMENT control message carrying the size. The stack then runs once
 // per run; the datagrams are cut apart by the NIC, by the kernel just
 // before the driver, or, on loopback and towards a UDP_GRO socket, not at
-// all.
+// all. What happens when the kernel refuses a segmented message is in
+// gsogate_linux.go.
 //
 // Receive: with UDP_GRO the kernel may hand over a run of datagrams of one
 // flow as one message of up to 64 KiB, with the segment size in a UDP_GRO
@@ -66,17 +67,18 @@ func (c *segmentCmsg) init() {
 }
 
 // build lays out the messages for datagrams s.bufs[d:], starting at message
-// m, and returns the total number of messages. With gso, each run of
-// datagrams of equal length (the last may be shorter), one lane byte
-// (laneKey) and, for SendMany, one destination, up to maxGSOSegments
-// datagrams and maxGSOBytes bytes, becomes one message; empty datagrams
-// and runs of one are plain messages. A SendMany message goes to its
-// first datagram's destination (names[d]), a Send message to name.
-func (s *sendState) build(m, d int, gso bool) int {
+// m, and returns the total number of messages. Each run of datagrams of
+// equal length (the last may be shorter) at most s.maxSeg long, one lane
+// byte (laneKey) and, for SendMany, one destination, up to
+// maxGSOSegments datagrams and maxGSOBytes bytes, becomes one segmented
+// message; empty datagrams, runs of one and datagrams before plainTo
+// (gsoFailed's resend) are plain messages. A SendMany message goes to
+// its first datagram's destination (names[d]), a Send message to name.
+func (s *sendState) build(m, d, plainTo int) int {
 	for d < len(s.bufs) {
 		size := len(s.bufs[d])
 		end := d + 1
-		if gso && size > 0 {
+		if d >= plainTo && size > 0 && size <= s.maxSeg {
 			for total := size; end < len(s.bufs) && end-d < maxGSOSegments; {
 				l := len(s.bufs[end])
 				if l == 0 || l > size || total+l > maxGSOBytes || laneKey(s.bufs[end]) != laneKey(s.bufs[d]) ||
@@ -112,24 +114,6 @@ func (s *sendState) build(m, d int, gso bool) int {
 		d = end
 	}
 	return m
-}
-
-// gsoFailed handles the kernel refusing the segmented message s.off: the
-// rest of the chunk is rebuilt as plain messages, to be sent (or to fail
-// with the real error) one datagram each. Errors that mean the kernel or
-// the route cannot segment switch GSO off for the bind for good: EIO (the
-// outgoing device cannot checksum), EMSGSIZE (EINVAL before Linux 6.x: a
-// segment does not fit the path MTU, so plain datagrams are fragmented),
-// EOPNOTSUPP, ENOPROTOOPT. Others (ENETUNREACH, ENOBUFS, EPERM...) are
-// about this send and leave it on.
-func (s *sendState) gsoFailed(errno unix.Errno) {
-	switch errno {
-	case unix.EIO, unix.EMSGSIZE, unix.EINVAL, unix.EOPNOTSUPP, unix.ENOPROTOOPT:
-		if s.gso != nil {
-			s.gso.Store(false)
-		}
-	}
-	s.n = s.build(s.off, s.first[s.off], false)
 }
 
 // groState is the receive scratch of a bind with UDP_GRO: recvmmsg into

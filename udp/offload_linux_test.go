@@ -7,13 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
+
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -294,11 +292,10 @@ func TestGSOGrouping(t *testing.T) {
 		{"single", sizes(1400), []int{1}, []int{0}},
 		{"huge", sizes(40000, 40000), []int{1, 1}, []int{0, 0}},
 	}
-	var on atomic.Bool
-	on.Store(true)
+	on := gsoShared(time.Now)
 	for _, c := range cases {
-		s := newSendState(len(c.bufs), &on)
-		s.prepare(c.bufs, unix.SizeofSockaddrInet4)
+		s := newSendState(len(c.bufs), on)
+		s.prepare(c.bufs, unix.SizeofSockaddrInet4, nil)
 		var got, segs []int
 		for m := range s.n {
 			h := &s.hdrs[m].Hdr
@@ -316,12 +313,12 @@ func TestGSOGrouping(t *testing.T) {
 			t.Errorf("%s: messages %v segments %v, want %v %v", c.name, got, segs, c.want, c.segOf)
 		}
 		// Without GSO: one message per datagram.
-		on.Store(false)
-		s.prepare(c.bufs, 0)
+		on.gso.on.Store(false)
+		s.prepare(c.bufs, 0, nil)
 		if s.n != len(c.bufs) {
 			t.Errorf("%s: %d plain messages for %d datagrams", c.name, s.n, len(c.bufs))
 		}
-		on.Store(true)
+		on.gso.on.Store(true)
 		s.release()
 	}
 	if off, want := unsafe.Offsetof(segmentCmsg{}.size), uintptr(unix.CmsgLen(0)); off != want {
@@ -367,7 +364,8 @@ func TestGROSegmentParse(t *testing.T) {
 // TestGSOFallback makes the kernel refuse segmentation: in a namespace
 // whose loopback MTU (1280) is below the datagram size, a segmented send
 // fails (EMSGSIZE; EINVAL on older kernels) where a plain one is
-// fragmented. Send must deliver every datagram anyway and switch GSO off.
+// fragmented. Send must deliver every datagram anyway and cap segments
+// below what the path takes, without switching GSO off.
 func TestGSOFallback(t *testing.T) {
 	lowMTULoopback(t)
 	a := listen(t, "127.0.0.1:0", Options{})
@@ -391,8 +389,11 @@ func TestGSOFallback(t *testing.T) {
 		if err := a.Send(out, b.LocalAddr()); err != nil {
 			t.Fatalf("Send %d: %v", round, err)
 		}
-		if a.GSO() {
-			t.Fatal("GSO still on after the kernel refused it")
+		if !a.GSO() {
+			t.Fatal("a segment the path refused switched GSO off")
+		}
+		if c := a.tx.gso.limit.Load(); c == nil || c.maxSeg != 1280-28 {
+			t.Fatalf("segment cap %+v after the refusal, want the path's 1252", c)
 		}
 		if err := receiveN(b, in, 20); err != nil {
 			t.Fatalf("Receive %d: %v", round, err)
@@ -402,31 +403,11 @@ func TestGSOFallback(t *testing.T) {
 }
 
 // lowMTULoopback moves the test goroutine's thread into a network
-// namespace of its own whose loopback MTU (1280) is below 1400-byte
-// datagrams, so the kernel refuses to segment them.
+// namespace of its own (ownNetns) whose loopback MTU (1280) is below
+// 1400-byte datagrams, so the kernel refuses to segment them.
 func lowMTULoopback(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root; CI runs as root")
-		}
-		t.Skip("needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command")
-	}
-	// The test goroutine's thread enters a namespace of its own and is never
-	// unlocked: the runtime discards it, and the namespace with it, when the
-	// test returns.
-	runtime.LockOSThread()
-	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-		t.Skipf("unshare(CLONE_NEWNET): %v", err)
-	}
-	for _, args := range [][]string{{"link", "set", "lo", "mtu", "1280"}, {"link", "set", "lo", "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v\n%s", args, err, out)
-		}
-	}
+	ownNetns(t, []string{"link", "set", "lo", "mtu", "1280"})
 }
 
 func TestOffloadSteadyStateNoAllocs(t *testing.T) {

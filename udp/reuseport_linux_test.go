@@ -203,7 +203,8 @@ func TestGSORunsKeepOneLaneByte(t *testing.T) {
 	msg := func(lane byte) []byte { b := make([]byte, 100); b[0], b[1] = msgTransport, lane; return b }
 	other := make([]byte, 100) // not a transport message: key 0
 	s.bufs = [][]byte{msg(1), msg(1), msg(2), msg(2), msg(2), msg(0), other, msg(1)}
-	n := s.build(0, 0, true)
+	s.maxSeg = maxGSOBytes
+	n := s.build(0, 0, 0)
 	var runs []int
 	for m := range n {
 		end := len(s.bufs)

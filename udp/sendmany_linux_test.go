@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"net/netip"
 	"slices"
-	"sync/atomic"
+
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -104,10 +105,9 @@ func TestSendManyGrouping(t *testing.T) {
 		{"interleaved", []netip.AddrPort{b1, b2, b1, b2}, []int{100, 100, 100, 100}, []int{1, 1, 1, 1}, []netip.AddrPort{b1, b2, b1, b2}},
 		{"size-break", []netip.AddrPort{b1, b1, b1, b2}, []int{60, 100, 100, 100}, []int{1, 2, 1}, []netip.AddrPort{b1, b1, b2}},
 	}
-	var on atomic.Bool
-	on.Store(true)
+	on := gsoShared(time.Now)
 	for _, c := range cases {
-		s := newSendState(len(c.eps), &on)
+		s := newSendState(len(c.eps), on)
 		bufs := make([][]byte, len(c.eps))
 		for i := range bufs {
 			bufs[i] = make([]byte, c.sizes[i])
@@ -117,7 +117,7 @@ func TestSendManyGrouping(t *testing.T) {
 			}
 			s.nlens[i] = n
 		}
-		s.prepareMany(bufs, c.eps)
+		s.prepareMany(bufs, c.eps, nil)
 		var got []int
 		var to []netip.AddrPort
 		for m := range s.n {
@@ -183,7 +183,8 @@ func TestSendManyGSO(t *testing.T) {
 }
 
 // TestSendManyGSOFallback: when the kernel refuses a segmented run of a
-// SendMany, every datagram still reaches its own endpoint, in order.
+// SendMany, every datagram still reaches its own endpoint, in order, and
+// GSO stays on under a segment cap.
 func TestSendManyGSOFallback(t *testing.T) {
 	lowMTULoopback(t)
 	a := listen(t, "127.0.0.1:0", Options{})
@@ -209,8 +210,8 @@ func TestSendManyGSOFallback(t *testing.T) {
 	if err := a.SendMany(out, eps); err != nil {
 		t.Fatal(err)
 	}
-	if a.GSO() {
-		t.Fatal("GSO still on after the kernel refused it")
+	if !a.GSO() || a.tx.gso.limit.Load() == nil {
+		t.Fatalf("after the kernel refused a segment: GSO %v, cap %+v", a.GSO(), a.tx.gso.limit.Load())
 	}
 	for _, r := range []struct {
 		b    *LinuxBind
