@@ -67,7 +67,8 @@
 // reach it proves it alive (an answer to our probe, a completed
 // handshake), never its own traffic, so a path cut one way only goes
 // down too; a gateway unproven for its site's probe interval gets an
-// authenticated probe (probe.go) that the outside loop answers at once;
+// authenticated probe (probe.go) that the outside loop answers at once,
+// and only an answer to a probe still in flight counts (inflight.go);
 // ProbeMisses unproven intervals mark it down, and its flows move to the
 // site's other gateways. A gateway that answers but cannot deliver to
 // its own site (SetCanDeliver: the daemon watches its LAN link and its
@@ -162,7 +163,7 @@
 //   - prober (probe.go): the remote gateways' health. run (handshake
 //     loop) steps every Peer's liveness and path MTU prober and sends the
 //     probes; handleControl (outside loop) answers probes and books
-//     answers; cannotDeliver is written by SetCanDeliver from any
+//     the answers to probes in flight (inflight.go); cannotDeliver is written by SetCanDeliver from any
 //     goroutine. liveness.go and pathmtu.go name the writer of each
 //     per-gateway field.
 //   - icmpResponder (icmp.go): "too big" errors from the inside path,

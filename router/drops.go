@@ -58,6 +58,7 @@ const (
 	ReasonFQOverflow                     // inside: the fair queue was full; dropped from the head of the flow holding the most bytes
 	ReasonCoDel                          // inside: its flow's queue delay stayed over the CoDel target (not ECN-capable, so not marked)
 	ReasonFQExpired                      // inside: waited in the fair queue longer than its time bound
+	ReasonStaleProbeReply                // probe reply that answers no probe in flight (late, a second answer, never asked; inflight.go)
 	numReasons
 )
 
@@ -94,6 +95,7 @@ var reasonNames = [numReasons]string{
 	ReasonFQOverflow:       "fq_overflow",
 	ReasonCoDel:            "codel",
 	ReasonFQExpired:        "fq_expired",
+	ReasonStaleProbeReply:  "stale_probe_reply",
 }
 
 func (r Reason) String() string {

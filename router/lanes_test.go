@@ -382,6 +382,9 @@ func TestLaneBytes(t *testing.T) {
 	reply := func(flags byte) []byte {
 		b := make([]byte, probeLen)
 		b[0], b[1] = probeReply, flags
+		echo := uint64(h.a.mono.ns(h.now))
+		pA.live.inflight.sent(echo) // it answers a probe in flight
+		binary.BigEndian.PutUint64(b[8:16], echo)
 		return b
 	}
 	h.a.probe.handleControl(nil, pA, pA.current.Load(), reply(0), h.bindB.local, h.now)

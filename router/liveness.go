@@ -137,7 +137,8 @@ func (s LiveState) String() string {
 // wall-clock values, so a clock step cannot mark gateways down.
 //
 // Writers: rtt, probeReplies and acked by the outside loop (acked also
-// by the handshake loop, for a handshake response); interval by
+// by the handshake loop, for a handshake response), and only for a reply
+// to a probe in flight (inflight.go names its writers); interval by
 // SetConfig; everything else by the handshake loop alone (evaluate and
 // prober.run). Any goroutine may read.
 type liveness struct {
@@ -160,6 +161,8 @@ type liveness struct {
 	reason atomic.Uint32
 	// pmtu is the path MTU prober (pathmtu.go names its writers).
 	pmtu pathMTU
+	// inflight is the probes whose answers count (inflight.go).
+	inflight probesInFlight
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -171,6 +174,10 @@ type liveness struct {
 	lastTx                   uint64
 	activeUntil, activeSince int64
 }
+
+// timeout is how long a probe may stay unanswered (probeTimeout). Any
+// goroutine.
+func (l *liveness) timeout() int64 { return probeTimeout(l.interval.Load(), l.rtt.Load()) }
 
 func (l *liveness) init(interval time.Duration) {
 	l.setInterval(interval)

@@ -22,7 +22,9 @@ import (
 // They are authenticated like data, so only the peer can prove itself
 // alive, and requests are answered at once by the outside loop, with a
 // reply of probeLen bytes whatever the request's size. The sender puts
-// its monotonic send time in echo and reads the round trip off the reply.
+// its monotonic send time in echo, which names the probe: a reply counts
+// only if it echoes a probe still in flight (inflight.go), and the round
+// trip is read off it.
 // Gateways that predate flags send zero in byte 1 and ignore bytes 1-7
 // and the padding, so both directions stay compatible.
 const (
@@ -144,6 +146,13 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		pr.r.drops.Add(Outside, ReasonMalformed, 1)
 		return
 	}
+	mono := pr.r.mono.ns(now)
+	if c.typ == probeReply && !p.live.inflight.answer(c.echo, mono, p.live.timeout()) {
+		// Late, a second answer, or never asked: it proves nothing
+		// now, and its flags may be as old.
+		pr.r.drops.Add(Outside, ReasonStaleProbeReply, 1)
+		return
+	}
 	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
 	// What the peer reads is learned for the session we send on, from
 	// messages on that session only. After both gateways initiated at
@@ -172,17 +181,15 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 			return // session exhausted: the handshake loop rekeys
 		}
 		b.replies.add(msg, from, p)
-	case probeReply:
-		p.live.acked.Store(pr.r.mono.ns(now))
+	case probeReply: // to a probe in flight
+		p.live.acked.Store(mono)
 		if c.echo&mtuEcho != 0 {
-			p.live.pmtu.answered.Store(int64(c.echo &^ mtuEcho))
+			p.live.pmtu.answered.Store(sentAt(c.echo))
 			return
 		}
 		p.live.probeReplies.Add(1)
-		if sent := int64(c.echo); sent > 0 {
-			if rtt := pr.r.mono.ns(now) - sent; rtt >= 0 {
-				p.live.rtt.Store(rtt)
-			}
+		if rtt := mono - sentAt(c.echo); rtt >= 0 {
+			p.live.rtt.Store(rtt)
 		}
 	}
 }
@@ -219,13 +226,17 @@ func (pr *prober) run(st *routingState, now time.Time) {
 		if size := pr.mtuStep(p, mono); size > 0 {
 			// With a small companion, so a lost big one can be
 			// told from a silent path.
-			pr.queue(&pr.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: p.live.pmtu.sent(size, mono), size: size})
+			echo := p.live.pmtu.sent(size, mono)
+			if pr.queue(&pr.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: echo, size: size}) {
+				p.live.inflight.sent(echo)
+			}
 			a.probe = session
 		}
 		if !a.probe {
 			continue
 		}
 		if pr.queue(&pr.probes, p, kp, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen}) {
+			p.live.inflight.sent(uint64(mono))
 			p.live.lastProbe.Store(mono)
 			p.live.probesSent.Add(1)
 		}
@@ -260,7 +271,7 @@ func (pr *prober) mtuStep(p *Peer, mono int64) int {
 		return 0
 	}
 	iv := p.live.interval.Load()
-	timeout := max(2*iv, 3*p.live.rtt.Load())
+	timeout := p.live.timeout() // its answer is refused after that
 	// A degraded gateway gets no flows, so it looks idle; it is checked
 	// at the full pace all the same, so its flows come back soon.
 	every := MTUProbeFactor * iv

@@ -10,7 +10,9 @@ import (
 
 // TestProberPart drives prober alone: the flag it sends follows
 // SetCanDeliver, and handleControl books answers to small and MTU probes
-// on the gateway's liveness and refuses malformed control messages.
+// in flight on the gateway's liveness and refuses malformed control
+// messages (TestStaleProbeReplies refuses the answers to probes not in
+// flight).
 func TestProberPart(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r := &Router{mono: newMonoEpoch(now.Add(-time.Minute))}
@@ -32,7 +34,10 @@ func TestProberPart(t *testing.T) {
 		return b
 	}
 	p := &Peer{}
+	p.live.init(DefaultProbeInterval)
 	sent := r.mono.ns(now.Add(-3 * time.Millisecond))
+	p.live.inflight.sent(uint64(sent))
+	p.live.inflight.sent(uint64(sent) | mtuEcho)
 	pr.handleControl(nil, p, nil, reply(flagCannotDeliver, uint64(sent), probeLen), netip.AddrPort{}, now)
 	if got := time.Duration(p.live.rtt.Load()); got != 3*time.Millisecond {
 		t.Errorf("rtt %v, want 3ms", got)
@@ -61,14 +66,16 @@ func TestLaneFlagsCrossedSessions(t *testing.T) {
 	now := time.Unix(1000, 0)
 	r := &Router{mono: newMonoEpoch(now.Add(-time.Minute))}
 	r.probe = &prober{r: r}
-	msg := func(typ, flags byte) []byte {
+	msg := func(typ, flags byte, echo uint64) []byte {
 		b := make([]byte, probeLen)
 		b[0], b[1] = typ, flags
+		binary.BigEndian.PutUint64(b[8:16], echo)
 		return b
 	}
 	prev := &bhcrypto.Keypair{LocalIndex: 7}
 	cur := &bhcrypto.Keypair{LocalIndex: 9}
 	p := &Peer{mono: r.mono}
+	p.live.init(DefaultProbeInterval)
 	p.endpoint.Store(new(netip.AddrPort))
 	p.previous.Store(prev)
 	p.current.Store(cur)
@@ -84,7 +91,9 @@ func TestLaneFlagsCrossedSessions(t *testing.T) {
 		{"a late reply on the previous", prev, probeReply, laneTag(cur)},
 	} {
 		var b outsideBatch // no reply slots: a request is booked, not answered
-		r.probe.handleControl(&b, p, step.kp, msg(step.typ, flagLanes|flagExpress), netip.AddrPort{}, now)
+		echo := uint64(r.mono.ns(now))
+		p.live.inflight.sent(echo) // every reply answers a probe in flight
+		r.probe.handleControl(&b, p, step.kp, msg(step.typ, flagLanes|flagExpress, echo), netip.AddrPort{}, now)
 		if got, gotX := p.laneSession.Load(), p.expressSession.Load(); got != step.want || gotX != step.want {
 			t.Errorf("%s: laneSession %#x expressSession %#x, want %#x", step.name, got, gotX, step.want)
 		}

@@ -27,7 +27,9 @@ import (
 // there at most every DirectProbeInterval while it sends that gateway
 // anything; each spoke's probes open its own NAT toward the other
 // (simultaneous open). A reply that authenticates under the end-to-end
-// session proves the path both ways (it came back the way it went), and
+// session and answers a probe still in flight (its echo is the probe's
+// send time: one sent since the newest answered, at most DirectTimeout
+// ago) proves the path both ways (it came back the way it went), and
 // from then on everything for that gateway goes straight to the address
 // the reply came from, unwrapped, until a probe stays unanswered for
 // DirectTimeout: then back to the hub until the next reply. As for the
@@ -70,8 +72,34 @@ type directState struct {
 	// cand; 0: never.
 	acked atomic.Int64
 	// probed is when we last sent a probe there, unanswered when the
-	// oldest probe sent since the last answer (0: none is).
+	// oldest probe still in flight was (0: none is): the probes in
+	// flight are those sent from unanswered to probed.
 	probed, unanswered atomic.Int64
+}
+
+// answer reports whether a reply echoing echo, received at now, answers
+// a probe in flight, and takes it (and any older one) out of flight if
+// so: the echo is a probe's send time, so it must lie between
+// unanswered and probed, at most DirectTimeout ago. A reply held back
+// until the path was given up, a second answer to one probe or an answer
+// to a probe never sent proves nothing about the path now, and would
+// send datagrams straight into a dead one. The echo has always been the
+// probe's send time, so the wire format is unchanged. Any Receive
+// goroutine: of two answers to one probe at once, one counts.
+func (d *directState) answer(echo, now int64) bool {
+	for {
+		oldest, newest := d.unanswered.Load(), d.probed.Load()
+		if oldest == 0 || echo < oldest || echo > newest || now-echo > int64(DirectTimeout) {
+			return false
+		}
+		var left int64 // none in flight
+		if echo < newest {
+			left = newest // the newest is still in flight
+		}
+		if d.unanswered.CompareAndSwap(oldest, left) {
+			return true
+		}
+	}
 }
 
 // isNoise reports whether a relayed datagram is a message of the
@@ -273,9 +301,13 @@ func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.A
 			b.fwdBufs, b.fwdEps = append(b.fwdBufs, msg), append(b.fwdEps, addr)
 		}
 	case msgProbeReply:
+		d := &v.direct[from]
+		now := b.relay.ns()
+		if !d.answer(int64(binary.BigEndian.Uint64(inner[4:12])), now) {
+			return // stale: proves nothing, not even the address
+		}
 		v.setCandidate(from, addr)
-		v.direct[from].acked.Store(b.relay.ns())
-		v.direct[from].unanswered.Store(0)
+		d.acked.Store(now)
 	}
 }
 

@@ -274,3 +274,98 @@ func TestHintAfterReload(t *testing.T) {
 		t.Fatalf("after a reload: %d hints to E1, want 1", h)
 	}
 }
+
+// TestDirectStaleReply: a direct probe reply proves the path only when it
+// answers a probe of ours still in flight: sent since the last answer and
+// not older than DirectTimeout. A reply held back until the path was
+// given up, a second answer to one probe or an answer to a probe never
+// sent must not put the direct path back in use, or datagrams would go
+// straight into a dead path instead of through the hub.
+func TestDirectStaleReply(t *testing.T) {
+	type setup struct {
+		w     *world
+		net   *fakeNet
+		binds [numTestGateways]*Bind
+		clock *fakeClock
+	}
+	// probe makes E1 probe E2's mapping (data to E2 goes through the
+	// hub meanwhile) and returns the probe's echo.
+	probe := func(s *setup) uint64 {
+		buf, n := sealInner(t, s.w.e2e[0], []byte("pod e1 to pod e2"))
+		if err := s.binds[gwE1].SendFlows([][]byte{buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]}, []uint64{1}, PseudoEndpoint(gwE2)); err != nil {
+			t.Fatal(err)
+		}
+		return uint64(s.w.relay[gwE1].ns())
+	}
+	// forge is a reply E2 seals itself, echoing echo, on its way to E1.
+	forge := func(s *setup, echo uint64) {
+		msg, ok := directMessage(s.w.e2e[1], s.w.plan.KeyID(gwE2), msgProbeReply, echo)
+		if !ok {
+			t.Fatal("reply not sealed")
+		}
+		s.net.mu.Lock()
+		s.net.q[addr(gwE1)] = append(s.net.q[addr(gwE1)], fakeDatagram{msg, addr(gwE2)})
+		s.net.mu.Unlock()
+	}
+	drain := func(s *setup, gws ...GatewayID) {
+		for _, g := range gws {
+			receiveAll(t, s.binds[g])
+		}
+	}
+	tests := []struct {
+		name   string
+		play   func(s *setup) // ends with the reply on its way to E1
+		direct bool
+	}{
+		{"answer in time", func(s *setup) {
+			probe(s)
+			drain(s, gwHub, gwHub2, gwE2)
+			s.clock.t = s.clock.t.Add(time.Millisecond)
+		}, true},
+		{"answer held back past DirectTimeout", func(s *setup) {
+			probe(s)
+			drain(s, gwHub, gwHub2, gwE2)
+			s.clock.t = s.clock.t.Add(DirectTimeout + time.Millisecond)
+		}, false},
+		{"answer to a probe never sent", func(s *setup) {
+			echo := probe(s)
+			drain(s, gwHub, gwHub2)
+			forge(s, echo-uint64(time.Millisecond))
+		}, false},
+		{"second answer to one probe, after the path was given up", func(s *setup) {
+			echo := probe(s)
+			drain(s, gwHub, gwHub2, gwE2, gwE1) // answered: direct
+			s.clock.t = s.clock.t.Add(DirectProbeInterval)
+			probe(s) // this one is lost
+			s.net.mu.Lock()
+			clear(s.net.q)
+			s.net.mu.Unlock()
+			s.clock.t = s.clock.t.Add(DirectTimeout + time.Millisecond)
+			if _, ok := s.binds[gwE1].Direct(PseudoEndpoint(gwE2)); ok {
+				t.Fatal("still direct after a probe went unanswered for DirectTimeout")
+			}
+			forge(s, echo)
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &setup{clock: &fakeClock{t: testNow}}
+			s.w, s.net, s.binds = bindWorld(t)
+			for g := range numTestGateways {
+				s.w.relay[g].now, s.w.relay[g].epoch = s.clock.now, s.clock.now()
+			}
+			s.clock.t = s.clock.t.Add(time.Second)
+			probe(s) // through the hub: it hints both ends
+			drain(s, gwHub, gwHub2, gwE1, gwE2)
+			s.net.mu.Lock()
+			clear(s.net.q)
+			s.net.mu.Unlock()
+			s.clock.t = s.clock.t.Add(DirectProbeInterval)
+			tt.play(s)
+			drain(s, gwE1)
+			if _, ok := s.binds[gwE1].Direct(PseudoEndpoint(gwE2)); ok != tt.direct {
+				t.Errorf("direct after the reply: %v, want %v", ok, tt.direct)
+			}
+		})
+	}
+}

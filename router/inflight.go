@@ -1,0 +1,79 @@
+package router
+
+import "sync/atomic"
+
+// Probes in flight. A probe reply proves that our packets reach the
+// gateway only if it answers a probe of ours that is still in flight:
+// sent, not answered yet, and sent at most probeTimeout ago. Anything
+// else, a reply held back in a queue and delivered after the path died,
+// a second answer to one probe, an answer to a probe never sent, would
+// mark a dead path alive. The replay window does not catch these: each
+// is a new message of the session, only a stale one.
+//
+// The wire format is unchanged: the echo (probe.go) was always copied
+// into the reply, and it is the probe's send time, unique per gateway
+// (mtuEcho sets a path MTU probe's apart), so it names the probe. Gateways
+// of any version answer with it; a reply echoing 0 answers nothing.
+
+// inflightSlots is how many probes to one gateway can be in flight. A
+// gateway gets a small probe at most once per interval (and one now and
+// then on a new session or a change of what we can deliver) and one path
+// MTU probe at a time, so at most about five are younger than
+// probeTimeout; an older one whose slot is taken is forgotten, as if it
+// had expired.
+const inflightSlots = 8
+
+// probeTimeout is how long a probe may stay unanswered, in ns, for a
+// gateway probed every iv with the round trip rtt: three round trips, at
+// least two intervals and at most ProbeMisses (a probe older than that
+// is one the state machine already counted as missed). Its answer is
+// refused after that.
+func probeTimeout(iv, rtt int64) int64 {
+	return min(max(2*iv, 3*rtt), ProbeMisses*iv)
+}
+
+// probesInFlight is one gateway's probes in flight, by echo (0: a free
+// slot). sent fills a slot (handshake loop, prober.run); answer (outside
+// loop) and expire (handshake loop) empty it, each by CompareAndSwap, so
+// that a probe is answered or expired once. next is the handshake loop's.
+type probesInFlight struct {
+	echo [inflightSlots]atomic.Uint64
+	next int
+}
+
+// sentAt is the send time, in mono ns, that echo carries.
+func sentAt(echo uint64) int64 { return int64(echo &^ mtuEcho) }
+
+// sent records a probe with echo as in flight. Handshake loop only.
+func (f *probesInFlight) sent(echo uint64) {
+	f.echo[f.next].Store(echo)
+	f.next = (f.next + 1) % inflightSlots
+}
+
+// answer reports whether echo answers a probe in flight at now and, if
+// so, takes it out: a probe is answered once. Any goroutine; it
+// allocates nothing.
+func (f *probesInFlight) answer(echo uint64, now, timeout int64) bool {
+	if echo == 0 || now-sentAt(echo) > timeout {
+		return false
+	}
+	for i := range f.echo {
+		if f.echo[i].Load() == echo {
+			return f.echo[i].CompareAndSwap(echo, 0)
+		}
+	}
+	return false
+}
+
+// expire takes out the probes older than timeout at now and returns how
+// many of them were small probes (liveness's; an MTU probe may be lost
+// for its size alone). Handshake loop only.
+func (f *probesInFlight) expire(now, timeout int64) (missed int) {
+	for i := range f.echo {
+		e := f.echo[i].Load()
+		if e != 0 && now-sentAt(e) > timeout && f.echo[i].CompareAndSwap(e, 0) && e&mtuEcho == 0 {
+			missed++
+		}
+	}
+	return missed
+}
