@@ -441,6 +441,9 @@ func TestIdleToActive(t *testing.T) {
 	waitUp(t, clock, b)
 	for range int(ActiveWindow/ProbeTick) + int(IdleProbeFactor*DefaultProbeInterval/ProbeTick) {
 		clock.Advance(ProbeTick)
+		// Idle probes are answered meanwhile, and an answer later
+		// than probeTimeout (a few ticks) is refused.
+		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond)
 	probes := a.r.Peers()[0].Live.ProbesSent
