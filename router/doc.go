@@ -70,7 +70,10 @@
 // authenticated probe (probe.go) that the outside loop answers at once,
 // and only an answer to a probe still in flight counts (inflight.go);
 // ProbeMisses unproven intervals mark it down, and its flows move to the
-// site's other gateways. A gateway that answers but cannot deliver to
+// site's other gateways. Coming back is damped (damping.go): only after
+// RecoverProbes answered probes in a row, twice as many for each further
+// down within about FlapDecay (up to 16 times), so a lossy path does not
+// move its flows back and forth at the probe rate. A gateway that answers but cannot deliver to
 // its own site (SetCanDeliver: the daemon watches its LAN link and its
 // routes to the node CIDRs) says so in a flag of every probe and probe
 // reply, and sends a probe to every gateway at once when that changes;

@@ -46,7 +46,9 @@ const (
 	// up carry flows while any is.
 	LiveUp
 	// LiveDown: it proved that once, then did not for ProbeMisses probe
-	// intervals although probed.
+	// intervals although probed; it is up again once it answered
+	// RecoverProbes probes in a row, more after repeated downs
+	// (damping.go).
 	LiveDown
 )
 
@@ -163,6 +165,9 @@ type liveness struct {
 	pmtu pathMTU
 	// inflight is the probes whose answers count (inflight.go).
 	inflight probesInFlight
+	// damp decides when a gateway that went down is up again
+	// (damping.go); handshake loop only.
+	damp damper
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -226,9 +231,15 @@ type probeAction struct {
 // and goes down after ProbeMisses silent intervals; an idle one uses
 // IdleProbeFactor times the interval. When traffic starts, silence is
 // counted from then, so a gateway probed at the idle pace is not marked
-// down before a fast probe could be answered.
+// down before a fast probe could be answered. A gateway that went down
+// comes back up only once its flaps are damped (damping.go); from its
+// first sign of life it is probed at the full pace until then.
 func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAction {
 	var a probeAction
+	replies := l.probeReplies.Load()
+	if l.inflight.expire(mono, l.timeout()) > 0 || l.cannotDeliver.Load() {
+		l.damp.restart(replies)
+	}
 	if tx != l.lastTx {
 		if mono >= l.activeUntil {
 			l.activeSince = mono
@@ -238,13 +249,17 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 	}
 	iv := l.interval.Load()
 	ref := acked
+	cur := LiveState(l.state.Load())
+	// Down, but heard from since: probed at the full pace until it is
+	// up, so that damping counts its answers in intervals, not idle ones
+	// (its flows left it, so it looks idle).
+	recovering := cur == LiveDown && acked > l.changedMono.Load()
 	if mono < l.activeUntil {
 		ref = max(acked, l.activeSince)
-	} else {
+	} else if !recovering {
 		iv *= IdleProbeFactor
 	}
 	silent := mono - ref
-	cur := LiveState(l.state.Load())
 	next, reason := cur, DownReason(l.reason.Load())
 	switch {
 	case acked == 0:
@@ -258,9 +273,9 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		if cur == LiveUp {
 			next, reason = LiveDown, DownCannotDeliver
 		}
-	case session && acked > l.changedMono.Load():
+	case session && acked > l.changedMono.Load() && (cur != LiveDown || l.damp.recovered(replies)):
 		// Proved since the last change (or ever), with a session to
-		// send on.
+		// send on, and, after a down, answering steadily again.
 		next, reason = LiveUp, DownNone
 	}
 	if next != cur {
@@ -269,6 +284,7 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		l.changedMono.Store(mono)
 		if next == LiveDown {
 			l.downs.Add(1)
+			l.damp.down(mono, replies)
 		}
 		a.changed, a.from = true, cur
 	}

@@ -1,0 +1,81 @@
+package router
+
+import "time"
+
+// Flap damping. A gateway goes down after ProbeMisses silent probe
+// intervals, which fails its flows over fast. Coming back up on the first
+// answer made a lossy path (one that carries a probe now and then between
+// spells of loss) move its flows to the site's other gateways and back
+// about once a second, each move reordering or stalling them. So going
+// down stays fast, and coming back up is damped, with hysteresis and a
+// hold-down that grows with repeated flaps:
+//
+//   - A gateway that went down is up again only after RecoverProbes of
+//     our probes in a row were answered. A probe unanswered for
+//     probeTimeout (inflight.go), or a control message saying it cannot
+//     deliver, starts the count over. On a healthy path that takes about
+//     RecoverProbes intervals plus the timeout of the last probe lost
+//     before it healed: about a second at the default interval.
+//   - Each down within a FlapDecay or so of the last doubles the count,
+//     up to RecoverProbes << maxFlapShift (48 answers: about ten seconds
+//     at the default interval while we send it data, when it is probed
+//     at the full pace). Counting answers rather than time keeps the
+//     hold-down in step with the site's probe interval.
+//   - The count of recent downs halves for every FlapDecay since the
+//     last down, so a gateway that flapped an hour ago comes back after
+//     RecoverProbes answers again.
+//
+// A gateway that was never up (LiveConnecting) comes up on its first
+// evidence, as before: there is nothing to damp.
+const (
+	// RecoverProbes is how many probes in a row a gateway that went down
+	// once must answer to be up again.
+	RecoverProbes = 3
+	// maxFlapShift bounds the doubling of RecoverProbes for repeated
+	// downs.
+	maxFlapShift = 4
+	// FlapDecay halves the count of recent downs of a gateway for every
+	// FlapDecay since its last down.
+	FlapDecay = time.Minute
+)
+
+// damper is one gateway's flap damping (see above). It belongs to the
+// handshake loop (liveness.evaluate).
+type damper struct {
+	flaps    int    // recent downs as of lastDown, at most maxFlapShift+1
+	lastDown int64  // mono ns of the last down; 0: never
+	base     uint64 // answered probes (liveness.probeReplies) when the streak started
+}
+
+// down notes that the gateway went down at mono, having answered replies
+// probes so far.
+func (d *damper) down(mono int64, replies uint64) {
+	d.flaps = min(d.recent(mono)+1, maxFlapShift+1)
+	d.lastDown = mono
+	d.base = replies
+}
+
+// recent is the count of recent downs at mono, decayed.
+func (d *damper) recent(mono int64) int {
+	if d.lastDown == 0 {
+		return 0
+	}
+	halvings := (mono - d.lastDown) / int64(FlapDecay)
+	if halvings >= 16 {
+		return 0
+	}
+	return d.flaps >> halvings
+}
+
+// restart starts the streak of answers over at replies: a probe went
+// unanswered, or the gateway cannot deliver.
+func (d *damper) restart(replies uint64) { d.base = replies }
+
+// need is how many answers in a row bring the gateway back up.
+func (d *damper) need() uint64 {
+	return RecoverProbes << min(max(d.flaps-1, 0), maxFlapShift)
+}
+
+// recovered reports whether the gateway answered enough probes in a row,
+// replies in all, to be up again.
+func (d *damper) recovered(replies uint64) bool { return replies-d.base >= d.need() }
