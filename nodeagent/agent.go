@@ -104,50 +104,34 @@ func New(o Options) (*Agent, error) {
 // Run loads the model, applies it and keeps applying it until ctx ends:
 // after each change of the source, after each notification that one of
 // its routes went away, and every RepairInterval. A model that does not
-// load at start is an error; later, the model in force stays and the
-// error is logged and counted. Run leaves everything in place when it
-// returns: a restart changes nothing.
+// load is never a reason to stop: at start the agent reports why (log,
+// metrics, Status) and tries again at the source's next change and every
+// RepairInterval, as a node that has not been assigned a site or a pod
+// range yet must wait for the controller; later, the model in force
+// stays and the error is logged and counted. Run leaves everything in
+// place when it returns: a restart changes nothing.
 func (a *Agent) Run(ctx context.Context, src Source) error {
-	d, err := src.Load()
-	if err != nil {
-		a.fail(stageCatalog, err)
-		a.publish()
-		return err
-	}
-	a.ok(stageCatalog)
-	a.cur = d
-	a.o.Log.Info("node model", "node", d.Node, "site", d.Site, "podCIDR", d.PodCIDR, "podCIDR6", d.PodCIDR6, "routes", len(d.Routes))
-	a.sync("start")
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	routeEvents := make(chan struct{}, 1)
-	if err := a.o.Routes.Watch(ctx, routeEvents, func(err error) {
-		a.o.Log.Warn("route notifications", "err", err)
-	}); err != nil {
-		a.o.Log.Warn("route notifications unavailable; repairs wait for the periodic check", "err", err, "interval", a.o.RepairInterval)
-	}
+	watching := false
 	tick := time.NewTicker(a.o.RepairInterval)
 	defer tick.Stop()
+	a.load(src)
 	for {
+		if a.cur != nil && !watching {
+			watching = true
+			if err := a.o.Routes.Watch(ctx, routeEvents, func(err error) {
+				a.o.Log.Warn("route notifications", "err", err)
+			}); err != nil {
+				a.o.Log.Warn("route notifications unavailable; repairs wait for the periodic check", "err", err, "interval", a.o.RepairInterval)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-src.Changed():
-			nd, err := src.Load()
-			if err != nil {
-				a.fail(stageCatalog, fmt.Errorf("%w (the node keeps its current routes and config)", err))
-				a.publish()
-				continue
-			}
-			a.ok(stageCatalog)
-			if reflect.DeepEqual(nd, a.cur) {
-				a.publish()
-				continue
-			}
-			a.o.Log.Info("node model changed", "node", nd.Node, "site", nd.Site, "podCIDR", nd.PodCIDR, "podCIDR6", nd.PodCIDR6, "routes", len(nd.Routes))
-			a.cur = nd
-			a.sync("model changed")
+			a.load(src)
 		case <-routeEvents:
 			start := a.o.Now()
 			ch := a.syncRoutes()
@@ -160,9 +144,43 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 			a.m.syncs.WithLabelValues("route event").Inc()
 			a.publish()
 		case <-tick.C:
+			if a.cur == nil {
+				a.load(src)
+				continue
+			}
 			a.sync("periodic")
 		}
 	}
+}
+
+// load reads the source's model and applies it when it is new. Without a
+// model in force, the failure says the node waits; with one, that it
+// keeps it. Run's goroutine only.
+func (a *Agent) load(src Source) {
+	nd, err := src.Load()
+	if err != nil {
+		if a.cur == nil {
+			err = fmt.Errorf("%w (the node waits: nothing is configured until its model loads)", err)
+		} else {
+			err = fmt.Errorf("%w (the node keeps its current routes and config)", err)
+		}
+		a.fail(stageCatalog, err)
+		a.publish()
+		return
+	}
+	a.ok(stageCatalog)
+	if reflect.DeepEqual(nd, a.cur) {
+		a.publish()
+		return
+	}
+	msg := "node model changed"
+	trigger := "model changed"
+	if a.cur == nil {
+		msg, trigger = "node model", "start"
+	}
+	a.o.Log.Info(msg, "node", nd.Node, "site", nd.Site, "podCIDR", nd.PodCIDR, "podCIDR6", nd.PodCIDR6, "routes", len(nd.Routes))
+	a.cur = nd
+	a.sync(trigger)
 }
 
 // sync applies the whole model; each stage reports its own failure and

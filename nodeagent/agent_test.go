@@ -248,16 +248,45 @@ func TestAgentRun(t *testing.T) {
 	}
 }
 
-func TestAgentStartFailsOnBadCatalog(t *testing.T) {
+// TestAgentWaitsForModel: a node whose model does not load at start (no
+// site or pod range yet, a bad catalog) is not a reason to stop. The
+// agent reports why, touches nothing, and configures the node once the
+// source's next change loads.
+func TestAgentWaitsForModel(t *testing.T) {
+	c := loadCatalog(t)
+	a1, _ := FromConfig(c, "a1")
 	rig := newRig(t)
-	src := &fakeSource{models: []*Desired{nil}, errs: []error{errors.New("no node \"x\"")}, changed: make(chan struct{})}
-	if err := rig.agent.Run(context.Background(), src); err == nil {
-		t.Fatal("Run started without a model")
+	src := &fakeSource{
+		models:  []*Desired{nil, a1},
+		errs:    []error{errors.New(`Node "a1" has no label bridgehead.io/site`), nil},
+		changed: make(chan struct{}, 1),
 	}
-	if rig.metric(t, "bridgehead_node_errors_total", "stage", "catalog") != 1 {
-		t.Error("catalog error not counted")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rig.agent.Run(ctx, src) }()
+	defer cancel()
+	waitFor(t, "the catalog error", func() bool { return rig.metric(t, "bridgehead_node_errors_total", "stage", "catalog") == 1 })
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned without a model: %v", err)
+	case <-time.After(100 * time.Millisecond): // Run returns at once when it gives up
 	}
-	if sts := rig.status(); len(sts) != 1 || sts[0].Configured || sts[0].OK() || len(sts[0].Errors) != 1 || sts[0].Errors[0].Stage != "catalog" {
-		t.Errorf("statuses %+v, want one: not configured, the catalog error", sts)
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	if sts := rig.status(); len(sts) != 1 || sts[0].Configured || sts[0].OK() || len(sts[0].Errors) != 1 ||
+		!strings.Contains(sts[0].Errors[0].Err, "the node waits") {
+		t.Errorf("statuses %+v, want one: not configured, the catalog error, waiting", sts)
+	}
+	if got, _ := rig.routes.List(); len(got) != 0 {
+		t.Errorf("routes installed without a model: %v", got)
+	}
+	src.changed <- struct{}{}
+	waitFor(t, "the node configured", func() bool { return rig.metric(t, "bridgehead_node_cni_config_written") == 1 })
+	if got, _ := rig.routes.List(); len(got) != len(a1.Routes) {
+		t.Errorf("%d routes, want %d", len(got), len(a1.Routes))
 	}
 }
