@@ -109,8 +109,8 @@ func TestDeployKustomization(t *testing.T) {
 	}
 	before := versions()
 	kubectl(t, env, nil, "apply", "-k", "kubernetes")
-	if after := versions(); after != before || strings.Count(before, "\n") != 25 {
-		t.Errorf("a second apply changed objects, or not 25 of them:\nbefore:\n%s\nafter:\n%s", before, after)
+	if after := versions(); after != before || strings.Count(before, "\n") != 27 {
+		t.Errorf("a second apply changed objects, or not 27 of them:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 
@@ -137,7 +137,21 @@ func checkNodeDaemonSet(t *testing.T, cs kubernetes.Interface) {
 	if !strings.HasPrefix(args, "node --kubernetes ") || !strings.Contains(args, "--node=$(NODE_NAME)") {
 		t.Errorf("node agent args %q, want node --kubernetes ... --node=$(NODE_NAME)", args)
 	}
+	if c := spec.Containers[0]; c.Image != deployImage {
+		t.Errorf("node agent image %q, want %q", c.Image, deployImage)
+	}
+	// Nothing rendered by hand: no volume from a ConfigMap the operator
+	// would have to make.
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			t.Errorf("node agent mounts ConfigMap %q", v.ConfigMap.Name)
+		}
+	}
 }
+
+// deployImage is the one image every manifest runs, as kustomization.yaml
+// names it.
+const deployImage = "ghcr.io/bridgehead/bridgehead:dev"
 
 func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 	t.Helper()
@@ -148,12 +162,26 @@ func checkDeployment(t *testing.T, d *appsv1.Deployment) {
 		t.Errorf("serviceAccountName %q", d.Spec.Template.Spec.ServiceAccountName)
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	want := "bridgehead controller --namespace=bridgehead-system --metrics-listen=:9643 --leader-elect=true --lease-duration=15s --renew-deadline=10s --retry-period=500ms"
-	if got := strings.Join(c.Command, " "); got != want {
-		t.Errorf("command %q, want %q", got, want)
+	want := "controller --namespace=bridgehead-system --metrics-listen=:9643 --leader-elect=true --lease-duration=15s --renew-deadline=10s --retry-period=500ms"
+	if got := strings.Join(c.Args, " "); got != want || len(c.Command) != 0 {
+		t.Errorf("command %q args %q, want the image's entrypoint with %q", c.Command, got, want)
 	}
-	if c.Image != "ghcr.io/bridgehead/bridgehead:dev" {
-		t.Errorf("image %q", c.Image)
+	if c.Image != deployImage {
+		t.Errorf("image %q, want %q", c.Image, deployImage)
+	}
+	// Bootstrap: the controller runs before any CNI exists.
+	spec := d.Spec.Template.Spec
+	if !spec.HostNetwork {
+		t.Error("the controller is not on the host network: on a cluster without a CNI it never gets a sandbox")
+	}
+	tolerated := map[string]bool{}
+	for _, tol := range spec.Tolerations {
+		tolerated[tol.Key] = true
+	}
+	for _, key := range []string{"node.kubernetes.io/not-ready", "node.kubernetes.io/network-unavailable", "CriticalAddonsOnly"} {
+		if !tolerated[key] {
+			t.Errorf("the controller does not tolerate %s: on a cluster without a CNI it is never scheduled", key)
+		}
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 		t.Errorf("probes %+v %+v", c.LivenessProbe, c.ReadinessProbe)
@@ -347,6 +375,11 @@ func TestNodeAgentCredential(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("node agent lists Nodes: %v", err)
 	}
+	for _, ns := range []string{"bridgehead-system"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("node agent lists the catalog's ConfigMaps in %s: %v", ns, err)
+		}
+	}
 	self, err := cs.CoreV1().Nodes().Get(ctx, "bhk-n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("node agent gets its Node: %v", err)
@@ -382,6 +415,8 @@ func TestNodeAgentCredential(t *testing.T) {
 		&unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Site", "metadata": map[string]any{"name": "rogue"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
 	_, refused["list Gateways"] = d.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)).List(ctx, metav1.ListOptions{})
 	_, refused["list Secrets"] = cs.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+	_, refused["list ConfigMaps in kube-system"] = cs.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+	_, refused["write the catalog"] = cs.CoreV1().ConfigMaps("bridgehead-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-catalog"}}, metav1.CreateOptions{})
 	for what, err := range refused {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("node agent: %s: %v, want 403 Forbidden", what, err)

@@ -22,6 +22,10 @@ const (
 	CNIConfName    = "05-bridgehead.conflist"
 	CNINetworkName = "bridgehead"
 	DefaultBridge  = "bh-br0"
+	// DefaultCatalogFile is where `bridgehead node --kubernetes` keeps
+	// the catalog it follows, on the host: it survives the agent's pod
+	// and a reboot (kubenode).
+	DefaultCatalogFile = "/var/lib/bridgehead/catalog.yaml"
 )
 
 // CNIPlugins are the reference plugins the conflist uses.

@@ -82,7 +82,7 @@ func FromConfig(c *config.Config, node string) (*Desired, error) {
 		}
 	}
 	if site == nil {
-		return nil, fmt.Errorf("%s: no node %q in the nodes of any site (%s)", c.Path, node, nodeNames(c))
+		return nil, fmt.Errorf("%s: %w: no node %q in the nodes of any site (%s)", c.Path, ErrNodeNotFound, node, nodeNames(c))
 	}
 	d := &Desired{Node: node, Site: site.Name, PodCIDR: self.PodCIDR.Masked(), PodCIDR6: self.PodCIDR6.Masked()}
 	if !d.PodCIDR.IsValid() && !d.PodCIDR6.IsValid() {
@@ -124,15 +124,27 @@ func FromConfig(c *config.Config, node string) (*Desired, error) {
 	return d, nil
 }
 
+// ErrNodeNotFound: the catalog does not list the node.
+var ErrNodeNotFound = errors.New("node not in the catalog")
+
+// nodeNames names the catalog's nodes for an error: the first few, and
+// how many there are (a site may have thousands).
 func nodeNames(c *config.Config) string {
+	const show = 8
 	var names []string
+	total := 0
 	for _, s := range c.Sites {
 		for _, n := range s.Nodes {
-			names = append(names, s.Name+"/"+n.Name)
+			if total++; total <= show {
+				names = append(names, s.Name+"/"+n.Name)
+			}
 		}
 	}
-	if len(names) == 0 {
+	switch {
+	case total == 0:
 		return "the catalog has no nodes"
+	case total > show:
+		return fmt.Sprintf("%d nodes: %s, ...", total, strings.Join(names, ", "))
 	}
 	return "the nodes are " + strings.Join(names, ", ")
 }

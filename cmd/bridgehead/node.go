@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/nodeagent"
 	"github.com/bridgehead/bridgehead/nodeagent/kubenode"
 )
@@ -43,8 +46,11 @@ func setupNode(fs *flag.FlagSet) action {
 	mtu := fs.Int("mtu", 0, "MTU of the bridge and pod interfaces (0: the plugin's default)")
 	metricsListen := fs.String("metrics-listen", "", "serve /metrics on `ADDR` (host:port; empty: off)")
 	repair := fs.Duration("repair-interval", nodeagent.DefaultRepairInterval, "check everything against the catalog every `DURATION`")
-	kube := fs.Bool("kubernetes", false, "take the nodes (site label, InternalIPs, pod ranges) from the API server's Node objects; the catalog still gives the sites and gateways")
+	kube := fs.Bool("kubernetes", false, "follow the catalog the controller publishes (its own site's nodes, every site's CIDRs and gateways) instead of --config")
 	kubeconfig := fs.String("kubeconfig", "", "with --kubernetes: kubeconfig `FILE` (default: the pod's service account)")
+	catalogNS := fs.String("catalog-namespace", config.DefaultCatalogNamespace, "with --kubernetes: the controller's `NAMESPACE`, where it publishes the catalog")
+	catalogFile := fs.String("catalog-file", nodeagent.DefaultCatalogFile, "with --kubernetes: keep the followed catalog in `FILE` on the host (the node starts from it when the API server is away)")
+	serviceCIDRs := fs.String("service-cidrs", "", "with --kubernetes: the cluster's Service `CIDRS`, comma-separated (pod traffic to them is not masqueraded)")
 	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table and CNI config, then exit")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
@@ -109,24 +115,20 @@ func setupNode(fs *flag.FlagSet) action {
 		if err != nil {
 			return err
 		}
-		src, err := kubeSource(ctx, client, *cfgPath, name, log)
+		svc, err := parsePrefixList(*serviceCIDRs)
+		if err != nil {
+			return usageError{fmt.Errorf("--service-cidrs: %w", err)}
+		}
+		src, err := kubeSource(ctx, kubenode.Options{Client: client, Node: name, Namespace: *catalogNS,
+			Catalog: *catalogFile, ServiceCIDRs: svc, Log: log, Registry: reg})
 		if err != nil {
 			return err
 		}
+		defer src.Wait()
 		condDone := make(chan struct{})
 		go func() { defer close(condDone); cond.Run(ctx) }()
 		defer func() { stop(); <-condDone }()
-		err = agent.Run(ctx, src)
-		if err != nil {
-			// Stopping at start (no model): the condition says why
-			// before the pod restarts.
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if ferr := cond.Flush(fctx); ferr != nil {
-				log.Warn("node condition not written", "node", name, "err", ferr)
-			}
-			cancel()
-		}
-		return err
+		return agent.Run(ctx, src)
 	})
 }
 
@@ -183,10 +185,26 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-func kubeSource(ctx context.Context, client kubernetes.Interface, catalog, node string, log *slog.Logger) (*kubenode.Source, error) {
+func kubeSource(ctx context.Context, o kubenode.Options) (*kubenode.Source, error) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.Client.CoreV1().Events("")})
 	go func() { <-ctx.Done(); b.Shutdown() }()
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bridgehead-node", Host: node})
-	return kubenode.New(ctx, client, rec, catalog, node, log)
+	o.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bridgehead-node", Host: o.Node})
+	return kubenode.New(ctx, o)
+}
+
+// parsePrefixList parses a comma-separated list of CIDRs ("" is none).
+func parsePrefixList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
 	"github.com/bridgehead/bridgehead/nodeagent"
 )
@@ -74,6 +75,9 @@ func TestConditionRealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: config.DefaultCatalogNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("kubectl", "--kubeconfig", env.Kubeconfig, "apply", "-f", "../../deploy/kubernetes/node-rbac.yaml").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply node-rbac.yaml: %v\n%s", err, out)
 	}

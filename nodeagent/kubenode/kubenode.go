@@ -1,20 +1,3 @@
-// Package kubenode is the Kubernetes source of the node agent's model:
-// the catalog file (a ConfigMap mount) gives the sites, their gateways and
-// the cluster's CIDRs, and the API server gives the nodes — each Node's
-// site (label bridgehead.io/site), its InternalIP addresses and the pod
-// ranges the controller allocated to it (spec.podCIDRs, or the annotation
-// bridgehead.io/pod-cidrs where spec.podCIDRs was already set). The nodes
-// of the Node objects replace the catalog's nodes of their site, so the
-// model (nodeagent.FromConfig) is the same as in file mode.
-//
-// Kubernetes types stay here: package nodeagent never sees them. A Node
-// informer (client-go) signals Changed on every add, update and delete
-// of a Node, and the catalog file is watched as in file mode. When this
-// node cannot be configured — no Node object, no site label, no pod
-// range — Load fails with the reason and an Event of type Warning is
-// recorded on the Node, once per distinct reason. ConditionReporter
-// (condition.go) keeps the condition BridgeheadNodeNetwork in the Node's
-// status from the agent's Status: what is in place and the last error.
 package kubenode
 
 import (
@@ -23,30 +6,30 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
-	"strings"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/filewatch"
+	"github.com/bridgehead/bridgehead/kube/follow"
 	"github.com/bridgehead/bridgehead/nodeagent"
 )
 
-// The controller's names on Node objects.
-const (
-	SiteLabel          = "bridgehead.io/site"
-	PodCIDRsAnnotation = "bridgehead.io/pod-cidrs"
-)
+// SiteLabel is the controller's label of a Node's site.
+const SiteLabel = "bridgehead.io/site"
 
 // Event reasons recorded on this node's Node object.
 const (
@@ -54,44 +37,109 @@ const (
 	ReasonConfigured    = "BridgeheadNodeConfigured"
 )
 
-// Source builds the node's model from the catalog file and the Node
-// objects. Load and Changed are called from the agent's loop; the
-// informer's handlers only signal. lastReason is guarded by mu.
-type Source struct {
-	catalog, node string
-	nodes         listersv1.NodeLister
-	recorder      record.EventRecorder
-	log           *slog.Logger
-	changed       chan struct{}
+// Why a node is not configured yet: the first word of the Warning Event.
+const (
+	whyNoCatalog    = "NoCatalog"    // no catalog file yet (first start, API server not reached)
+	whyBadCatalog   = "BadCatalog"   // the config or catalog file does not load
+	whyNoNode       = "NoNode"       // no Node object of this name
+	whyNoSite       = "NoSite"       // the controller has not labelled the Node yet
+	whyNotPublished = "NotPublished" // the catalog does not list the node (no pod range yet)
+	whySiteMoved    = "SiteMoved"    // the Node's label names another site than the one followed
+)
 
-	mu         sync.Mutex
+// Options are a Source's dependencies.
+type Options struct {
+	// Client reads this node's Node and the catalog's ConfigMaps (get,
+	// list, watch), and must not have a short overall timeout.
+	Client kubernetes.Interface
+	// Node is this node's name.
+	Node string
+	// Namespace holds the catalog's ConfigMaps (the controller's).
+	Namespace string
+	// Catalog is the catalog file the follower keeps on the host: what
+	// the node's model is built from, and what it starts from when the
+	// API server is away.
+	Catalog string
+	// ServiceCIDRs are the cluster's Service ranges: pod traffic to them
+	// keeps its source address (optional: kube-proxy has translated a
+	// ClusterIP before the SNAT rule sees it).
+	ServiceCIDRs []netip.Prefix
+	Recorder     record.EventRecorder
+	Log          *slog.Logger
+	Registry     prometheus.Registerer
+	// Clock is the follower's clock (default the real one).
+	Clock clock.Clock
+}
+
+// Source builds the node's model from the catalog file it follows. Load and Changed are called from the agent's
+// loop; informer handlers and the follower only signal changed. The
+// follower is started by the node informer's handler once the Node has
+// a site (started, site guarded by mu); lastReason is Load's goroutine's.
+type Source struct {
+	o       Options
+	log     *slog.Logger
+	changed chan struct{}
+	node    cache.SharedIndexInformer
+	ctx     context.Context
+	// wg counts the informer's and the follower's goroutines (Wait).
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	started bool
+	site    string  // the site followed
+	moved   string  // the Node's label when it names another site
+	label   *string // the Node's site label as last seen; nil before the first
+
 	lastReason string
 }
 
-// New starts a Node informer on client and a watcher on the catalog,
-// both until ctx ends, and waits for the informer's first list.
-// recorder records this node's Events.
-func New(ctx context.Context, client kubernetes.Interface, recorder record.EventRecorder, catalog, node string, log *slog.Logger) (*Source, error) {
-	s := &Source{catalog: catalog, node: node, recorder: recorder, log: log, changed: make(chan struct{}, 1)}
-	f := informers.NewSharedInformerFactory(client, 10*time.Minute)
-	inf := f.Core().V1().Nodes()
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.signal() },
-		UpdateFunc: func(old, cur any) { s.nodeUpdated(old, cur) },
+// New starts watching the node's Node object and the catalog file, until
+// ctx ends. It does not wait for the API server: a
+// node restarted while the API server is away loads its last catalog at
+// once. The catalog follower starts when the Node has a site label.
+func New(ctx context.Context, o Options) (*Source, error) {
+	switch {
+	case o.Client == nil || o.Recorder == nil || o.Log == nil:
+		return nil, errors.New("kubenode: Client, Recorder and Log are required")
+	case o.Node == "" || o.Namespace == "" || o.Catalog == "":
+		return nil, errors.New("kubenode: Node, Namespace and Catalog are required")
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if err := os.MkdirAll(filepath.Dir(o.Catalog), 0o755); err != nil {
+		return nil, fmt.Errorf("kubenode: the catalog's directory: %w", err)
+	}
+	s := &Source{o: o, log: o.Log, changed: make(chan struct{}, 1), ctx: ctx}
+	s.node = cache.NewSharedIndexInformer(nodeListWatch(o.Client, o.Node), &corev1.Node{}, 10*time.Minute, cache.Indexers{})
+	if _, err := s.node.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.nodeChanged(obj) },
+		UpdateFunc: func(_, obj any) { s.nodeChanged(obj) },
 		DeleteFunc: func(any) { s.signal() },
 	}); err != nil {
 		return nil, err
 	}
-	s.nodes = inf.Lister()
-	f.Start(ctx.Done())
-	go func() { <-ctx.Done(); f.Shutdown() }()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
-		return nil, errors.New("kubernetes: the Node informer did not sync")
-	}
-	if _, err := filewatch.Start(ctx, catalog, filewatch.DefaultDebounce, s.changed, log); err != nil {
-		log.Warn("catalog changes will not be noticed", "path", catalog, "err", err)
+	s.wg.Go(func() { s.node.RunWithContext(ctx) })
+	if _, err := filewatch.Start(ctx, o.Catalog, filewatch.DefaultDebounce, s.changed, o.Log); err != nil {
+		o.Log.Warn("catalog changes will not be noticed", "path", o.Catalog, "err", err)
 	}
 	return s, nil
+}
+
+// nodeListWatch lists and watches one Node by name: the agent's own,
+// never the cluster's.
+func nodeListWatch(c kubernetes.Interface, name string) cache.ListerWatcher {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = sel
+			return c.CoreV1().Nodes().List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = sel
+			return c.CoreV1().Nodes().Watch(ctx, lo)
+		},
+	}, c)
 }
 
 func (s *Source) signal() {
@@ -101,26 +149,91 @@ func (s *Source) signal() {
 	}
 }
 
-// nodeUpdated signals unless only a Node's status heartbeat changed:
-// kubelets update every Node every few seconds, and the model reads
-// addresses, labels, annotations and spec only.
-func (s *Source) nodeUpdated(old, cur any) {
-	o, ok1 := old.(*corev1.Node)
-	n, ok2 := cur.(*corev1.Node)
-	if ok1 && ok2 && slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) &&
-		o.Labels[SiteLabel] == n.Labels[SiteLabel] &&
-		o.Annotations[PodCIDRsAnnotation] == n.Annotations[PodCIDRsAnnotation] &&
-		slices.Equal(o.Status.Addresses, n.Status.Addresses) {
+// nodeChanged starts the follower for the Node's site the first time it
+// has one, and notes a label that names another site later. It signals
+// only when the label changed: kubelets rewrite their Node's status all
+// the time, and the model reads nothing else of it.
+func (s *Source) nodeChanged(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
 		return
+	}
+	site := n.Labels[SiteLabel]
+	s.mu.Lock()
+	if s.label != nil && *s.label == site {
+		// Status heartbeats and the like: the model reads only the label.
+		s.mu.Unlock()
+		return
+	}
+	s.label = &site
+	start := site != "" && !s.started
+	if start {
+		s.started, s.site = true, site
+	}
+	if s.started && site != s.site {
+		s.moved = site
+	} else {
+		s.moved = ""
+	}
+	s.mu.Unlock()
+	if start {
+		if err := s.follow(site); err != nil {
+			s.log.Error("catalog follower not started", "site", site, "err", err)
+		}
 	}
 	s.signal()
 }
 
-// Changed signals when a Node or the catalog changed.
+// follow starts the follower of site's catalog into the catalog file.
+func (s *Source) follow(site string) error {
+	f, err := follow.New(follow.Options{
+		Client:    s.o.Client,
+		Namespace: s.o.Namespace,
+		Site:      site,
+		Path:      s.o.Catalog,
+		Validate:  s.validate,
+		Changed:   s.signal,
+		Log:       s.log,
+		Registry:  s.o.Registry,
+		Clock:     s.o.Clock,
+	})
+	if err != nil {
+		return err
+	}
+	s.log.Info("following the catalog", "site", site, "namespace", s.o.Namespace, "file", s.o.Catalog)
+	s.wg.Go(func() { f.Run(s.ctx) })
+	return nil
+}
+
+// Wait returns once the goroutines New and the follower started have
+// ended, after New's ctx ended.
+func (s *Source) Wait() { s.wg.Wait() }
+
+// validate checks a candidate catalog as Load will read it.
+func (s *Source) validate(catalog []byte) error {
+	_, err := s.parse(catalog)
+	return err
+}
+
+// parse reads a catalog with the cluster's service CIDRs and checks it
+// with every rule of `bridgehead check` that concerns a node.
+func (s *Source) parse(data []byte) (*config.Config, error) {
+	c, err := config.ParseSites(s.o.Catalog, data)
+	if err != nil {
+		return nil, err
+	}
+	c.Cluster.ServiceCIDRs = s.o.ServiceCIDRs
+	if problems, _ := config.Check(c, config.CheckOptions{SkipPrivateKey: true}); len(problems) > 0 {
+		return nil, problems
+	}
+	return c, nil
+}
+
+// Changed signals when the Node or the catalog changed.
 func (s *Source) Changed() <-chan struct{} { return s.changed }
 
-// Load reads the catalog, replaces the nodes of every site that has Node
-// objects with them, and builds this node's model.
+// Load reads the catalog file and builds this node's model. While the Node informer has not synced (the API server is away)
+// the catalog file alone decides: a restarted node comes back on it.
 func (s *Source) Load() (*nodeagent.Desired, error) {
 	d, reason, err := s.load()
 	s.report(reason, err)
@@ -128,38 +241,47 @@ func (s *Source) Load() (*nodeagent.Desired, error) {
 }
 
 func (s *Source) load() (*nodeagent.Desired, string, error) {
-	c, err := config.Load(s.catalog)
+	var self *corev1.Node
+	if s.node.HasSynced() {
+		obj, ok, _ := s.node.GetStore().GetByKey(s.o.Node)
+		if !ok {
+			return nil, whyNoNode, fmt.Errorf("kubernetes: no Node %q", s.o.Node)
+		}
+		self = obj.(*corev1.Node)
+		if self.Labels[SiteLabel] == "" {
+			return nil, whyNoSite, fmt.Errorf("Node %q has no label %s: the controller has not assigned it a site (is its InternalIP in a Site's nodeCIDRs?)", s.o.Node, SiteLabel)
+		}
+	}
+	s.mu.Lock()
+	moved, site := s.moved, s.site
+	s.mu.Unlock()
+	if moved != "" {
+		return nil, whySiteMoved, fmt.Errorf("Node %q: label %s=%q, but the agent follows site %q: restart the agent", s.o.Node, SiteLabel, moved, site)
+	}
+	data, err := os.ReadFile(s.o.Catalog)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, whyNoCatalog, fmt.Errorf("no catalog in %s yet: waiting for the controller's catalog from the API server", s.o.Catalog)
+	}
 	if err != nil {
-		return nil, "", err
+		return nil, whyBadCatalog, err
 	}
-	self, err := s.nodes.Get(s.node)
-	if apierrors.IsNotFound(err) {
-		return nil, "", fmt.Errorf("kubernetes: no Node %q", s.node)
+	c, err := s.parse(data)
+	if err != nil {
+		return nil, whyBadCatalog, err
+	}
+	d, err := nodeagent.FromConfig(c, s.o.Node)
+	if errors.Is(err, nodeagent.ErrNodeNotFound) {
+		where := "the catalog"
+		if self != nil {
+			where = fmt.Sprintf("site %q of the catalog", self.Labels[SiteLabel])
+		}
+		return nil, whyNotPublished, fmt.Errorf("Node %q is not in %s yet: the controller publishes a node once it has its pod range", s.o.Node, where)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("kubernetes: Node %q: %w", s.node, err)
+		return nil, whyBadCatalog, err
 	}
-	site := self.Labels[SiteLabel]
-	if site == "" {
-		return nil, "NoSite", fmt.Errorf("Node %q has no label %s: the controller has not assigned it a site", s.node, SiteLabel)
-	}
-	if c.SiteByName(site) == nil {
-		return nil, "UnknownSite", fmt.Errorf("Node %q: label %s=%q names no site of the catalog %s", s.node, SiteLabel, site, s.catalog)
-	}
-	if _, _, err := podCIDRs(self); err != nil {
-		return nil, "NoPodCIDR", err
-	}
-	all, err := s.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, "", err
-	}
-	c = withNodes(c, all, s.log)
-	if problems, _ := config.Check(c, config.CheckOptions{SkipPrivateKey: true}); len(problems) > 0 {
-		return nil, "CatalogCheck", problems
-	}
-	d, err := nodeagent.FromConfig(c, s.node)
-	if err != nil {
-		return nil, "", err
+	if self != nil && d.Site != self.Labels[SiteLabel] {
+		return nil, whySiteMoved, fmt.Errorf("Node %q: label %s=%q, but the catalog lists it in site %q", s.o.Node, SiteLabel, self.Labels[SiteLabel], d.Site)
 	}
 	return d, "", nil
 }
@@ -167,107 +289,18 @@ func (s *Source) load() (*nodeagent.Desired, string, error) {
 // report records an Event on this node's Node when the reason it cannot
 // be configured changes, and one when it can be again.
 func (s *Source) report(reason string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if reason == s.lastReason {
 		return
 	}
-	ref := &corev1.ObjectReference{Kind: "Node", Name: s.node, UID: "", APIVersion: "v1"}
-	if self, gerr := s.nodes.Get(s.node); gerr == nil {
-		ref.UID = self.UID
+	ref := &corev1.ObjectReference{Kind: "Node", Name: s.o.Node, APIVersion: "v1"}
+	if obj, ok, _ := s.node.GetStore().GetByKey(s.o.Node); ok {
+		ref.UID = obj.(*corev1.Node).UID
 	}
 	switch {
 	case reason != "":
-		s.recorder.Event(ref, corev1.EventTypeWarning, ReasonNotConfigured, reason+": "+err.Error())
+		s.o.Recorder.Event(ref, corev1.EventTypeWarning, ReasonNotConfigured, reason+": "+err.Error())
 	case err == nil && s.lastReason != "":
-		s.recorder.Event(ref, corev1.EventTypeNormal, ReasonConfigured, "the node's pod network and routes are configured")
+		s.o.Recorder.Event(ref, corev1.EventTypeNormal, ReasonConfigured, "the node's pod network and routes are configured")
 	}
 	s.lastReason = reason
-}
-
-// podCIDRs returns a Node's IPv4 and IPv6 pod ranges: spec.podCIDRs, or
-// the controller's annotation when spec.podCIDRs is empty.
-func podCIDRs(n *corev1.Node) (v4, v6 netip.Prefix, err error) {
-	list := n.Spec.PodCIDRs
-	if len(list) == 0 && n.Spec.PodCIDR != "" {
-		list = []string{n.Spec.PodCIDR}
-	}
-	if len(list) == 0 {
-		if a := n.Annotations[PodCIDRsAnnotation]; a != "" {
-			list = strings.Split(a, ",")
-		}
-	}
-	if len(list) == 0 {
-		return v4, v6, fmt.Errorf("Node %q has no pod range yet (spec.podCIDRs and annotation %s are empty)", n.Name, PodCIDRsAnnotation)
-	}
-	for _, s := range list {
-		p, perr := netip.ParsePrefix(strings.TrimSpace(s))
-		if perr != nil {
-			return v4, v6, fmt.Errorf("Node %q: pod range %q: %v", n.Name, s, perr)
-		}
-		if p.Addr().Is4() && !v4.IsValid() {
-			v4 = p.Masked()
-		} else if p.Addr().Is6() && !v6.IsValid() {
-			v6 = p.Masked()
-		}
-	}
-	return v4, v6, nil
-}
-
-// internalIPs returns a Node's first IPv4 and IPv6 InternalIP.
-func internalIPs(n *corev1.Node) (v4, v6 netip.Addr) {
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP {
-			continue
-		}
-		ip, err := netip.ParseAddr(a.Address)
-		if err != nil {
-			continue
-		}
-		if ip.Is4() && !v4.IsValid() {
-			v4 = ip
-		} else if ip.Is6() && !v6.IsValid() {
-			v6 = ip
-		}
-	}
-	return v4, v6
-}
-
-// withNodes returns a copy of c whose sites list, for each site with at
-// least one labelled Node that has a pod range and an address, exactly
-// those nodes (sorted by name). Nodes not usable yet are left out and
-// logged at debug level.
-func withNodes(c *config.Config, all []*corev1.Node, log *slog.Logger) *config.Config {
-	bySite := map[string][]config.Node{}
-	for _, n := range all {
-		site := n.Labels[SiteLabel]
-		if site == "" {
-			continue
-		}
-		p4, p6, err := podCIDRs(n)
-		a4, a6 := internalIPs(n)
-		if err != nil || (!a4.IsValid() && !a6.IsValid()) {
-			log.Debug("node left out of the routes", "node", n.Name, "site", site, "err", err)
-			continue
-		}
-		cn := config.Node{Name: n.Name, PodCIDR: p4}
-		if a4.IsValid() {
-			cn.Address = a4
-		}
-		if p6.IsValid() && a6.IsValid() {
-			cn.Address6, cn.PodCIDR6 = a6, p6
-		}
-		bySite[site] = append(bySite[site], cn)
-	}
-	out := *c
-	out.Sites = slices.Clone(c.Sites)
-	for i := range out.Sites {
-		nodes, ok := bySite[out.Sites[i].Name]
-		if !ok {
-			continue
-		}
-		slices.SortFunc(nodes, func(a, b config.Node) int { return strings.Compare(a.Name, b.Name) })
-		out.Sites[i].Nodes = nodes
-	}
-	return &out
 }
