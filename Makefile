@@ -5,7 +5,8 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
 OUT       ?= out
 
-.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate
+.PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate \
+	cluster cluster-down cluster-build cluster-deps
 
 all: build
 
@@ -79,8 +80,48 @@ umoci:
 # an OCI archive, $(OUT)/bridgehead-oci.tar, with .digest and .ref beside it;
 # reproducible (deploy/container/build.sh). Load it with
 # skopeo copy oci-archive:$(OUT)/bridgehead-oci.tar docker://REGISTRY/bridgehead:TAG.
+IMAGE ?= ghcr.io/bridgehead/bridgehead
 container: umoci cni-plugins
-	deploy/container/build.sh -u $(UMOCI_DIR)/umoci -c $(CNI_PLUGINS_DIR) -o $(OUT)
+	deploy/container/build.sh -u $(UMOCI_DIR)/umoci -c $(CNI_PLUGINS_DIR) -o $(OUT) -n $(IMAGE)
+
+# cluster: a real two-site Kubernetes cluster on this machine (root), left
+# running: the control plane in site A, kubelet, containerd and kube-proxy
+# per node, each node its own network and mount namespace, bridgehead
+# installed as deploy/README.md tells an operator (deploy/lab/cluster.sh;
+# docs/cluster.md). The admin kubeconfig is $(CLUSTER_STATE)/kubeconfig;
+# a node's shell: deploy/lab/cluster.sh shell $(CLUSTER_STATE) a1.
+# A second make cluster replaces the running one; make cluster-down
+# removes everything it started.
+CLUSTER_DIR ?= $(HOME)/.cache/bridgehead/cluster
+CLUSTER_STATE ?= $(OUT)/cluster
+export CLUSTER_DIR
+# cluster-deps: what the cluster's nodes and images need from Debian:
+#   libseccomp-dev, pkg-config  runc, built with cgo (hack/cluster/build.sh)
+#   debootstrap               the Debian layer of the e2e images (hack/cluster/images.sh)
+#   openssl                   the cluster's certificates
+#   nsenter, unshare (util-linux)  a node's mount namespace
+CLUSTER_DEPS := pkg-config:pkg-config debootstrap:debootstrap openssl:openssl nsenter:util-linux
+CLUSTER_LIBS := libseccomp-dev
+cluster-deps:
+	@need=; for c in $(CLUSTER_DEPS); do command -v "$${c%%:*}" >/dev/null 2>&1 || need="$$need $${c#*:}"; done; \
+	  for p in $(CLUSTER_LIBS); do dpkg -s "$$p" >/dev/null 2>&1 || need="$$need $$p"; done; \
+	  if [ -n "$$need" ]; then \
+	    echo "make cluster-deps: installing$$need"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$need; \
+	  fi
+# cluster-build: kubelet, kube-proxy, the scheduler, the controller manager,
+# kubectl, containerd, CoreDNS and agnhost from the Go module proxy
+# (hack/cluster/build.sh), and the images the nodes import
+# (hack/cluster/images.sh), cached in CLUSTER_DIR; a no-op when built.
+cluster-build: cluster-deps kube-testenv umoci
+	hack/cluster/build.sh $(CLUSTER_DIR)
+	hack/cluster/images.sh $(UMOCI_DIR)/umoci $(CLUSTER_DIR)
+cluster: deps build cluster-build container
+	deploy/lab/cluster.sh down $(CLUSTER_STATE)
+	CLUSTER_BIN=$(CLUSTER_DIR)/bin IMAGES=$(CLUSTER_DIR)/images BRIDGEHEAD_IMAGE=$(abspath $(OUT))/bridgehead-oci.tar \
+	  deploy/lab/cluster.sh up $(CLUSTER_STATE)
+cluster-down:
+	deploy/lab/cluster.sh down $(CLUSTER_STATE)
 
 # test: every test, root-only ones included (CI runs as root), with -race.
 # umoci and cni-plugins: deploy/container builds the image twice. -timeout is
