@@ -6,7 +6,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 OUT       ?= out
 
 .PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate \
-	cluster cluster-down cluster-build cluster-deps
+	cluster cluster-down cluster-build cluster-deps cluster-test
 
 all: build
 
@@ -122,6 +122,15 @@ cluster: deps build cluster-build container
 	  deploy/lab/cluster.sh up $(CLUSTER_STATE)
 cluster-down:
 	deploy/lab/cluster.sh down $(CLUSTER_STATE)
+
+# cluster-test: a fresh cluster, the tests of e2e/cluster against it (nodes
+# Ready through the DaemonSet, pod to pod within and across sites with
+# the source address kept, Services and NodePorts across sites, DNS,
+# egress, logs/exec/port-forward across sites, the node agent restarted),
+# then the cluster removed whatever the result.
+cluster-test: cluster
+	$(GO) test -tags cluster -count=1 -timeout 20m -v ./e2e/cluster -args -state $(abspath $(CLUSTER_STATE)); \
+	  rc=$$?; deploy/lab/cluster.sh down $(CLUSTER_STATE); exit $$rc
 
 # test: every test, root-only ones included (CI runs as root), with -race.
 # umoci and cni-plugins: deploy/container builds the image twice. -timeout is

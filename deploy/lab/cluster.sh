@@ -521,6 +521,21 @@ up() {
 	say "nodes: containerd, kubelet, kube-proxy in $NODES"
 	for n in $NODES; do node_start "$n"; done
 	install
+	ready
+}
+
+# ready waits until every node is Ready and CoreDNS answers, then prints
+# each node's way from registration (NotReady: "cni plugin not
+# initialized") to Ready.
+ready() {
+	say "waiting for the nodes to turn Ready and for CoreDNS"
+	# Site B's kubelets register once the gateways carry them to the API
+	# server; wait for every node to exist before waiting on them.
+	wait_for "every node registered" 240 sh -c "[ \$('$CLUSTER_BIN/kubectl' --kubeconfig '$dir/kubeconfig' get nodes -o name | wc -l) -eq $(echo $NODES | wc -w) ]"
+	kc wait --for=condition=Ready node --all --timeout=240s >/dev/null
+	kc -n kube-system rollout status deployment/coredns --timeout=180s >/dev/null
+	kc get nodes -o custom-columns='NODE:.metadata.name,SITE:.metadata.labels.bridgehead\.io/site,INTERNAL-IP:.status.addresses[0].address,REGISTERED:.metadata.creationTimestamp,READY:.status.conditions[?(@.type=="Ready")].lastTransitionTime,NETWORK:.status.conditions[?(@.type=="BridgeheadNodeNetwork")].reason'
+	say "cluster up: KUBECONFIG=$dir/kubeconfig kubectl get nodes; a node's shell: $0 shell $dir a1"
 }
 
 # --------------------------------------------------------------- teardown
