@@ -6,7 +6,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 OUT       ?= out
 
 .PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate \
-	cluster cluster-down cluster-build cluster-deps cluster-test
+	cluster cluster-down cluster-build cluster-deps cluster-test conformance
 
 all: build
 
@@ -122,6 +122,14 @@ cluster: deps build cluster-build container
 	  deploy/lab/cluster.sh up $(CLUSTER_STATE)
 cluster-down:
 	deploy/lab/cluster.sh down $(CLUSTER_STATE)
+
+# conformance: the upstream sig-network conformance tests (e2e.test and
+# ginkgo built from the cluster's own k8s.io/kubernetes) against a fresh
+# cluster, which is left running; report in $(OUT)/conformance
+# (hack/cluster/conformance.sh; FOCUS=... SKIP=... for another set).
+conformance: cluster
+	hack/cluster/build.sh $(CLUSTER_DIR) conformance
+	hack/cluster/conformance.sh $(CLUSTER_STATE) $(OUT)/conformance
 
 # cluster-test: a fresh cluster, the tests of e2e/cluster against it (nodes
 # Ready through the DaemonSet, pod to pod within and across sites with

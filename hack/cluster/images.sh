@@ -27,7 +27,7 @@ out=$dir/images
 mkdir -p "$out"
 epoch=0
 created=1970-01-01T00:00:00Z
-debian_packages=curl,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates
+debian_packages=curl,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates,iperf,socat,bash
 
 treehash() { (cd "$1" && find . -type f -exec sha256sum {} + | LC_ALL=C sort) | sha256sum | cut -c1-16; }
 
@@ -112,8 +112,18 @@ if [ "$(cat "$deb.stamp" 2>/dev/null)" != "$debstamp" ]; then
 	echo "cluster-images: the Debian layer built in $(($(date +%s) - start)) s"
 fi
 
-mkdir -p "$r/agnhost"
+# What upstream's agnhost Dockerfile adds beside the binary: porter's TLS
+# pair, netexec's /uploads, the agnhost-2 link of the entrypoint tests,
+# CoreDNS for the DNS tests that run their own, and the user and group
+# the SupplementalGroups test expects in the image.
+mkdir -p "$r/agnhost/uploads" "$r/agnhost/etc"
 install -m 0755 "$dir/bin/agnhost" "$r/agnhost/agnhost"
+ln -s agnhost "$r/agnhost/agnhost-2"
+install -m 0644 "$kmod/test/images/agnhost/porter/localhost.crt" "$kmod/test/images/agnhost/porter/localhost.key" "$r/agnhost/"
+install -m 0755 "$dir/bin/coredns" "$r/agnhost/coredns"
+cp "$deb/etc/passwd" "$deb/etc/group" "$r/agnhost/etc/"
+echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$r/agnhost/etc/passwd"
+printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n' >>"$r/agnhost/etc/group"
 fix "$r/agnhost"
 image agnhost registry.k8s.io/e2e-test-images/agnhost 2.66.1 /agnhost pause 0:0 "$deb" "$r/agnhost"
 image glibc-dns-testing registry.k8s.io/e2e-test-images/glibc-dns-testing 2.1.1 "" /bin/sh 0:0 "$deb"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs the upstream e2e suite (e2e.test and ginkgo from the cluster's own
+# k8s.io/kubernetes release, hack/cluster/build.sh DIR conformance)
+# against the cluster of `make cluster`, and summarises its JUnit report.
+#
+# usage: conformance.sh STATE_DIR REPORT_DIR
+#   FOCUS  the specs (default: the sig-network conformance tests)
+#   SKIP   specs left out (default: none)
+#   NODES  ginkgo's parallel processes (default 4: the tests mostly wait)
+#
+# Writes REPORT_DIR/junit_01.xml (the suite's own report), REPORT_DIR/log
+# and REPORT_DIR/summary.txt (counts, wall time, each failed spec), and
+# exits 1 when a spec failed.
+set -euo pipefail
+state=$(cd "${1:?usage: conformance.sh STATE_DIR REPORT_DIR}" && pwd)
+report=${2:?usage: conformance.sh STATE_DIR REPORT_DIR}
+bin=${CLUSTER_BIN:-$HOME/.cache/bridgehead/cluster/bin}
+focus=${FOCUS:-'\[sig-network\].*\[Conformance\]'}
+skip=${SKIP:-}
+nodes=${NODES:-4}
+mkdir -p "$report"
+report=$(cd "$report" && pwd)
+rm -f "$report"/junit_*.xml
+args=(--nodes="$nodes" --focus="$focus" --no-color --timeout=3h)
+[ -z "$skip" ] || args+=(--skip="$skip")
+start=$(date +%s)
+rc=0
+(cd "$report" && PATH=$bin:$PATH "$bin/ginkgo" "${args[@]}" "$bin/e2e.test" -- \
+	--kubeconfig="$state/kubeconfig" --provider=local --disable-log-dump --report-dir="$report") >"$report/log" 2>&1 || rc=$?
+secs=$(($(date +%s) - start))
+python3 - "$report/junit_01.xml" "$secs" "$focus" "$skip" >"$report/summary.txt" <<'PY'
+import sys, xml.etree.ElementTree as ET
+path, secs, focus, skip = sys.argv[1:5]
+cases = ET.parse(path).getroot().iter("testcase")
+ran = passed = 0
+failed = []
+for c in cases:
+    if c.find("skipped") is not None:
+        continue
+    ran += 1
+    if c.find("failure") is not None or c.find("error") is not None:
+        failed.append(c.get("name"))
+    else:
+        passed += 1
+print(f"focus: {focus}")
+if skip:
+    print(f"skip: {skip}")
+print(f"ran {ran}: {passed} passed, {len(failed)} failed; wall time {secs} s")
+for name in failed:
+    print(f"FAILED: {name}")
+PY
+cat "$report/summary.txt"
+exit $rc
