@@ -82,8 +82,8 @@ func commandFlags(t *testing.T, bin, cmd string) map[string]bool {
 
 // TestKubernetesWorkloads checks the node DaemonSet and the verify Job
 // against the code: every flag they pass exists on the command they run,
-// the image is the one `make container` writes (a bare name that
-// kustomize pins by digest), the node agent gets NET_ADMIN and nothing
+// the image is the one name kustomization.yaml sets (and `make
+// container` writes), the node agent gets NET_ADMIN and nothing
 // else, writes the host's CNI directories where the runtime reads them
 // and installs the plugins from where the image has them, and verify
 // gets NET_RAW only and runs in the site its args name.
@@ -108,8 +108,8 @@ func TestKubernetesWorkloads(t *testing.T) {
 			if w.Kind != tc.kind {
 				t.Errorf("kind %s, want %s", w.Kind, tc.kind)
 			}
-			if c.Image != "bridgehead" {
-				t.Errorf("image %q: want the bare name bridgehead, which kustomize edit set image pins to the .ref of make container", c.Image)
+			if c.Image != "ghcr.io/bridgehead/bridgehead" {
+				t.Errorf("image %q: want ghcr.io/bridgehead/bridgehead, untagged: kustomization.yaml's images: sets the tag or digest once for every manifest", c.Image)
 			}
 			if len(c.Args) == 0 || c.Args[0] != tc.command {
 				t.Fatalf("args %q: want the %s command first", c.Args, tc.command)
@@ -140,11 +140,15 @@ func TestKubernetesWorkloads(t *testing.T) {
 					hostPaths[v.Name] = v.HostPath.Path
 				}
 			}
-			if _, ok := mounts["/etc/bridgehead"]; !ok || !strings.HasPrefix(args["config"], "/etc/bridgehead/") {
-				t.Errorf("--config %q: want the catalog ConfigMap mounted at /etc/bridgehead", args["config"])
-			}
 			switch tc.command {
 			case "node":
+				// The catalog is followed into a host file, not mounted.
+				if got := hostPaths[mounts[filepath.Dir(args["catalog-file"])]]; args["catalog-file"] == "" || got != "/var/lib/bridgehead" {
+					t.Errorf("--catalog-file %q is in the host's %q, want /var/lib/bridgehead (it must outlive the pod)", args["catalog-file"], got)
+				}
+				if _, ok := args["config"]; ok {
+					t.Errorf("--config %q: in Kubernetes mode the node follows the published catalog", args["config"])
+				}
 				if !pod.HostNetwork || len(pod.Tolerations) == 0 || pod.Tolerations[0].Operator != "Exists" {
 					t.Errorf("hostNetwork %v, tolerations %v: the agent runs on the host network of every node, NotReady ones too", pod.HostNetwork, pod.Tolerations)
 				}
@@ -160,6 +164,9 @@ func TestKubernetesWorkloads(t *testing.T) {
 					t.Errorf("--ipam-data-dir goes into the CNI config as a host path; the container's path would be wrong there")
 				}
 			case "verify":
+				if _, ok := mounts["/etc/bridgehead"]; !ok || !strings.HasPrefix(args["config"], "/etc/bridgehead/") {
+					t.Errorf("--config %q: want the catalog ConfigMap mounted at /etc/bridgehead", args["config"])
+				}
 				if args["on"] != "pod" || pod.HostNetwork {
 					t.Errorf("--on %q, hostNetwork %v: verify runs as a pod on the pod network", args["on"], pod.HostNetwork)
 				}

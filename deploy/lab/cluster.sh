@@ -505,6 +505,9 @@ up() {
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
 	[ ! -s "$dir/namespaces" ] || { echo "cluster: $dir holds a running cluster; cluster.sh down it first" >&2; exit 1; }
+	local stale
+	stale=$(ip netns list | awk -v p="$P-" 'index($1, p) == 1 {print $1}' | tr '\n' ' ')
+	[ -z "$stale" ] || { echo "cluster: namespaces $stale exist: another cluster (another state directory, or CLUSTER_PREFIX) runs on this machine; take it down first" >&2; exit 1; }
 	# A fresh cluster: nothing of an earlier one's state.
 	rm -rf "$dir/nodes" "$dir/pki" "$dir/etcd" "$dir/logs" "$dir/gateways" "$dir/pids.d" "$dir/apiserver-certs" "$dir"/*.kubeconfig "$dir/kubeconfig"
 	: >"$dir/namespaces"
