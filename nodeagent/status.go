@@ -14,7 +14,8 @@ type Status struct {
 	Configured bool
 	// CNIWritten: the conflist is in place (the node can turn Ready).
 	CNIWritten bool
-	// Routes is the number of the agent's routes installed.
+	// Routes is the number of the agent's routes installed; -1 leaves
+	// the count out of String.
 	Routes int
 	// Errors are the stages whose last attempt failed, in stage order
 	// (catalog, cni, routes, snat), each with its error.
@@ -38,7 +39,9 @@ func (s Status) String() string {
 	} else {
 		parts = append(parts, "CNI config not written")
 	}
-	parts = append(parts, fmt.Sprintf("%d routes installed", s.Routes))
+	if s.Routes >= 0 {
+		parts = append(parts, fmt.Sprintf("%d routes installed", s.Routes))
+	}
 	for _, e := range s.Errors {
 		parts = append(parts, e.Stage+": "+e.Err)
 	}

@@ -35,7 +35,13 @@ const (
 const maxMessage = 1024
 
 // Condition is the condition's status, reason and message for a Status.
+// The message holds nothing that changes while the node is healthy (not
+// the route count, which grows with every node that joins the site): a
+// condition rewritten on each join would make one join a write per
+// Node, each sent to every watcher of Nodes. The count is in
+// bridgehead_node_routes_installed.
 func Condition(st nodeagent.Status) (corev1.ConditionStatus, string, string) {
+	st.Routes = -1
 	msg := st.String()
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
