@@ -24,18 +24,25 @@ rm -f "$report"/junit_*.xml
 args=(--nodes="$nodes" --focus="$focus" --no-color --timeout=3h)
 [ -z "$skip" ] || args+=(--skip="$skip")
 start=$(date +%s)
+# Where the suite's pods ran: every pod scheduled meanwhile, with its node.
+"$bin/kubectl" --kubeconfig "$state/kubeconfig" get pods -A -w --no-headers \
+	-o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,NODE:.spec.nodeName >"$report/pods" 2>/dev/null &
+watcher=$!
 rc=0
 (cd "$report" && PATH=$bin:$PATH "$bin/ginkgo" "${args[@]}" "$bin/e2e.test" -- \
 	--kubeconfig="$state/kubeconfig" --provider=local --disable-log-dump --report-dir="$report") >"$report/log" 2>&1 || rc=$?
 secs=$(($(date +%s) - start))
-python3 - "$report/junit_01.xml" "$secs" "$focus" "$skip" >"$report/summary.txt" <<'PY'
+kill "$watcher" 2>/dev/null || true
+wait "$watcher" 2>/dev/null || true
+python3 - "$report/junit_01.xml" "$secs" "$focus" "$skip" "$report/pods" >"$report/summary.txt" <<'PY'
 import sys, xml.etree.ElementTree as ET
-path, secs, focus, skip = sys.argv[1:5]
+path, secs, focus, skip, pods = sys.argv[1:6]
 cases = ET.parse(path).getroot().iter("testcase")
 ran = passed = 0
 failed = []
 for c in cases:
-    if c.find("skipped") is not None:
+    # Suite setup and reports ([SynchronizedBeforeSuite], [ReportAfterSuite], ...) are not specs.
+    if c.find("skipped") is not None or c.get("name", "").startswith("[Report") or c.get("name", "").startswith("[Synchronized"):
         continue
     ran += 1
     if c.find("failure") is not None or c.find("error") is not None:
@@ -45,9 +52,16 @@ for c in cases:
 print(f"focus: {focus}")
 if skip:
     print(f"skip: {skip}")
-print(f"ran {ran}: {passed} passed, {len(failed)} failed; wall time {secs} s")
+print(f"ran {ran} specs: {passed} passed, {len(failed)} failed; wall time {secs} s")
 for name in failed:
     print(f"FAILED: {name}")
+# The suite's pods (not those of kube-system or bridgehead), by node.
+nodes = {}
+for line in open(pods):
+    f = line.split()
+    if len(f) == 3 and f[2] != "<none>" and f[0] not in ("kube-system", "bridgehead-system"):
+        nodes.setdefault(f[2], set()).add((f[0], f[1]))
+print("the suite's pods by node: " + ", ".join(f"{n} {len(p)}" for n, p in sorted(nodes.items())))
 PY
 cat "$report/summary.txt"
 exit $rc
