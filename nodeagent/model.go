@@ -62,7 +62,8 @@ func (d *Desired) PodCIDRs() []netip.Prefix {
 
 // FromConfig builds the model of node from a catalog: the node is looked
 // up by name in every site's nodes. Routes to other sites are those of
-// noderoutes.Routes for the node's site; routes to the other nodes of
+// noderoutes.Routes for the node's site, except on a node that is one of
+// its site's gateways (same address), which routes them itself; routes to the other nodes of
 // the site take their pod blocks via their addresses (a node without an
 // IPv6 address gets no IPv6 route).
 func FromConfig(c *config.Config, node string) (*Desired, error) {
@@ -91,6 +92,12 @@ func FromConfig(c *config.Config, node string) (*Desired, error) {
 	plan, err := noderoutes.Routes(c, site.Name)
 	if err != nil {
 		return nil, err
+	}
+	if isGateway(site, self) {
+		// An in-cluster gateway's node: the gateway routes the other
+		// sites into its TUN (dev bh0). Routes of ours to the same
+		// prefixes via the site's gateways (itself) would replace them.
+		plan.Routes = nil
 	}
 	for _, r := range plan.Routes {
 		vias := r.Vias
@@ -122,6 +129,17 @@ func FromConfig(c *config.Config, node string) (*Desired, error) {
 	slices.SortFunc(d.ClusterCIDRs, comparePrefix)
 	d.ClusterCIDRs = slices.Compact(d.ClusterCIDRs)
 	return d, nil
+}
+
+// isGateway reports whether node is also one of its site's gateways (an
+// in-cluster gateway runs on a node: its Gateway's address is the node's).
+func isGateway(site *config.Site, node config.Node) bool {
+	for _, g := range site.Gateways {
+		if (node.Address.IsValid() && g.Address == node.Address) || (node.Address6.IsValid() && g.Address6 == node.Address6) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrNodeNotFound: the catalog does not list the node.

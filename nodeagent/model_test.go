@@ -116,3 +116,28 @@ func TestMergeRanges(t *testing.T) {
 		t.Errorf("0.0.0.0/0: %d elements, want 1", len(els))
 	}
 }
+
+// TestFromConfigGatewayNode: on a node that is also one of its site's
+// gateways (an in-cluster gateway), the agent leaves the other sites'
+// routes to the gateway, whose dev bh0 routes its own would replace, and
+// keeps the routes to the nodes of its site.
+func TestFromConfigGatewayNode(t *testing.T) {
+	c := loadCatalog(t)
+	gw := c.Sites[0].Gateways[0]
+	c.Sites[0].Nodes = append(c.Sites[0].Nodes, config.Node{Name: "gwnode", Address: gw.Address, Address6: gw.Address6,
+		PodCIDR: netip.MustParsePrefix("10.244.9.0/24"), PodCIDR6: netip.MustParsePrefix("fd00:244:0:9::/64")})
+	d, err := FromConfig(c, "gwnode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(routeStrings(d.Routes), "\n")
+	want := strings.Join([]string{
+		"10.244.1.0/24 via 10.224.0.11 # node a1",
+		"10.244.2.0/24 via 10.224.0.12 # node a2",
+		"fd00:244:0:1::/64 via fd00:224::11 # node a1",
+		"fd00:244:0:2::/64 via fd00:224::12 # node a2",
+	}, "\n")
+	if got != want {
+		t.Errorf("routes of a gateway's node:\n%s\nwant only its site's nodes:\n%s", got, want)
+	}
+}
