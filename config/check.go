@@ -60,7 +60,9 @@ type CheckOptions struct {
 //     endpoint of the other address family than listen is unreachable.
 //   - checkHubs: sites behind NAT (gateways without endpoint) have a
 //     hub when they need one; `via` names other sites with a gateway
-//     endpoint, without cycles; gateways' key IDs are distinct (hubs.go);
+//     endpoint, without cycles; gateways' key IDs are distinct; an
+//     interface.mtu that leaves no room for the relay header on a
+//     gateway that can be relayed is a warning (hubs.go);
 //   - checkNextHopFamilies (warnings): a site whose nodes need routes to
 //     another site's CIDRs of an address family in which it has no next
 //     hop, which `bridgehead routes` refuses for that site.

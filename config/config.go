@@ -110,6 +110,10 @@ type Interface struct {
 type MTU struct {
 	Value int
 	Auto  bool
+	// Default: the file left mtu out and Value is DefaultMTU, which the
+	// daemon lowers by the relay header on a gateway that can be relayed
+	// (CanBeRelayed); a value the operator wrote is used as written.
+	Default bool
 }
 
 // Cluster holds cluster-wide facts shared by every site.

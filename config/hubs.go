@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"slices"
 	"strings"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 )
 
 // Sites behind NAT (see package transit for the data path).
@@ -48,6 +50,22 @@ func (c *Config) HubsOf(site string) []string {
 	}
 	return out
 }
+
+// CanBeRelayed reports whether the local gateway's datagrams can go
+// through a hub, each wrapped in a relay message (bhcrypto.RelayOverhead
+// more bytes on the wire): it has no endpoint and its site has a hub, so
+// it reaches every gateway of another site without an endpoint that way
+// (now, or after a reload adds one; a direct path found through the NATs
+// can fall back to the hub at any time). Its tunnel MTU must leave room
+// for the relay header.
+func (c *Config) CanBeRelayed() bool {
+	gw := c.LocalGateway()
+	return gw != nil && !gw.HasEndpoint() && len(c.HubsOf(c.Site)) > 0
+}
+
+// WANMTU is the WAN MTU a written interface.mtu is checked against: that
+// of Ethernet, and of most clouds' and carriers' paths.
+const WANMTU = 1500
 
 // Hubs returns HubsOf for every site.
 func (c *Config) Hubs() map[string][]string {
@@ -98,6 +116,39 @@ func checkHubs(c *Config, r *reporter) {
 	checkHubCycles(c, valid, r)
 	checkUnreachable(c, r)
 	checkKeyIDs(c, r)
+	checkRelayMTU(c, r)
+}
+
+// checkRelayMTU (warning): on a gateway that can be relayed, an
+// interface.mtu written in the file whose full-size datagrams, wrapped in
+// a relay message, exceed WANMTU toward a hub gateway. Those are lost or
+// fragmented on most WANs. The default and "auto" leave room for the
+// relay header (the daemon lowers them), so only a written number can be
+// too large.
+func checkRelayMTU(c *Config, r *reporter) {
+	m := c.Interface.MTU
+	if m.Auto || m.Default || m.Value == 0 || !c.CanBeRelayed() {
+		return
+	}
+	outerIP := 20 // IPv4, unless a hub gateway is reached over IPv6
+	for _, h := range c.HubsOf(c.Site) {
+		s := c.SiteByName(h)
+		if s == nil {
+			continue // checkHubs reports it
+		}
+		for _, g := range s.Gateways {
+			if a := g.EndpointAddr.Addr(); a.IsValid() && !a.Is4() && !a.Is4In6() {
+				outerIP = 40
+			}
+		}
+	}
+	wire := m.Value + outerIP + 8 + bhcrypto.TransportOverhead + bhcrypto.RelayOverhead
+	if wire <= WANMTU {
+		return
+	}
+	fit := m.Value - (wire - WANMTU)
+	r.warnf("interface.mtu", "%d is too large for datagrams relayed through a hub: a full-size one is %d bytes on the WAN (%d of relay header included), over %d; set %d or less, or leave mtu out (this gateway then uses %d)",
+		m.Value, wire, bhcrypto.RelayOverhead, WANMTU, fit, DefaultMTU-bhcrypto.RelayOverhead)
 }
 
 // checkHubCycles reports each cycle of via edges once, at the entry that

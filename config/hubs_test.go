@@ -179,3 +179,48 @@ func TestCheckHubs(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRelayMTU: an interface.mtu written in the file that leaves no
+// room for the relay header on a gateway whose datagrams can go through
+// a hub is a warning; the default and "auto" (the daemon lowers them)
+// and a gateway that is never relayed are not.
+func TestCheckRelayMTU(t *testing.T) {
+	pub := []bool{true}
+	nat := []bool{false}
+	for _, tc := range []struct {
+		name  string
+		sites []hubSite
+		mtu   string // interface.mtu, "" to leave it out
+		warn  string // the start of the warning, "" for none
+	}{
+		{"behind NAT, 1420 written", []hubSite{{name: "e1", endpoints: nat}, {name: "aks", endpoints: pub}, {name: "e2", endpoints: nat}}, "1420",
+			"1420 is too large for datagrams relayed through a hub: a full-size one is 1520 bytes on the WAN"},
+		{"behind NAT, 1380 written", []hubSite{{name: "e1", endpoints: nat}, {name: "aks", endpoints: pub}, {name: "e2", endpoints: nat}}, "1380", ""},
+		{"behind NAT, default", []hubSite{{name: "e1", endpoints: nat}, {name: "aks", endpoints: pub}, {name: "e2", endpoints: nat}}, "", ""},
+		{"behind NAT, auto", []hubSite{{name: "e1", endpoints: nat}, {name: "aks", endpoints: pub}, {name: "e2", endpoints: nat}}, "auto", ""},
+		{"public gateway, 1420 written", []hubSite{{name: "aks", endpoints: pub}, {name: "e1", endpoints: nat}, {name: "e2", endpoints: nat}}, "1420", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := hubCatalog(t, tc.sites, nil)
+			if tc.mtu != "" {
+				data = "interface: {name: bh0, mtu: " + tc.mtu + "}\n" + data
+			}
+			_, problems, warnings := CheckData("c.yaml", []byte(data), CheckOptions{SkipPrivateKey: true})
+			if len(problems) > 0 {
+				t.Fatalf("problems: %v", problems)
+			}
+			var got []string
+			for _, w := range warnings {
+				if w.Field == "interface.mtu" {
+					got = append(got, w.Error())
+				}
+			}
+			switch {
+			case tc.warn == "" && len(got) > 0:
+				t.Errorf("warnings %q, want none", got)
+			case tc.warn != "" && (len(got) != 1 || !strings.HasPrefix(got[0], "c.yaml:1: interface.mtu: "+tc.warn)):
+				t.Errorf("warnings %q, want one starting %q", got, "c.yaml:1: interface.mtu: "+tc.warn)
+			}
+		})
+	}
+}

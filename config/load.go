@@ -290,7 +290,7 @@ func applyDefaults(c *Config) {
 		c.Interface.Name = DefaultInterfaceName
 	}
 	if c.Interface.MTU == (MTU{}) {
-		c.Interface.MTU = MTU{Value: DefaultMTU}
+		c.Interface.MTU = MTU{Value: DefaultMTU, Default: true}
 	}
 	if c.Cluster.Name == "" {
 		c.Cluster.Name = DefaultClusterName

@@ -165,7 +165,7 @@ sites:
 		{"ListenAddr", c.ListenAddr, netip.MustParseAddrPort(DefaultListen)},
 		{"Cipher", c.Cipher, DefaultCipher},
 		{"Interface.Name", c.Interface.Name, DefaultInterfaceName},
-		{"Interface.MTU", c.Interface.MTU, MTU{Value: DefaultMTU}},
+		{"Interface.MTU", c.Interface.MTU, MTU{Value: DefaultMTU, Default: true}},
 		{"Cluster.Name", c.Cluster.Name, DefaultClusterName},
 		{"ClampMSSEnabled", c.ClampMSSEnabled(), true},
 		{"Keepalive", c.Sites[0].Keepalive, time.Duration(0)},
