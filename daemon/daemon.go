@@ -92,13 +92,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	mtu := cfg.Interface.MTU.Value
-	if cfg.Interface.MTU.Auto {
-		mtu, err = autoMTU(cfg)
-		if err != nil {
-			return err
-		}
-		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu)
+	mtu, err := tunnelMTU(cfg, log)
+	if err != nil {
+		return err
 	}
 
 	nlanes := cfg.LaneCount()
@@ -360,9 +356,47 @@ func identity(cfg *config.Config) (*bhcrypto.Identity, error) {
 	return id, nil
 }
 
+// tunnelMTU is the TUN's MTU under cfg, which the MSS clamp follows:
+// interface.mtu as written; with "auto" derived from the WAN path
+// (autoMTU); with the field left out config.DefaultMTU. A gateway whose
+// datagrams can go through a hub (config.CanBeRelayed) gets the relay
+// header taken off the last two, so a full-size relayed datagram is no
+// larger on the WAN than a direct one; a written number is the
+// operator's (check warns when it is too large for relayed paths).
+// Called once at start: the TUN's MTU does not follow reloads.
+func tunnelMTU(cfg *config.Config, log *slog.Logger) (int, error) {
+	m := cfg.Interface.MTU
+	switch {
+	case m.Auto:
+		mtu, err := autoMTU(cfg)
+		if err != nil {
+			return 0, err
+		}
+		log.Info("tunnel MTU derived from the WAN path", "mtu", mtu, "relay_header", relayHeader(cfg))
+		return mtu, nil
+	case m.Default && cfg.CanBeRelayed():
+		mtu := config.DefaultMTU - bhcrypto.RelayOverhead
+		log.Info("tunnel MTU lowered by the relay header: this gateway has no endpoint, so its datagrams can go through a hub",
+			"mtu", mtu, "default", config.DefaultMTU, "relay_header", bhcrypto.RelayOverhead)
+		return mtu, nil
+	}
+	return m.Value, nil
+}
+
+// relayHeader is what a relay message adds to cfg's datagrams on the
+// WAN: bhcrypto.RelayOverhead when they can go through a hub, else 0.
+func relayHeader(cfg *config.Config) int {
+	if cfg.CanBeRelayed() {
+		return bhcrypto.RelayOverhead
+	}
+	return 0
+}
+
 // autoMTU derives the tunnel MTU from the interface that carries traffic
 // to each remote gateway, minus the exact encapsulation overhead for the
-// outer address family. It takes the smallest over all remote gateways.
+// outer address family, and the relay header when cfg's datagrams can go
+// through a hub (to one of those gateways). It takes the smallest over
+// all remote gateways.
 func autoMTU(cfg *config.Config) (int, error) {
 	best := 0
 	for _, s := range cfg.Sites {
@@ -378,14 +412,14 @@ func autoMTU(cfg *config.Config) (int, error) {
 			if err != nil {
 				return 0, fmt.Errorf("%s: interface.mtu auto: route to %s/%s at %s: %w", cfg.Path, s.Name, g.Name, ep, err)
 			}
-			m := link - Overhead(ep.Is4() || ep.Is4In6())
+			m := link - Overhead(ep.Is4() || ep.Is4In6()) - relayHeader(cfg)
 			if best == 0 || m < best {
 				best = m
 			}
 		}
 	}
 	if best == 0 {
-		return config.DefaultMTU, nil
+		return config.DefaultMTU - relayHeader(cfg), nil
 	}
 	if best < 576 {
 		return 0, fmt.Errorf("%s: interface.mtu auto: the WAN path leaves only %d bytes for inner packets", cfg.Path, best)
@@ -393,9 +427,11 @@ func autoMTU(cfg *config.Config) (int, error) {
 	return best, nil
 }
 
-// Overhead is the bytes bridgehead adds around an inner packet: outer IP
-// and UDP headers, transport header and tag. Padding never pushes a packet
-// past the tunnel MTU, so it adds nothing here.
+// Overhead is the bytes bridgehead adds around an inner packet on a
+// direct path: outer IP and UDP headers, transport header and tag. A
+// datagram relayed through a hub carries bhcrypto.RelayOverhead more
+// (tunnelMTU leaves room for it). Padding never pushes a packet past the
+// tunnel MTU, so it adds nothing here.
 func Overhead(ipv4 bool) int {
 	ip := 40
 	if ipv4 {

@@ -27,7 +27,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 	rc.BehindNAT = behindNAT
 	// Gateways both without endpoint are reached through a hub, at
 	// the pseudo endpoint of their id in transitPlan (catalog order).
-	relayed := behindNAT && len(c.HubsOf(c.Site)) > 0
+	relayed := c.CanBeRelayed()
 	id := transit.GatewayID(0)
 	for _, s := range c.Sites {
 		sc := router.SiteConfig{Name: s.Name}
