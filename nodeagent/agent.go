@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,6 +73,8 @@ type Agent struct {
 	cniWritten bool
 	routes     int
 	published  *Status
+	// plugins remembers the plugin binaries that passed the version check.
+	plugins pluginCheck
 }
 
 // New builds an agent and registers its metrics.
@@ -204,6 +207,24 @@ func (a *Agent) syncCNI() {
 			a.o.Log.Info("installed CNI plugins", "plugins", copied, "into", a.o.CNIBinDir, "from", a.o.CNIPluginsFrom)
 		}
 		if err != nil {
+			a.m.cniWritten.Set(0)
+			a.cniWritten = false
+			a.fail(stageCNI, err)
+			return
+		}
+	}
+	if err := a.plugins.check(a.o.CNIBinDir, CNIPlugins()); err != nil {
+		a.m.cniWritten.Set(0)
+		a.cniWritten = false
+		a.fail(stageCNI, err)
+		return
+	}
+	if !a.o.CNI.Coexist {
+		if foreign, err := ForeignConfigs(a.o.CNIConfDir); err != nil || len(foreign) > 0 {
+			if err == nil {
+				err = fmt.Errorf("another CNI's config is in %s (%s): the runtime would take bridgehead's %s, which sorts first, and bridgehead would undo that CNI's changes at every sync; remove it, or run with --cni-coexist",
+					a.o.CNIConfDir, strings.Join(foreign, ", "), CNIConfName)
+			}
 			a.m.cniWritten.Set(0)
 			a.cniWritten = false
 			a.fail(stageCNI, err)

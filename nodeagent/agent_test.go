@@ -96,6 +96,7 @@ type agentRig struct {
 	reg    *prometheus.Registry
 	routes *fakeRoutes
 	conf   string
+	bin    string
 	agent  *Agent
 
 	mu       sync.Mutex
@@ -108,16 +109,27 @@ func (r *agentRig) status() []Status {
 	return slices.Clone(r.statuses)
 }
 
-func newRig(t *testing.T) *agentRig {
+// fakePlugin is a CNI plugin that answers VERSION with versions.
+func fakePlugin(versions ...string) []byte {
+	return []byte(`#!/bin/sh
+echo '{"cniVersion":"1.0.0","supportedVersions":["` + strings.Join(versions, `","`) + `"]}'
+`)
+}
+
+func newRig(t *testing.T, opts ...func(*Options)) *agentRig {
 	t.Helper()
 	from, bin := t.TempDir(), t.TempDir()
 	for _, n := range CNIPlugins() {
-		os.WriteFile(filepath.Join(from, n), []byte(n), 0o755)
+		os.WriteFile(filepath.Join(from, n), fakePlugin("0.4.0", "1.0.0"), 0o755)
 	}
-	r := &agentRig{reg: prometheus.NewRegistry(), routes: &fakeRoutes{}, conf: t.TempDir()}
-	a, err := New(Options{Log: slog.New(slog.DiscardHandler), Registry: r.reg, Routes: r.routes, SNAT: &fakeSNAT{},
+	r := &agentRig{reg: prometheus.NewRegistry(), routes: &fakeRoutes{}, conf: t.TempDir(), bin: bin}
+	o := Options{Log: slog.New(slog.DiscardHandler), Registry: r.reg, Routes: r.routes, SNAT: &fakeSNAT{},
 		CNIConfDir: r.conf, CNIBinDir: bin, CNIPluginsFrom: from, RepairInterval: time.Hour,
-		Status: func(st Status) { r.mu.Lock(); r.statuses = append(r.statuses, st); r.mu.Unlock() }})
+		Status: func(st Status) { r.mu.Lock(); r.statuses = append(r.statuses, st); r.mu.Unlock() }}
+	for _, f := range opts {
+		f(&o)
+	}
+	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +300,56 @@ func TestAgentWaitsForModel(t *testing.T) {
 	waitFor(t, "the node configured", func() bool { return rig.metric(t, "bridgehead_node_cni_config_written") == 1 })
 	if got, _ := rig.routes.List(); len(got) != len(a1.Routes) {
 		t.Errorf("%d routes, want %d", len(got), len(a1.Routes))
+	}
+}
+
+// TestAgentCNIChecks: the CNI stage refuses, saying why, a directory that
+// holds another CNI's config (unless told to coexist) and plugins that do
+// not support the config's cniVersion; it writes nothing then.
+func TestAgentCNIChecks(t *testing.T) {
+	c := loadCatalog(t)
+	a1, _ := FromConfig(c, "a1")
+	for _, tc := range []struct {
+		name    string
+		prepare func(r *agentRig)
+		coexist bool
+		wantErr string // "" : written
+	}{
+		{"clean", func(*agentRig) {}, false, ""},
+		{"foreign config", func(r *agentRig) {
+			os.WriteFile(filepath.Join(r.conf, "10-flannel.conflist"), []byte("{}"), 0o644)
+		}, false, "another CNI's config is in "},
+		{"foreign config, coexist", func(r *agentRig) {
+			os.WriteFile(filepath.Join(r.conf, "10-flannel.conflist"), []byte("{}"), 0o644)
+		}, true, ""},
+		{"not a config", func(r *agentRig) {
+			os.WriteFile(filepath.Join(r.conf, "README"), []byte("x"), 0o644)
+		}, false, ""},
+		{"old plugin", func(r *agentRig) {
+			os.WriteFile(filepath.Join(r.bin, "bridge"), fakePlugin("0.3.0", "0.3.1"), 0o755)
+		}, false, "bridge supports 0.3.0, 0.3.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, func(o *Options) { o.CNI.Coexist = tc.coexist })
+			tc.prepare(r)
+			src := &fakeSource{models: []*Desired{a1}, errs: []error{nil}, changed: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.agent.Run(ctx, src) }()
+			waitFor(t, "the first status", func() bool { return len(r.status()) > 0 })
+			cancel()
+			<-done
+			st := r.status()[0]
+			_, err := os.Stat(filepath.Join(r.conf, CNIConfName))
+			if tc.wantErr == "" {
+				if !st.CNIWritten || err != nil || len(st.Errors) > 0 {
+					t.Errorf("status %+v, conflist %v: want written", st, err)
+				}
+				return
+			}
+			if st.CNIWritten || err == nil || len(st.Errors) != 1 || st.Errors[0].Stage != "cni" || !strings.Contains(st.Errors[0].Err, tc.wantErr) {
+				t.Errorf("status %+v, conflist %v: want not written, the cni stage failing with %q", st, err, tc.wantErr)
+			}
+		})
 	}
 }

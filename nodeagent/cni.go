@@ -43,6 +43,11 @@ type CNIOptions struct {
 	// IPAMDataDir is host-local's state directory; empty leaves the
 	// plugin default (/var/lib/cni/networks).
 	IPAMDataDir string
+	// Coexist writes the config even though another CNI's is in the
+	// directory (ForeignConfigs); without it the agent refuses, as a
+	// second CNI silently losing to ours is worse than a node that says
+	// why it is not Ready.
+	Coexist bool
 }
 
 type cniRange struct {
@@ -105,7 +110,7 @@ func Conflist(d *Desired, o CNIOptions) ([]byte, error) {
 		ipam.Ranges = append(ipam.Ranges, []cniRange{{Subnet: p.String()}})
 	}
 	l := cniConflist{
-		CNIVersion: "1.0.0",
+		CNIVersion: CNIVersion,
 		Name:       CNINetworkName,
 		Plugins: []any{
 			cniBridge{Type: "bridge", Bridge: o.Bridge, IsGateway: true, IsDefaultGateway: true,

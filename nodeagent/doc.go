@@ -15,7 +15,15 @@
 //
 //   - CNI: a conflist for the reference plugins (bridge with host-local
 //     IPAM over the node's blocks, portmap, loopback), written atomically;
-//     missing plugin binaries are copied in from the image.
+//     missing plugin binaries are copied in from the image. Two checks
+//     come first, and fail the stage with the reason (the node stays
+//     NotReady and says why): another CNI's config in the directory
+//     (ours sorts first and would silently win, and undo a chained
+//     plugin's edits at every sync; Options.CNI.Coexist writes ours
+//     anyway, as Unbounded-Net's manageCniPlugin: false coexists), and
+//     plugins whose VERSION command does not list the conflist's
+//     cniVersion (every sandbox would fail). A plugin that passed is not
+//     asked again until its file changes.
 //   - Routes: netlink routes tagged with RouteProtocol. Set lists the
 //     routes of that protocol and adds, replaces or deletes until they
 //     equal the model; routes of any other protocol are never touched.

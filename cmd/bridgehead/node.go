@@ -44,6 +44,7 @@ func setupNode(fs *flag.FlagSet) action {
 	ipamDir := fs.String("ipam-data-dir", "", "host-local IPAM state `DIR` (default: the plugin's, /var/lib/cni/networks)")
 	bridge := fs.String("bridge", nodeagent.DefaultBridge, "pod bridge `NAME`")
 	mtu := fs.Int("mtu", 0, "MTU of the bridge and pod interfaces (0: the plugin's default)")
+	coexist := fs.Bool("cni-coexist", false, "write the CNI config even when another CNI's config is in --cni-conf-dir (by default the agent refuses, and says so)")
 	metricsListen := fs.String("metrics-listen", "", "serve /metrics on `ADDR` (host:port; empty: off)")
 	repair := fs.Duration("repair-interval", nodeagent.DefaultRepairInterval, "check everything against the catalog every `DURATION`")
 	kube := fs.Bool("kubernetes", false, "follow the catalog the controller publishes (its own site's nodes, every site's CIDRs and gateways) instead of --config")
@@ -92,7 +93,7 @@ func setupNode(fs *flag.FlagSet) action {
 		opts := nodeagent.Options{
 			Log: log, Registry: reg, Routes: routes, SNAT: snat,
 			CNIConfDir: *confDir, CNIBinDir: *binDir, CNIPluginsFrom: *pluginsFrom,
-			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir},
+			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir, Coexist: *coexist},
 			RepairInterval: *repair,
 		}
 		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath, "kubernetes", *kube)
