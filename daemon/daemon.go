@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/vishvananda/netlink"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/control"
@@ -185,7 +186,8 @@ func Run(ctx context.Context, o Options) error {
 	g.m.reg.MustRegister(newPathCollector(g.peerStates))
 	g.cfg.Store(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
-	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: netlinkLANProbe, deliver: r.SetCanDeliver,
+	links := lanLinks{h: &netlink.Handle{}}
+	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: links.probe, resolve: links.side, deliver: r.SetCanDeliver,
 		targets: newLANTargets(log, func() time.Duration { return time.Since(g.started) })}
 	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)

@@ -37,7 +37,7 @@ func TestLANWatch(t *testing.T) {
 	g.lan = lanWatch{
 		log:     slog.New(slog.NewTextHandler(&logs, nil)),
 		cfg:     g.cfg.Load,
-		probe:   func(*config.Config) string { return problem },
+		probe:   func(*config.Config, lanSide) string { return problem },
 		deliver: g.r.SetCanDeliver,
 	}
 	mux := http.NewServeMux()
@@ -140,13 +140,15 @@ func TestNetlinkLANProbe(t *testing.T) {
 	check := func(step, want string) {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Second) // carrier changes settle asynchronously
-		got := netlinkLANProbe(cfg)
+		links := lanLinks{h: &netlink.Handle{}}
+		probe := func() string { return links.probe(cfg, links.side(cfg)) }
+		got := probe()
 		for !strings.Contains(got, want) || (want == "" && got != "") {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: probe says %q, want %q", step, got, want)
 			}
 			time.Sleep(10 * time.Millisecond)
-			got = netlinkLANProbe(cfg)
+			got = probe()
 		}
 		t.Logf("%s: %q", step, got)
 	}

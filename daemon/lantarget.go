@@ -25,7 +25,7 @@ import (
 
 // lanTargets pings the configured LAN targets (lan.targets) through the
 // LAN interface and says when none of them has answered within
-// lan.targetTimeout. Link state and routes (netlinkLANProbe) cannot see a
+// lan.targetTimeout. Link state and routes (lanLinks.probe) cannot see a
 // LAN that is up and routed but passes nothing: a dead switch port, a
 // VLAN, security group or route table change on the site's side.
 //
