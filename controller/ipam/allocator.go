@@ -95,12 +95,19 @@ type Allocator struct {
 	pending []*pendingEntry
 	head    int
 	byNode  map[pendingKey]*pendingEntry
+	// removed counts the sites kept after RemoveSite for their holders.
+	removed int
 }
 
 type site struct {
 	cfg     Site
 	pools   [2]pool
 	holders int // nodes holding blocks of this site (not counting pending)
+	// removed: RemoveSite was called while nodes still held blocks (or
+	// had them in their grace). The site stays, with no pools, so that its
+	// holdings stay reserved and its pod CIDRs refuse other sites, until
+	// the last of them is gone.
+	removed bool
 }
 
 type pool struct {
@@ -117,6 +124,11 @@ type holding struct {
 	node   string
 	site   *site
 	blocks [2]block
+	// stray are blocks the node holds that its site's pool no longer
+	// contains (a pod CIDR removed, the block size changed, the site
+	// removed): the node's pods still use them, so they stay the node's,
+	// outside any bitmap; a family has a block or a stray, not both.
+	stray [2]netip.Prefix
 }
 
 // pendingKey indexes pending entries: a node has at most one per site.
@@ -147,15 +159,18 @@ func New(o Options) *Allocator {
 	}
 }
 
-// SetSite adds or replaces a site's pool configuration. Holdings of the site
-// that no longer fit the new pools are dropped and their nodes returned
-// (sorted), for the caller to report or allocate again. A site whose pod
-// CIDRs overlap each other or another site's is refused, with nothing
-// changed.
-func (a *Allocator) SetSite(cfg Site) (evicted []string, err error) {
+// SetSite adds or replaces a site's pool configuration. A node whose
+// block the new pools do not contain (as a block) keeps it, reserved
+// outside the pool (OutOfPool lists it), and is returned (sorted) for the
+// caller to report: it is never given another block of that family, and
+// when the pool contains the block again it is the node's. A site whose
+// pod CIDRs overlap each other, another site's (a removed site's too,
+// while its nodes hold blocks) or a block another site's node holds
+// outside its pool, is refused, with nothing changed.
+func (a *Allocator) SetSite(cfg Site) (stranded []string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if old, ok := a.sites[cfg.Name]; ok && sameSite(old.cfg, cfg) {
+	if old, ok := a.sites[cfg.Name]; ok && !old.removed && sameSite(old.cfg, cfg) {
 		return nil, nil
 	}
 	var pools [2]pool
@@ -183,6 +198,16 @@ func (a *Allocator) SetSite(cfg Site) (evicted []string, err error) {
 				}
 			}
 		}
+		for _, h := range a.nodes {
+			if h.site.cfg.Name == cfg.Name {
+				continue
+			}
+			for _, q := range h.stray {
+				if q.IsValid() && q.Overlaps(p) {
+					return nil, fmt.Errorf("site %s: pod CIDR %s overlaps block %s that node %s of site %s still holds", cfg.Name, p, q, h.node, h.site.cfg.Name)
+				}
+			}
+		}
 		sp, err := newSpan(p, bb)
 		if err != nil {
 			return nil, fmt.Errorf("site %s: %w", cfg.Name, err)
@@ -195,18 +220,34 @@ func (a *Allocator) SetSite(cfg Site) (evicted []string, err error) {
 		a.sites[cfg.Name] = &site{cfg: cfg, pools: pools}
 		return nil, nil
 	}
-	// Move the holdings over to the new spans, by prefix.
-	old.cfg, old.pools = cfg, pools
+	if old.removed {
+		old.removed = false
+		a.removed--
+	}
+	old.cfg = cfg
+	return a.repool(old, pools), nil
+}
+
+// repool gives s the pools and moves its holdings (holders and pending)
+// over to them, by prefix: a block the new pools contain is set there, any
+// other stays the holding's, as a stray. It returns the holders with a
+// stray, sorted.
+func (a *Allocator) repool(s *site, pools [2]pool) (stranded []string) {
+	s.pools = pools
 	move := func(h *holding) bool {
 		ok := true
 		for f := range h.blocks {
-			b := h.blocks[f]
-			if b.sp == nil {
+			p := h.stray[f]
+			if b := h.blocks[f]; b.sp != nil {
+				p = b.sp.block(b.idx)
+			}
+			if !p.IsValid() {
 				continue
 			}
-			h.blocks[f] = block{}
-			nb, found := old.pools[f].find(b.sp.block(b.idx))
+			h.blocks[f], h.stray[f] = block{}, netip.Prefix{}
+			nb, found := s.pools[f].find(p)
 			if !found || nb.sp.isSet(nb.idx) {
+				h.stray[f] = p
 				ok = false
 				continue
 			}
@@ -215,47 +256,77 @@ func (a *Allocator) SetSite(cfg Site) (evicted []string, err error) {
 		}
 		return ok
 	}
-	if old.holders > 0 {
-		for _, name := range sortedKeys(a.nodes) {
-			h := a.nodes[name]
-			if h.site == old && !move(h) {
-				a.unhold(h)
-				evicted = append(evicted, name)
-			}
-		}
-	}
-	for _, p := range a.pending[a.head:] {
-		if !p.dead && p.h.site == old && !move(p.h) {
-			a.drop(p)
-		}
-	}
-	return evicted, nil
-}
-
-// RemoveSite forgets a site; its holders are returned (sorted) and hold
-// nothing any more. Blocks in their grace are forgotten with the site.
-func (a *Allocator) RemoveSite(name string) (evicted []string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, ok := a.sites[name]
-	if !ok {
-		return nil
-	}
+	// Holders first, in name order, then the graces: a block claimed twice
+	// (which the bitmaps never allow) would go to the live node.
 	if s.holders > 0 {
-		for _, n := range sortedKeys(a.nodes) {
-			if h := a.nodes[n]; h.site == s {
-				a.unhold(h)
-				evicted = append(evicted, n)
+		for _, name := range sortedKeys(a.nodes) {
+			if h := a.nodes[name]; h.site == s && !move(h) {
+				stranded = append(stranded, name)
 			}
 		}
 	}
 	for _, p := range a.pending[a.head:] {
 		if !p.dead && p.h.site == s {
-			a.drop(p)
+			move(p.h)
 		}
 	}
-	delete(a.sites, name)
-	return evicted
+	return stranded
+}
+
+// OutOfPool returns the blocks node holds that its site's pool does not
+// contain (see SetSite).
+func (a *Allocator) OutOfPool(node string) []netip.Prefix {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.nodes[node]
+	if h == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, p := range h.list().List() {
+		if p == h.stray[familyOf(p)] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// RemoveSite forgets a site's pools. Its holders keep their blocks, as
+// strays (see SetSite), and are returned (sorted); the site is forgotten
+// once no node holds a block of it or has one in its grace, and until
+// then its pod CIDRs refuse other sites. Allocate and Adopt refuse it.
+// Setting it again gives the holders their blocks back in its pools.
+func (a *Allocator) RemoveSite(name string) (stranded []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.sites[name]
+	if !ok || s.removed {
+		return nil
+	}
+	s.removed = true
+	a.removed++
+	stranded = a.repool(s, [2]pool{})
+	a.collect()
+	return stranded
+}
+
+// collect forgets the removed sites that nothing holds any more.
+func (a *Allocator) collect() {
+	if a.removed == 0 {
+		return
+	}
+	inGrace := map[*site]bool{}
+	for _, p := range a.pending[a.head:] {
+		if !p.dead {
+			inGrace[p.h.site] = true
+		}
+	}
+	for name, s := range a.sites {
+		if s.removed && s.holders == 0 && !inGrace[s] {
+			delete(a.sites, name)
+			a.removed--
+		}
+	}
 }
 
 // Allocate makes node hold one block of each family that site has, keeping
@@ -268,7 +339,7 @@ func (a *Allocator) Allocate(siteName, node string) (Blocks, error) {
 	defer a.mu.Unlock()
 	a.expire()
 	s, ok := a.sites[siteName]
-	if !ok {
+	if !ok || s.removed {
 		return Blocks{}, fmt.Errorf("site %s: %w", siteName, ErrUnknownSite)
 	}
 	h := a.nodes[node]
@@ -286,7 +357,7 @@ func (a *Allocator) Allocate(siteName, node string) (Blocks, error) {
 	}
 	var taken [2]bool
 	for f := range s.pools {
-		if h.blocks[f].sp != nil || len(s.pools[f].spans) == 0 {
+		if h.blocks[f].sp != nil || h.stray[f].IsValid() || len(s.pools[f].spans) == 0 {
 			continue
 		}
 		b, ok := s.pools[f].take()
@@ -317,14 +388,31 @@ func (a *Allocator) Adopt(siteName, node string, cidrs []netip.Prefix) (Blocks, 
 	defer a.mu.Unlock()
 	a.expire()
 	s, ok := a.sites[siteName]
-	if !ok {
+	if !ok || s.removed {
 		return Blocks{}, nil, fmt.Errorf("site %s: %w", siteName, ErrUnknownSite)
 	}
-	b, probs := a.adopt(s, node, cidrs)
+	b, probs := a.adopt(s, node, cidrs, false)
 	return b, probs, nil
 }
 
-func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix) (Blocks, []Problem) {
+// AdoptLive is Adopt for CIDRs that the node's pods use now (what the
+// controller recorded on it): a CIDR that lies wholly outside the site's
+// pool of its family is held anyway, outside the pool (OutOfPool lists
+// it; no Problem), since giving the node another would leave its pods
+// with dead addresses.
+func (a *Allocator) AdoptLive(siteName, node string, cidrs []netip.Prefix) (Blocks, []Problem, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expire()
+	s, ok := a.sites[siteName]
+	if !ok || s.removed {
+		return Blocks{}, nil, fmt.Errorf("site %s: %w", siteName, ErrUnknownSite)
+	}
+	b, probs := a.adopt(s, node, cidrs, true)
+	return b, probs, nil
+}
+
+func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix, live bool) (Blocks, []Problem) {
 	h := a.nodes[node]
 	if h != nil && h.site != s {
 		var probs []Problem
@@ -352,6 +440,16 @@ func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix) (Blocks, [
 		switch {
 		case seen[f]:
 			prob(c, SecondOfFamily, "")
+			continue
+		case h.stray[f].IsValid():
+			seen[f] = true
+			if c != h.stray[f] {
+				prob(c, Mismatch, "")
+			}
+			continue
+		case live && h.blocks[f].sp == nil && !s.pools[f].overlaps(c):
+			seen[f] = true
+			h.stray[f] = c
 			continue
 		case len(s.pools[f].spans) == 0:
 			seen[f] = true
@@ -384,7 +482,7 @@ func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix) (Blocks, [
 		b.sp.set(b.idx)
 		h.blocks[f] = b
 	}
-	if fresh && (h.blocks[0].sp != nil || h.blocks[1].sp != nil) {
+	if fresh && (h.blocks[0].sp != nil || h.blocks[1].sp != nil || h.stray[0].IsValid() || h.stray[1].IsValid()) {
 		a.hold(h)
 	}
 	return h.list(), probs
@@ -400,6 +498,7 @@ func (a *Allocator) Release(node string) {
 		return
 	}
 	a.unhold(h)
+	defer a.collect()
 	if a.grace <= 0 {
 		h.free()
 		return
@@ -407,6 +506,20 @@ func (a *Allocator) Release(node string) {
 	p := &pendingEntry{h: h, expires: a.now().Add(a.grace)}
 	a.pending = append(a.pending, p)
 	a.byNode[pendingKey{h.site, node}] = p
+}
+
+// Forget frees what node holds at once, without a grace: for blocks the
+// caller never recorded on the node (its record names others).
+func (a *Allocator) Forget(node string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := a.nodes[node]
+	if h == nil {
+		return
+	}
+	a.unhold(h)
+	h.free()
+	a.collect()
 }
 
 // Lookup returns what node holds and in which site.
@@ -424,6 +537,9 @@ func (a *Allocator) Lookup(node string) (Blocks, string, bool) {
 type Entry struct {
 	Node, Site string
 	CIDRs      []netip.Prefix
+	// Live: the node's pods use CIDRs now; they are adopted as AdoptLive
+	// does (held even outside the pool).
+	Live bool
 }
 
 // Holdings returns every holder's entry, sorted by node; Rebuild(Holdings())
@@ -434,7 +550,7 @@ func (a *Allocator) Holdings() []Entry {
 	out := make([]Entry, 0, len(a.nodes))
 	for _, name := range sortedKeys(a.nodes) {
 		h := a.nodes[name]
-		out = append(out, Entry{Node: name, Site: h.site.cfg.Name, CIDRs: h.list().List()})
+		out = append(out, Entry{Node: name, Site: h.site.cfg.Name, CIDRs: h.list().List(), Live: true})
 	}
 	return out
 }
@@ -470,7 +586,20 @@ func (a *Allocator) Rebuild(entries []Entry) []Problem {
 			delete(a.byNode, pendingKey{s, e.Node})
 			p.dead = true
 		}
-		_, pp := a.adopt(s, e.Node, e.CIDRs)
+		if s.removed {
+			// Its nodes keep their blocks, reserved (see RemoveSite).
+			if a.nodes[e.Node] == nil {
+				h := &holding{node: e.Node, site: s}
+				for _, c := range e.CIDRs {
+					if f := familyOf(c); !h.stray[f].IsValid() {
+						h.stray[f] = c
+					}
+				}
+				a.hold(h)
+			}
+			continue
+		}
+		_, pp := a.adopt(s, e.Node, e.CIDRs, e.Live)
 		probs = append(probs, pp...)
 	}
 	// Blocks still in their grace keep their bits where nobody claimed them.
@@ -490,6 +619,7 @@ func (a *Allocator) Rebuild(entries []Entry) []Problem {
 		}
 	}
 	a.expire()
+	a.collect()
 	return probs
 }
 
@@ -583,6 +713,12 @@ func (a *Allocator) drop(p *pendingEntry) {
 // expire frees the pending holdings whose grace is over.
 func (a *Allocator) expire() {
 	now := a.now()
+	dropped := false
+	defer func() {
+		if dropped {
+			a.collect()
+		}
+	}()
 	for a.head < len(a.pending) {
 		p := a.pending[a.head]
 		if !p.dead {
@@ -590,6 +726,7 @@ func (a *Allocator) expire() {
 				break
 			}
 			a.drop(p)
+			dropped = true
 		}
 		a.pending[a.head] = nil
 		a.head++
@@ -620,19 +757,24 @@ func (h *holding) free() {
 			b.sp.clear(b.idx)
 			h.blocks[f] = block{}
 		}
+		h.stray[f] = netip.Prefix{}
 	}
 }
 
 func (h *holding) list() Blocks {
 	var b Blocks
 	for f, bl := range h.blocks {
-		if bl.sp == nil {
+		p := h.stray[f]
+		if bl.sp != nil {
+			p = bl.sp.block(bl.idx)
+		}
+		if !p.IsValid() {
 			continue
 		}
 		if f == int(IPv6) {
-			b.V6 = bl.sp.block(bl.idx)
+			b.V6 = p
 		} else {
-			b.V4 = bl.sp.block(bl.idx)
+			b.V4 = p
 		}
 	}
 	if len(h.site.cfg.PodCIDRs) > 0 && !h.site.cfg.PodCIDRs[0].Addr().Is4() {

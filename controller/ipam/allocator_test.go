@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -317,17 +318,42 @@ func TestSetSiteChange(t *testing.T) {
 	a.Allocate("s", "b") // 10.0.1.0/24
 	ev, err := a.SetSite(Site{Name: "s", PodCIDRs: prefixes("10.0.0.0/24", "10.0.8.0/24"), BlockBits4: 24})
 	if err != nil || !reflect.DeepEqual(ev, []string{"b"}) {
-		t.Fatalf("evicted %v %v, want [b]", ev, err)
+		t.Fatalf("stranded %v %v, want [b]", ev, err)
 	}
 	if b, _, _ := a.Lookup("a"); fmtList(b) != "[10.0.0.0/24]" {
 		t.Errorf("a holds %v", b)
 	}
-	if b, err := a.Allocate("s", "b"); err != nil || fmtList(b) != "[10.0.8.0/24]" {
+	// b keeps its block, outside the pool, and gets no other.
+	if b, err := a.Allocate("s", "b"); err != nil || fmtList(b) != "[10.0.1.0/24]" {
 		t.Errorf("b again %v %v", b, err)
+	}
+	if got := a.OutOfPool("b"); fmt.Sprint(got) != "[10.0.1.0/24]" {
+		t.Errorf("OutOfPool(b) = %v", got)
+	}
+	if got := a.OutOfPool("a"); len(got) != 0 {
+		t.Errorf("OutOfPool(a) = %v", got)
+	}
+	// Another site may not take the block b still holds.
+	if _, err := a.SetSite(Site{Name: "t", PodCIDRs: prefixes("10.0.1.0/24"), BlockBits4: 24}); err == nil || !strings.Contains(err.Error(), "still holds") {
+		t.Errorf("site over b's stray block: %v", err)
 	}
 	checkInvariants(t, a)
 	if ev := a.RemoveSite("s"); !reflect.DeepEqual(ev, []string{"a", "b"}) {
-		t.Errorf("RemoveSite evicted %v", ev)
+		t.Errorf("RemoveSite stranded %v", ev)
+	}
+	if _, err := a.Allocate("s", "c"); !errors.Is(err, ErrUnknownSite) {
+		t.Errorf("Allocate in a removed site: %v", err)
+	}
+	// The removed site's pod CIDRs are still its nodes'.
+	if _, err := a.SetSite(Site{Name: "t", PodCIDRs: prefixes("10.0.0.0/16"), BlockBits4: 24}); err == nil {
+		t.Error("a site over a removed site's held pod CIDRs was accepted")
+	}
+	checkInvariants(t, a)
+	// Its nodes go: the site is forgotten, its range free for others.
+	a.Release("a")
+	a.Release("b")
+	if _, err := a.SetSite(Site{Name: "t", PodCIDRs: prefixes("10.0.0.0/16"), BlockBits4: 24}); err != nil {
+		t.Errorf("the removed site outlived its nodes: %v", err)
 	}
 	checkInvariants(t, a)
 }

@@ -32,6 +32,17 @@
 //     grace. A new process learns of nodes deleted before it started from
 //     Pending, recorded by the previous one: Restore after Rebuild keeps
 //     their blocks out of the pool until the same expiry.
+//   - A held block is never taken from its node by a pool change: when
+//     SetSite's new pools (a pod CIDR removed, the block size changed) or
+//     RemoveSite leave it out, the node keeps it as a stray, outside any
+//     bitmap (OutOfPool lists it), gets no other block of that family, and
+//     has it set again when a pool contains it once more; a removed site
+//     stays, without pools, while its nodes hold blocks, so that no other
+//     site takes its pod CIDRs. The node's pods use those addresses: a new
+//     block would leave them dead, and handing the old one to another node
+//     would give two nodes one range. The controller reports such nodes.
+//     AdoptLive (and Rebuild entries marked Live) hold a node's recorded
+//     range outside the pool the same way.
 //   - Exhaustion is an error (errors.Is(err, ErrExhausted)); a dual-stack
 //     Allocate that gets one family and not the other takes neither.
 //
