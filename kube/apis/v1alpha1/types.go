@@ -54,6 +54,15 @@ type Site struct {
 }
 
 // SiteSpec is a site's address plan and settings (config.Site).
+//
+// Pod blocks are in use by live nodes' pods: the edits that would take a
+// node's block out of the pool are refused (the block sizes cannot change,
+// pod CIDRs can only be appended). The rules sit on the spec, not the
+// fields, so that removing a field (which no field rule sees) is refused
+// too.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.podBlockSize) || (has(self.podBlockSize) && self.podBlockSize == oldSelf.podBlockSize)",message="podBlockSize is immutable: nodes hold blocks of this size; create a new Site instead",fieldPath=".podBlockSize",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.podBlockSize6) || (has(self.podBlockSize6) && self.podBlockSize6 == oldSelf.podBlockSize6)",message="podBlockSize6 is immutable: nodes hold blocks of this size; create a new Site instead",fieldPath=".podBlockSize6",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.podCIDRs) || (has(self.podCIDRs) && oldSelf.podCIDRs.all(c, c in self.podCIDRs))",message="podCIDRs may only be appended to: nodes hold blocks of the existing ones",fieldPath=".podCIDRs",reason=FieldValueForbidden
 type SiteSpec struct {
 	// NodeCIDRs hold the site's node addresses; a Node whose
 	// InternalIP lies in one of them belongs to the site.
@@ -62,17 +71,20 @@ type SiteSpec struct {
 	// +optional
 	NodeCIDRs []CIDR `json:"nodeCIDRs,omitempty"`
 	// PodCIDRs are the pools that nodes' pod blocks are carved from.
+	// Append-only: nodes' pods use blocks of the existing ones.
 	// +kubebuilder:validation:MaxItems=1024
 	// +listType=set
 	// +optional
 	PodCIDRs []CIDR `json:"podCIDRs,omitempty"`
-	// PodBlockSize is the prefix length of each node's IPv4 pod block.
+	// PodBlockSize is the prefix length of each node's IPv4 pod block;
+	// immutable.
 	// +kubebuilder:validation:Minimum=8
 	// +kubebuilder:validation:Maximum=32
 	// +kubebuilder:default=24
 	// +optional
 	PodBlockSize int32 `json:"podBlockSize,omitempty"`
-	// PodBlockSize6 is the prefix length of each node's IPv6 pod block.
+	// PodBlockSize6 is the prefix length of each node's IPv6 pod block;
+	// immutable.
 	// +kubebuilder:validation:Minimum=48
 	// +kubebuilder:validation:Maximum=128
 	// +kubebuilder:default=80
