@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/bridgehead/bridgehead/controller/ipam"
 	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
@@ -88,14 +89,21 @@ type Options struct {
 	// written more often (default 1 s); the same between two writes of
 	// the release shards (one more comes when the lead stops).
 	CatalogInterval time.Duration
-	// Now is the clock of the allocator's release grace (default time.Now).
+	// Now is the clock of the allocator's release grace (default
+	// Clock.Now, else time.Now).
 	Now func() time.Time
+	// Clock drives the leader's periodic audit (default the real clock).
+	Clock clock.WithTicker
+	// AuditInterval is the time between two audits of the Nodes' blocks
+	// for double allocations (default 1 min).
+	AuditInterval time.Duration
 }
 
 // Controller assigns Nodes to Sites and allocates their pod blocks. See
 // the package doc. Create it with New, run it with Run.
 type Controller struct {
 	opts    Options
+	clock   clock.WithTicker
 	log     *slog.Logger
 	client  kubernetes.Interface
 	dyn     dynamic.Interface
@@ -139,7 +147,9 @@ type Controller struct {
 	// sitesDirty is set by Site events that change a spec; the site
 	// worker then re-reads every Site (overlaps span sites).
 	sitesDirty atomic.Bool
-	matcher    atomic.Pointer[matcher]
+	// finalizerDenied: a Site finalizer write was forbidden (said once).
+	finalizerDenied atomic.Bool
+	matcher         atomic.Pointer[matcher]
 
 	// mu guards the maps below; workers hold it for map updates only,
 	// never across API calls.
@@ -176,6 +186,14 @@ func New(o Options) (*Controller, error) {
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	} else if o.Now == nil {
+		o.Now = o.Clock.Now
+	}
+	if o.AuditInterval <= 0 {
+		o.AuditInterval = time.Minute
+	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = time.Second
 	}
@@ -187,6 +205,7 @@ func New(o Options) (*Controller, error) {
 	}
 	c := &Controller{
 		opts:         o,
+		clock:        o.Clock,
 		log:          o.Logger,
 		client:       o.Client,
 		dyn:          o.Dynamic,
@@ -438,6 +457,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
 	wg.Go(func() { c.work(ctx, c.releaseQueue, "releases", c.reconcileReleases) })
+	wg.Go(func() { c.auditLoop(ctx) })
 	c.releaseQueue.Add(releaseQKey) // drops the graces that ended while no one led
 	<-ctx.Done()
 	c.nodeQueue.ShutDown()

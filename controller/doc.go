@@ -107,7 +107,70 @@
 //     whose spec.podCIDRs lie outside the pool keeps them (they are
 //     immutable) and the annotation holds its bridgehead block: the node
 //     side reads the annotation.
+//   - A node that already has a range keeps it: see "A live node's range
+//     never changes" below.
 //   - A deleted node's blocks return to the pool after --release-grace.
+//
+// # Leader safety: optimistic concurrency and the audit
+//
+// The lease alone does not keep two leaders apart: a leader paused (GC, a
+// partition) past its lease can land a write it decided before the pause,
+// after a new leader rebuilt the allocation. So every Node write carries
+// the resourceVersion of the copy it was decided on (a merge patch with
+// metadata.resourceVersion: the API server refuses it with a conflict
+// when the Node changed since); on a conflict the reconcile reads the
+// Node from the API server (not the cache, which may lag) and decides
+// again (bridgehead_controller_node_write_conflicts_total). A precondition
+// on the whole object rather than a JSON-patch test of the annotation:
+// RFC 6902 cannot test that an annotation is absent, which is the case
+// that matters (a first range), and the kubelet rarely writes the Node
+// object itself (heartbeats go to its Lease), so conflicts stay rare.
+// This refuses a stale write to a Node that changed; it cannot refuse two
+// leaders each giving one block to a different Node that neither had
+// written. The leader therefore audits, at the start of its lead and every
+// Options.AuditInterval (default 1 min, no flag yet) of Options.Clock (the
+// clock tests inject), the blocks all Nodes record (annotation, else
+// spec.podCIDRs; from the cache), and reports every pair of Nodes whose
+// blocks overlap: the gauge bridgehead_controller_double_allocations, a
+// Warning Event DoubleAllocation on both Nodes when a pair appears, and a
+// log line when the set changes. It repairs nothing: see the next section.
+//
+// # A live node's range never changes
+//
+// A Node's pods have addresses from its range: changing the range leaves
+// them dead (and spec.podCIDRs cannot change anyway). Once the annotation
+// bridgehead.io/pod-cidrs is written, the controller never changes or
+// drops a block of it (patchNode refuses to); it may only add a family
+// the node lacks (a site that became dual-stack), which leaves every
+// existing address alone. When the recorded range cannot stay as it is in
+// the node's site (held by another Node as well; not a block of the
+// site's pool: a pod CIDR gone, a Site deleted and recreated, a hand
+// edit), the node keeps it, gets no other, and the controller raises the
+// Node condition BridgeheadSite=False (PodRangeConflict or
+// PodRangeOutsidePool, the message says what to do: drain and delete the
+// Node so it rejoins with a new range, or give the Site a pod CIDR that
+// contains it) and a Warning Event. The allocator holds such a range
+// outside the pool (ipam: strays), so it is not handed to anyone else if
+// the pool comes to contain it. When the allocator holds a range for a
+// node that records another (a write of an old leader landed), the
+// Node's record wins: ours was never written to it and goes back to the
+// pool at once.
+//
+// # Site edits and deletion
+//
+// The Site CRD refuses (CEL transition rules, on the spec so that removing
+// a field is caught too) a change of spec.podBlockSize or podBlockSize6
+// and the removal of a spec.podCIDRs entry: either would take blocks in use
+// out of the pool. Appending a pod CIDR is allowed. Should a pool still
+// shrink (a CRD installed without the rules, an invalid spec replaced),
+// the allocator keeps the blocks of the nodes that lost them reserved
+// (reported as above, never reused). A Site carries the finalizer
+// bridgehead.io/pod-blocks, added by the leader's site reconcile and
+// removed when the Site is being deleted and no Node holds a block of it
+// (none in the allocator, none labelled with it and recording blocks in
+// the cache); a Site being deleted takes no new Node (they get NoSite).
+// The finalizer needs patch on sites; a credential without it gets one
+// warning and unguarded deletion, not failed reconciles.
 //
 // # Site status (reconcileSite)
 //

@@ -92,7 +92,8 @@ func (c *Controller) siteChanged(any) {
 func (c *Controller) siteUpdated(old, cur any) {
 	o, ok1 := old.(*unstructured.Unstructured)
 	n, ok2 := cur.(*unstructured.Unstructured)
-	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && maps.Equal(o.GetLabels(), n.GetLabels()) {
+	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && maps.Equal(o.GetLabels(), n.GetLabels()) &&
+		o.GetDeletionTimestamp().IsZero() == n.GetDeletionTimestamp().IsZero() && slices.Equal(o.GetFinalizers(), n.GetFinalizers()) {
 		return
 	}
 	c.siteChanged(cur)

@@ -18,6 +18,8 @@ type metrics struct {
 	writes       *prometheus.CounterVec // object (node, node_status, site_status, configmap), result
 	rebuildNodes prometheus.Gauge
 	rebuildSecs  prometheus.Gauge
+	doubleAllocs prometheus.Gauge   // pairs of Nodes recording overlapping blocks (the audit)
+	conflicts    prometheus.Counter // Node writes refused: the Node changed since it was read
 
 	catalogPublishes    *prometheus.CounterVec // result: ok, error, invalid
 	catalogWrites       *prometheus.CounterVec // op: create, update, delete
@@ -54,6 +56,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Nodes listed at the last rebuild of the allocation state."}),
 		rebuildSecs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_seconds",
 			Help: "Duration of the last rebuild (List of all Nodes included)."}),
+		doubleAllocs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_double_allocations",
+			Help: "Pairs of Nodes whose recorded pod blocks overlap, found by the leader's periodic audit; should be 0."}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bridgehead_controller_node_write_conflicts_total",
+			Help: "Node writes the API server refused because the Node changed since it was read; each is read again and decided again."}),
 		catalogPublishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_publishes_total",
 			Help: "Catalog publications by result: ok, error (an API write failed; retried), invalid (the plan failed its checks; nothing written)."}, []string{"result"}),
 		catalogWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_objects_written_total",
@@ -80,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.catalogWrites.WithLabelValues(op)
 	}
 	reg.MustRegister(m.leader, m.unassigned, m.siteNodes, m.siteBlocks, m.allocations, m.problems,
-		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs)
+		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs, m.doubleAllocs, m.conflicts)
 	for _, r := range []string{"no_site", "ambiguous"} {
 		m.unassigned.WithLabelValues(r)
 	}

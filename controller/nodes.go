@@ -67,7 +67,7 @@ func (c *Controller) rebuild(ctx context.Context, published []ipam.Released) ([]
 		if s == "" {
 			continue
 		}
-		entries = append(entries, ipam.Entry{Node: n.Name, Site: s, CIDRs: cidrs})
+		entries = append(entries, ipam.Entry{Node: n.Name, Site: s, CIDRs: cidrs, Live: n.Annotations[AnnotationPodCIDRs] != ""})
 	}
 	probs := c.alloc.Rebuild(entries)
 	if err := c.restoreReleases(ctx); err != nil {
@@ -124,7 +124,10 @@ func internalIPs(n *corev1.Node) []netip.Addr {
 	return out
 }
 
-// reconcileNode makes one Node match: see the package doc.
+// reconcileNode makes one Node match: see the package doc. Its writes
+// carry the resourceVersion they were decided on; when the Node changed
+// since (a conflict), it is read again from the API server and decided
+// again.
 func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 	n, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
@@ -134,6 +137,34 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	err = c.syncNode(ctx, n)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	c.metrics.conflicts.Inc()
+	fresh, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		c.forgetNode(name)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return c.syncNode(ctx, fresh)
+}
+
+// annotated returns the blocks of the node's annotation: the range its
+// pods use, which the controller never changes once written.
+func annotated(n *corev1.Node) []netip.Prefix {
+	if n.Annotations[AnnotationPodCIDRs] == "" {
+		return nil
+	}
+	p, _ := recorded(n)
+	return p
+}
+
+func (c *Controller) syncNode(ctx context.Context, n *corev1.Node) error {
+	name := n.Name
 	ips := internalIPs(n)
 	matches := c.matcher.Load().match(ips)
 	_, heldSite, holds := c.alloc.Lookup(name)
@@ -151,19 +182,38 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 	}
 	siteName := matches[0]
 
+	live := annotated(n)
 	blocks, holds := c.heldBlocks(name)
+	if holds && len(live) > 0 && !sameCIDRs(blocks.List(), live) {
+		// The Node records another range than this replica holds for it:
+		// another writer (a leader before this one) landed it. The Node is
+		// the record and its pods use that range: ours was never written
+		// to it, so it goes back to the pool now, and the Node's is adopted.
+		c.log.Warn("node records another range than this leader holds for it; adopting the node's", "node", name, "recorded", live, "held", blocks.List())
+		c.alloc.Forget(name)
+		holds = false
+	}
+	var stuck []ipam.Problem // the live range not adopted
 	if !holds {
 		rec, perr := recorded(n)
 		if perr != nil {
 			c.report(n, "PodCIDRUnreadable", perr.Error())
 		}
 		if len(rec) > 0 {
-			b, probs, err := c.alloc.Adopt(siteName, name, rec)
+			adopt := c.alloc.Adopt
+			if len(live) > 0 {
+				adopt = c.alloc.AdoptLive
+			}
+			b, probs, err := adopt(siteName, name, rec)
 			if err != nil {
 				return err
 			}
 			for _, p := range probs {
 				c.metrics.problems.WithLabelValues(string(p.Reason)).Inc()
+				if len(live) > 0 && p.Reason != ipam.SecondOfFamily {
+					stuck = append(stuck, p)
+					continue
+				}
 				c.report(n, "PodCIDR"+string(p.Reason), p.String())
 			}
 			if len(b.List()) > 0 {
@@ -171,8 +221,18 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 			}
 		}
 	}
+	if reason, msg := c.liveRangeProblem(name, siteName, stuck); reason != "" {
+		// Never a new range for a live node: say what to do instead.
+		c.report(n, reason, msg)
+		c.setAssigned(name, siteName, false)
+		if err := c.patchNode(ctx, n, siteName, ipam.Blocks{}); err != nil {
+			return err
+		}
+		return c.setNodeCondition(ctx, n, corev1.ConditionFalse, reason, msg)
+	}
+	blocks, _ = c.heldBlocks(name)
 	before := blocks
-	blocks, err = c.alloc.Allocate(siteName, name)
+	blocks, err := c.alloc.Allocate(siteName, name)
 	switch {
 	case errors.Is(err, ipam.ErrExhausted):
 		c.metrics.allocations.WithLabelValues("exhausted").Inc()
@@ -192,15 +252,60 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 	return c.setNodeCondition(ctx, n, corev1.ConditionTrue, "Assigned", "site "+siteName)
 }
 
+// liveRangeProblem says why a node's live range (its annotation) cannot
+// stay as it is in its site: not adopted (stuck: held by another node,
+// not a block of the pool) or held outside the pool. The message says
+// what to do; "" when nothing is wrong.
+func (c *Controller) liveRangeProblem(node, siteName string, stuck []ipam.Problem) (reason, msg string) {
+	remedy := fmt.Sprintf("drain and delete the Node (kubectl drain %s; kubectl delete node %s) so that it rejoins with a new range", node, node)
+	for _, p := range stuck {
+		if p.Reason == ipam.Conflict {
+			return "PodRangeConflict", fmt.Sprintf("pod range %s (%s) is also held by node %s, so two nodes' pods may share addresses; the controller never changes a live node's range: %s, or that other node", p.CIDR, AnnotationPodCIDRs, p.Other, remedy)
+		}
+	}
+	var out []string
+	for _, p := range stuck {
+		out = append(out, fmt.Sprintf("%s (%s)", p.CIDR, p.Reason))
+	}
+	for _, p := range c.alloc.OutOfPool(node) {
+		out = append(out, p.String())
+	}
+	if len(out) == 0 {
+		return "", ""
+	}
+	return "PodRangeOutsidePool", fmt.Sprintf("pod range %s (%s) is not a block of site %s's pod CIDRs; the controller never changes a live node's range: add a pod CIDR containing it to Site %s (with the same block size), or %s",
+		strings.Join(out, ", "), AnnotationPodCIDRs, siteName, siteName, remedy)
+}
+
+func sameCIDRs(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		found := false
+		for _, q := range b {
+			found = found || p == q
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *Controller) heldBlocks(name string) (ipam.Blocks, bool) {
 	b, _, ok := c.alloc.Lookup(name)
 	return b, ok
 }
 
 // patchNode writes the site label, the annotation and, when empty,
-// spec.podCIDR(s), in one merge patch, when any differs.
+// spec.podCIDR(s), in one merge patch, when any differs. The patch carries
+// n's resourceVersion: the API server refuses it (a conflict) when the
+// Node changed since n was read, so a decision made on an old copy (an
+// old leader's, paused) never lands. The annotation, once written, only
+// gains a family: patchNode refuses to change or drop a block of it.
 func (c *Controller) patchNode(ctx context.Context, n *corev1.Node, siteName string, b ipam.Blocks) error {
-	meta := map[string]any{}
+	meta := map[string]any{"resourceVersion": n.ResourceVersion}
 	spec := map[string]any{}
 	if n.Labels[LabelSite] != siteName {
 		meta["labels"] = map[string]string{LabelSite: siteName}
@@ -211,13 +316,18 @@ func (c *Controller) patchNode(ctx context.Context, n *corev1.Node, siteName str
 		strs[i] = p.String()
 	}
 	if ann := strings.Join(strs, ","); len(list) > 0 && n.Annotations[AnnotationPodCIDRs] != ann {
+		for _, p := range annotated(n) {
+			if !sameCIDRs([]netip.Prefix{p}, []netip.Prefix{b.V4}) && !sameCIDRs([]netip.Prefix{p}, []netip.Prefix{b.V6}) {
+				return fmt.Errorf("node %s: refusing to change its pod range %q to %q", n.Name, n.Annotations[AnnotationPodCIDRs], ann)
+			}
+		}
 		meta["annotations"] = map[string]string{AnnotationPodCIDRs: ann}
 	}
 	if len(list) > 0 && len(n.Spec.PodCIDRs) == 0 && n.Spec.PodCIDR == "" {
 		spec["podCIDR"] = strs[0]
 		spec["podCIDRs"] = strs
 	}
-	if len(meta) == 0 && len(spec) == 0 {
+	if len(meta) == 1 && len(spec) == 0 {
 		return nil
 	}
 	patch := map[string]any{}

@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/bridgehead/bridgehead/controller/ipam"
 	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
@@ -32,6 +36,7 @@ func (c *Controller) syncSites() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	present := map[string]bool{}
+	deleting := map[string]string{}
 	problems := map[string]string{}
 	candidates := map[string]site{}
 	for _, o := range objs {
@@ -41,6 +46,9 @@ func (c *Controller) syncSites() {
 			continue
 		}
 		present[s.Name] = true
+		if s.DeletionTimestamp != nil {
+			deleting[s.Name] = "being deleted"
+		}
 		m, err := parseSite(s)
 		if err != nil {
 			problems[s.Name] = err.Error()
@@ -101,7 +109,10 @@ func (c *Controller) syncSites() {
 	}
 	c.siteModels = models
 	c.siteProblems = problems
-	c.matcher.Store(newMatcher(models, overlaps))
+	// A Site being deleted takes no new node; its nodes keep their blocks.
+	exclude := maps.Clone(overlaps)
+	maps.Copy(exclude, deleting)
+	c.matcher.Store(newMatcher(models, exclude))
 	if !c.leading.Load() {
 		return
 	}
@@ -132,6 +143,9 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 	}
 	s, err := toSite(obj)
 	if err != nil {
+		return err
+	}
+	if done, err := c.guardDeletion(ctx, s); done || err != nil {
 		return err
 	}
 	st := c.alloc.Stats(name)
@@ -214,6 +228,78 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 		return nil
 	}
 	return err
+}
+
+// FinalizerPodBlocks keeps a Site while Nodes hold blocks of it: deleting
+// it would free their pod ranges for other sites while their pods use
+// them.
+const FinalizerPodBlocks = v1alpha1.GroupName + "/pod-blocks"
+
+// guardDeletion adds the finalizer to a Site, and removes it from a Site
+// being deleted once no Node holds a block of it (done: the Site needs no
+// status then). Its writes carry the resourceVersion read.
+func (c *Controller) guardDeletion(ctx context.Context, s *v1alpha1.Site) (done bool, err error) {
+	has := slices.Contains(s.Finalizers, FinalizerPodBlocks)
+	var fins []string
+	switch {
+	case s.DeletionTimestamp == nil && !has:
+		fins = append(slices.Clone(s.Finalizers), FinalizerPodBlocks)
+	case s.DeletionTimestamp != nil && has:
+		if holders := c.siteHolders(s.Name); len(holders) > 0 {
+			c.log.Info("site deletion waits for its nodes", "site", s.Name, "nodes", len(holders), "first", holders[0])
+			return false, nil
+		}
+		fins = slices.DeleteFunc(slices.Clone(s.Finalizers), func(f string) bool { return f == FinalizerPodBlocks })
+		done = true
+	default:
+		return s.DeletionTimestamp != nil, nil
+	}
+	if fins == nil {
+		fins = []string{}
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": fins, "resourceVersion": s.ResourceVersion}})
+	if err != nil {
+		return done, err
+	}
+	_, err = c.dyn.Resource(SitesGVR).Patch(ctx, s.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: component})
+	c.countWrite("site", err)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case apierrors.IsForbidden(err):
+		// The credential may not patch Sites (an older ClusterRole): the
+		// Site goes unguarded, said once; the rest of the work goes on.
+		if !c.finalizerDenied.Swap(true) {
+			c.log.Warn("cannot add or remove the Site finalizer (needs patch on sites); Site deletion is not guarded", "site", s.Name, "err", err)
+		}
+		return done, nil
+	case err != nil:
+		return done, fmt.Errorf("site %s finalizers: %w", s.Name, err)
+	}
+	if done {
+		c.log.Info("site finalizer removed: no node holds a block of it", "site", s.Name)
+	}
+	return done, nil
+}
+
+// siteHolders returns the nodes holding blocks of a site: in the
+// allocator, or labelled with it and recording blocks in the cache.
+func (c *Controller) siteHolders(name string) []string {
+	var out []string
+	for _, e := range c.alloc.Holdings() {
+		if e.Site == name {
+			out = append(out, e.Node)
+		}
+	}
+	if nodes, err := c.nodes.List(everything()); err == nil {
+		for _, n := range nodes {
+			if rec, _ := recorded(n); n.Labels[LabelSite] == name && len(rec) > 0 && !slices.Contains(out, n.Name) {
+				out = append(out, n.Name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (c *Controller) gatewayCounts(siteName string) (total, ready int32) {
