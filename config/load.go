@@ -138,17 +138,26 @@ func (l loader) parse(path string, data []byte) (*Config, error) {
 	return c, nil
 }
 
+// startDecode reads data as one YAML document of the file at path: the
+// Config it decodes into, the decoder holding its problems and lines,
+// and the document's root (ok false: the YAML itself did not parse).
+func startDecode(path string, data []byte) (*Config, *decoder, *yaml.Node, bool) {
+	c := &Config{Path: path, hash: HashData(data)}
+	d := &decoder{reporter{file: path, lines: map[string]int{}}}
+	root, ok := d.document(data)
+	if ok {
+		d.lines[""] = root.Line
+	}
+	return c, d, root, ok
+}
+
 // parseAll decodes and validates like parse but also returns what decoded
 // when there were problems (nil only if the YAML itself did not parse).
 func (l loader) parseAll(path string, data []byte) (*Config, ErrorList) {
-	c := &Config{Path: path, hash: HashData(data)}
-	d := &decoder{reporter{file: path, lines: map[string]int{}}}
-
-	root, ok := d.document(data)
+	c, d, root, ok := startDecode(path, data)
 	if !ok {
 		return nil, d.errs.sorted()
 	}
-	d.lines[""] = root.Line
 	d.config(root, c)
 	if l.gateway != "" {
 		c.Gateway = l.gateway

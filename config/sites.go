@@ -10,13 +10,10 @@ import "gopkg.in/yaml.v3"
 // follower writes for a gateway, is accepted and ignored. Problems name
 // path and line, as Parse's do.
 func ParseSites(path string, data []byte) (*Config, error) {
-	c := &Config{Path: path, hash: HashData(data)}
-	d := &decoder{reporter{file: path, lines: map[string]int{}}}
-	root, ok := d.document(data)
+	c, d, root, ok := startDecode(path, data)
 	if !ok {
 		return nil, d.errs.sorted()
 	}
-	d.lines[""] = root.Line
 	d.mapping(root, "", []field{
 		{"sites", func(n *yaml.Node, path string) { d.sites(n, path, c) }},
 		{"relay", func(*yaml.Node, string) {}},
