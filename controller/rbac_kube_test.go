@@ -207,7 +207,9 @@ func checkControllerRefusals(t *testing.T, h *kubeHarness, cs kubernetes.Interfa
 			return err
 		}},
 		{"patch a Site's spec", func() error {
-			_, err := dyn.Resource(SitesGVR).Patch(ctx, "site-a", types.MergePatchType, []byte(`{"spec":{"podCIDRs":["10.200.0.0/16"]}}`), metav1.PatchOptions{})
+			// A change the Site's own rules allow (it may patch the
+			// Site, for its finalizer): the admission policy refuses it.
+			_, err := dyn.Resource(SitesGVR).Patch(ctx, "site-a", types.MergePatchType, []byte(`{"spec":{"keepalive":"31s"}}`), metav1.PatchOptions{})
 			return err
 		}},
 		{"create a Site", func() error {

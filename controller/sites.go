@@ -237,7 +237,8 @@ const FinalizerPodBlocks = v1alpha1.GroupName + "/pod-blocks"
 
 // guardDeletion adds the finalizer to a Site, and removes it from a Site
 // being deleted once no Node holds a block of it (done: the Site needs no
-// status then). Its writes carry the resourceVersion read.
+// status then). Its writes carry the resourceVersion read, and a write
+// that lands moves s to the version it made.
 func (c *Controller) guardDeletion(ctx context.Context, s *v1alpha1.Site) (done bool, err error) {
 	has := slices.Contains(s.Finalizers, FinalizerPodBlocks)
 	var fins []string
@@ -261,8 +262,13 @@ func (c *Controller) guardDeletion(ctx context.Context, s *v1alpha1.Site) (done 
 	if err != nil {
 		return done, err
 	}
-	_, err = c.dyn.Resource(SitesGVR).Patch(ctx, s.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: component})
+	out, err := c.dyn.Resource(SitesGVR).Patch(ctx, s.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: component})
 	c.countWrite("site", err)
+	if err == nil {
+		// The status write that follows carries this version: the
+		// Site read before the patch would conflict with it.
+		s.ResourceVersion, s.Finalizers = out.GetResourceVersion(), fins
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil

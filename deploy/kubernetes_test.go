@@ -109,8 +109,8 @@ func TestDeployKustomization(t *testing.T) {
 	}
 	before := versions()
 	kubectl(t, env, nil, "apply", "-k", "kubernetes")
-	if after := versions(); after != before || strings.Count(before, "\n") != 27 {
-		t.Errorf("a second apply changed objects, or not 27 of them:\nbefore:\n%s\nafter:\n%s", before, after)
+	if after := versions(); after != before || strings.Count(before, "\n") != 29 {
+		t.Errorf("a second apply changed objects, or not 29 of them:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 
