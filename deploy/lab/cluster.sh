@@ -340,8 +340,10 @@ healthzBindAddress: 127.0.0.1:10256
 nodePortAddresses: [primary]
 detectLocalMode: BridgeInterface
 detectLocal: {bridgeInterface: bh-br0}
-# conntrack sysctls are the machine's, not the node's: leave them.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+# nf_conntrack_max is the machine's, not the node's: leave it. The TCP
+# timeouts are per network namespace: kube-proxy sets the node's own
+# (the e2e suite checks CLOSE_WAIT's).
+conntrack: {maxPerCore: 0, min: 0}
 YAML
 }
 

@@ -16,6 +16,7 @@
 #               PID from pipe: EOF"); 1.5.3 can
 #   coredns:    coredns (github.com/coredns/coredns, hack/cluster/coredns)
 #   agnhost:    the e2e suite's test server (k8s.io/kubernetes/test/images/agnhost)
+#               and the conntrack regression server (test/images/regression-issue-74839)
 #   conformance (only when asked: build.sh DIR conformance): e2e.test and
 #               ginkgo, from the same k8s.io/kubernetes module
 #
@@ -69,7 +70,7 @@ for p in "${parts[@]}"; do
 	coredns)
 		build coredns coredns "-s -w" "" github.com/coredns/coredns ;;
 	agnhost)
-		build agnhost kube "-s -w" "" k8s.io/kubernetes/test/images/agnhost ;;
+		build agnhost kube "-s -w" "" k8s.io/kubernetes/test/images/agnhost k8s.io/kubernetes/test/images/regression-issue-74839 ;;
 	conformance)
 		if fresh conformance kube; then
 			echo "cluster-build: conformance is up to date"

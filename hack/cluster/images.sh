@@ -11,6 +11,10 @@
 #                                         curl and dig, which cannot be fetched here
 #   registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1   the Debian layer (dnsutils)
 #   registry.k8s.io/e2e-test-images/nginx:1.27.0-2           the Debian layer's nginx
+#   registry.k8s.io/build-image/distroless-iptables:v0.9.9   the Debian layer (conntrack,
+#                                         iptables: the KubeProxy CLOSE_WAIT spec)
+#   registry.k8s.io/e2e-test-images/busybox:1.37.0-2         the Debian layer (busybox)
+#   registry.k8s.io/e2e-test-images/regression-issue-74839:1.5  its server, built by build.sh
 #
 # The Debian layer is one minbase bookworm tree from Debian's archive
 # (debootstrap, the packages below), shared by the three e2e images: the
@@ -27,7 +31,7 @@ out=$dir/images
 mkdir -p "$out"
 epoch=0
 created=1970-01-01T00:00:00Z
-debian_packages=curl,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates,iperf,socat,bash
+debian_packages=curl,wget,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates,iperf,socat,bash,conntrack,iptables,busybox
 
 treehash() { (cd "$1" && find . -type f -exec sha256sum {} + | LC_ALL=C sort) | sha256sum | cut -c1-16; }
 
@@ -127,6 +131,12 @@ printf 'user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defin
 fix "$r/agnhost"
 image agnhost registry.k8s.io/e2e-test-images/agnhost 2.66.1 /agnhost pause 0:0 "$deb" "$r/agnhost"
 image glibc-dns-testing registry.k8s.io/e2e-test-images/glibc-dns-testing 2.1.1 "" /bin/sh 0:0 "$deb"
+image distroless-iptables registry.k8s.io/build-image/distroless-iptables v0.9.9 "" /bin/sh 0:0 "$deb"
+image busybox registry.k8s.io/e2e-test-images/busybox 1.37.0-2 "" /bin/sh 0:0 "$deb"
+mkdir -p "$r/regression"
+install -m 0755 "$dir/bin/regression-issue-74839" "$r/regression/regression-issue-74839"
+fix "$r/regression"
+image regression-issue-74839 registry.k8s.io/e2e-test-images/regression-issue-74839 1.5 /regression-issue-74839 "" 0:0 "$deb" "$r/regression"
 mkdir -p "$r/nginx/etc/nginx/sites-enabled" "$r/nginx/usr/share/nginx/html"
 cat >"$r/nginx/etc/nginx/sites-enabled/default" <<'NGINX'
 server {
