@@ -490,7 +490,15 @@ func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix, live bool)
 
 // Release starts the grace of node's blocks; after it they return to the
 // pool. Releasing a node that holds nothing does nothing.
-func (a *Allocator) Release(node string) {
+func (a *Allocator) Release(node string) { a.release(node, true) }
+
+// Forget frees what node holds at once, without a grace: for blocks the
+// caller never recorded on the node (its record names others).
+func (a *Allocator) Forget(node string) { a.release(node, false) }
+
+// release gives node's blocks back: after the grace when grace is set
+// (and the allocator has one), else at once.
+func (a *Allocator) release(node string, grace bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	h := a.nodes[node]
@@ -499,27 +507,13 @@ func (a *Allocator) Release(node string) {
 	}
 	a.unhold(h)
 	defer a.collect()
-	if a.grace <= 0 {
+	if !grace || a.grace <= 0 {
 		h.free()
 		return
 	}
 	p := &pendingEntry{h: h, expires: a.now().Add(a.grace)}
 	a.pending = append(a.pending, p)
 	a.byNode[pendingKey{h.site, node}] = p
-}
-
-// Forget frees what node holds at once, without a grace: for blocks the
-// caller never recorded on the node (its record names others).
-func (a *Allocator) Forget(node string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	h := a.nodes[node]
-	if h == nil {
-		return
-	}
-	a.unhold(h)
-	h.free()
-	a.collect()
 }
 
 // Lookup returns what node holds and in which site.
