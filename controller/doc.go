@@ -120,7 +120,7 @@
 // metadata.resourceVersion: the API server refuses it with a conflict
 // when the Node changed since); on a conflict the reconcile reads the
 // Node from the API server (not the cache, which may lag) and decides
-// again (bridgehead_controller_node_write_conflicts_total). A precondition
+// again (bridgehead_controller_write_conflicts_total{kind="node"}). A precondition
 // on the whole object rather than a JSON-patch test of the annotation:
 // RFC 6902 cannot test that an annotation is absent, which is the case
 // that matters (a first range), and the kubelet rarely writes the Node

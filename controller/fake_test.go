@@ -2,19 +2,24 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 )
@@ -115,5 +120,61 @@ func TestRunBadLeaderElection(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10 s")
+	}
+}
+
+// TestSiteStatusConflict: a Site status write refused with a Conflict (the
+// informer's copy lagged behind a write, often the controller's own) is
+// read again and written again in the same reconcile; it is counted as a
+// conflict, never as a failed reconcile.
+func TestSiteStatusConflict(t *testing.T) {
+	site := testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16"})
+	site.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Site"}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"},
+		&unstructured.Unstructured{Object: u})
+	var refused atomic.Int32
+	dyn.PrependReactor("update", "sites", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && refused.Add(1) == 1 {
+			return true, nil, apierrors.NewConflict(SitesGVR.GroupResource(), "a", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	c, err := New(Options{Client: fake.NewClientset(), Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Namespace: "bh", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got, err := dyn.Resource(SitesGVR).Get(ctx, "a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions"); len(conds) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Site status after %d status writes", refused.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v := testutil.ToFloat64(c.metrics.reconciles.WithLabelValues("site", "error")); v != 0 {
+		t.Errorf("%v failed site reconciles; a conflict is read again, not failed", v)
+	}
+	if v := testutil.ToFloat64(c.metrics.conflicts.WithLabelValues("site")); v != 1 {
+		t.Errorf("site conflicts = %v, want 1", v)
 	}
 }

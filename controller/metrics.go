@@ -19,7 +19,7 @@ type metrics struct {
 	rebuildNodes prometheus.Gauge
 	rebuildSecs  prometheus.Gauge
 	doubleAllocs prometheus.Gauge   // pairs of Nodes recording overlapping blocks (the audit)
-	conflicts    prometheus.Counter // Node writes refused: the Node changed since it was read
+	conflicts    *prometheus.CounterVec // kind (node, site): writes refused because the object changed since it was read
 
 	catalogPublishes    *prometheus.CounterVec // result: ok, error, invalid
 	catalogWrites       *prometheus.CounterVec // op: create, update, delete
@@ -58,8 +58,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Duration of the last rebuild (List of all Nodes included)."}),
 		doubleAllocs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_double_allocations",
 			Help: "Pairs of Nodes whose recorded pod blocks overlap, found by the leader's periodic audit; should be 0."}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{Name: "bridgehead_controller_node_write_conflicts_total",
-			Help: "Node writes the API server refused because the Node changed since it was read; each is read again and decided again."}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_write_conflicts_total",
+			Help: "Writes the API server refused because the object (kind: node, site) changed since it was read; each is read again and decided again."}, []string{"kind"}),
 		catalogPublishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_publishes_total",
 			Help: "Catalog publications by result: ok, error (an API write failed; retried), invalid (the plan failed its checks; nothing written)."}, []string{"result"}),
 		catalogWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_objects_written_total",

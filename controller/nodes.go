@@ -141,7 +141,7 @@ func (c *Controller) reconcileNode(ctx context.Context, name string) error {
 	if !apierrors.IsConflict(err) {
 		return err
 	}
-	c.metrics.conflicts.Inc()
+	c.metrics.conflicts.WithLabelValues("node").Inc()
 	fresh, err := c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		c.forgetNode(name)

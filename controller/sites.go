@@ -145,6 +145,30 @@ func (c *Controller) reconcileSite(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	err = c.syncSite(ctx, s)
+	if !apierrors.IsConflict(err) {
+		return err
+	}
+	// The cache lagged behind a write (often the controller's own
+	// previous status update): read the Site again and decide again.
+	c.metrics.conflicts.WithLabelValues("site").Inc()
+	fresh, err := c.dyn.Resource(SitesGVR).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s, err = toSite(fresh); err != nil {
+		return err
+	}
+	return c.syncSite(ctx, s)
+}
+
+// syncSite guards a Site's deletion and writes its status; every write
+// carries s's resourceVersion.
+func (c *Controller) syncSite(ctx context.Context, s *v1alpha1.Site) error {
+	name := s.Name
 	if done, err := c.guardDeletion(ctx, s); done || err != nil {
 		return err
 	}
