@@ -15,9 +15,10 @@ import (
 // RFC 6666, so no real datagram ever goes there): Bind wraps what the
 // router sends there in a relay message for a hub, and reports what a hub
 // delivers from that gateway as coming from there. The router's own
-// rules then apply unchanged: sessions, roaming (a relayed datagram moves
-// the gateway to its pseudo endpoint, a direct one back to a real
-// address), probes, anti-spoofing by the session's gateway.
+// rules then apply unchanged: sessions, probes, anti-spoofing by the
+// session's gateway. A gateway configured at its pseudo endpoint stays
+// there (the Bind chooses hub or direct path beneath it), and no other
+// gateway ever moves onto a pseudo endpoint (router, roaming).
 
 var pseudoPrefix = netip.MustParsePrefix("100::/64")
 
@@ -353,9 +354,10 @@ func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, e
 		if len(msg) > 0 && msg[0] == bhcrypto.MsgRelay {
 			keep = b.receiveRelay(msg, &sizes[i], &eps[i])
 		} else if v := b.relay.view.Load(); v != nil {
-			// Straight from a gateway we reach through a hub: the
-			// router sees it at its pseudo endpoint (direct.go).
-			if gw, ok := v.fromCandidate(eps[i]); ok {
+			// Straight from a gateway we reach through a hub, on its
+			// session: the router sees it at its pseudo endpoint
+			// (direct.go, directFrom).
+			if gw, ok := b.directFrom(v, msg, eps[i]); ok {
 				eps[i] = PseudoEndpoint(gw)
 			}
 		}
@@ -384,8 +386,10 @@ func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
 	case Control:
 		if res.Via == None {
 			b.receiveDirect(v, res.Origin, res.Inner, *ep)
-		} else if addr, ok := parseHint(res.Inner); ok {
+		} else if addr, ok := parseHint(res.Inner); ok && b.hintAllowed(v, res.Via, res.Origin, addr) {
 			v.setCandidate(res.Origin, addr)
+		} else {
+			b.relay.counts.add(ReasonHintRefused, 0)
 		}
 		return false
 	case Delivered:

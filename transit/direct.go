@@ -3,6 +3,7 @@ package transit
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -292,6 +293,10 @@ func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.A
 	}
 	switch inner[0] {
 	case msgProbe:
+		if !b.addrAllowed(v, from, addr) {
+			b.relay.counts.add(ReasonHintRefused, 0)
+			return
+		}
 		v.setCandidate(from, addr)
 		kp, _, ok := b.sess.table.CurrentSession(v.plan.Gateway(from).Key)
 		if !ok {
@@ -306,9 +311,82 @@ func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.A
 		if !d.answer(int64(binary.BigEndian.Uint64(inner[4:12])), now) {
 			return // stale: proves nothing, not even the address
 		}
+		if !b.addrAllowed(v, from, addr) {
+			b.relay.counts.add(ReasonHintRefused, 0)
+			return
+		}
 		v.setCandidate(from, addr)
 		d.acked.Store(now)
 	}
+}
+
+// directFrom returns the gateway a datagram that came straight from addr
+// is to be seen from (its pseudo endpoint), if any: only a transport
+// message whose receiver index is our session with the very gateway
+// whose mapping addr is, and one we reach through a hub. The address
+// alone proves nothing (a hint may name any address, a sender may forge
+// its source), so it never decides which gateway a datagram is from:
+// the session does, and the router then authenticates the datagram with
+// that session, dropping it if the tag fails. Handshake messages and
+// other sessions' datagrams from addr reach the router as from addr,
+// whose own rules apply to them. It allocates nothing.
+func (b *Bind) directFrom(v *view, msg []byte, addr netip.AddrPort) (GatewayID, bool) {
+	gw, ok := v.fromCandidate(addr)
+	if !ok {
+		return None, false
+	}
+	rcv, _, ok := bhcrypto.ParseTransportHeader(msg)
+	if !ok {
+		return None, false
+	}
+	if _, opened, ok := b.sess.Session(rcv); !ok || opened != gw || len(v.hubs[gw]) == 0 {
+		return None, false
+	}
+	return gw, true
+}
+
+// hintAllowed reports whether a hint from hub gateway via that gateway
+// named is at addr may be taken: via is one of the hub gateways we reach
+// named through (so a hub speaks only for the pairs it relays, and only
+// about gateways we reach through a hub at all), and addrAllowed.
+func (b *Bind) hintAllowed(v *view, via, named GatewayID, addr netip.AddrPort) bool {
+	if via < 0 || named < 0 || int(named) >= len(v.hubs) || !slices.Contains(v.hubs[named], via) {
+		return false
+	}
+	return b.addrAllowed(v, named, addr)
+}
+
+// addrAllowed reports whether addr may become gateway gw's mapping: it is
+// not our own address, nor the configured or current endpoint of any
+// other gateway (a hint naming a directly reached peer's address would
+// have us probe it and, before directFrom checked sessions, see its
+// datagrams as gw's). Hints arrive at most every HintInterval per pair,
+// so a walk over the catalog is cheap enough; an unchanged address skips
+// it.
+func (b *Bind) addrAllowed(v *view, gw GatewayID, addr netip.AddrPort) bool {
+	if gw < 0 || int(gw) >= len(v.direct) {
+		return false
+	}
+	if c := v.direct[gw].cand.Load(); c != nil && *c == addr {
+		return true
+	}
+	if addr == b.inner.LocalAddr() {
+		return false
+	}
+	for id := range v.plan.Len() {
+		other := GatewayID(id)
+		if other == gw || other == v.self {
+			continue
+		}
+		g := v.plan.Gateway(other)
+		if g.Endpoint.IsValid() && g.Endpoint == addr {
+			return false
+		}
+		if _, to, ok := b.sess.table.CurrentSession(g.Key); ok && to == addr {
+			return false
+		}
+	}
+	return true
 }
 
 // fromCandidate returns the gateway whose mapping addr is, if any.

@@ -153,9 +153,15 @@
 // use a path that does not lead to the other spoke: only an answer sealed
 // in the end-to-end session switches, and a hub forwards only the
 // end-to-end protocol's messages (types 1-4), never a hint or probe of a
-// spoke. Datagrams arriving from the other spoke's mapping reach the
-// router as from its pseudo endpoint: the router sees one gateway on one
-// endpoint whichever way its datagrams take (direct.go).
+// spoke. A spoke takes a hint only from a hub gateway it reaches the
+// named gateway through, and never one naming its own address or the
+// configured or current endpoint of another gateway (ReasonHintRefused):
+// a hint must not make a directly reached gateway's datagrams look like
+// another's. Transport messages arriving from the other spoke's mapping
+// on their end-to-end session reach the router as from its pseudo
+// endpoint: the router sees one gateway on one endpoint whichever way
+// its datagrams take (direct.go). The address never decides that alone;
+// the session does, and the router authenticates the datagram with it.
 //
 // # Several hub gateways and hub sites
 //

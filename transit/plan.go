@@ -2,6 +2,7 @@ package transit
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -18,6 +19,9 @@ const None GatewayID = -1
 type Gateway struct {
 	Site, Name string
 	Key        bhcrypto.PublicKey
+	// Endpoint is the gateway's configured endpoint, if it has one: a
+	// spoke refuses a hint naming it for another gateway (direct.go).
+	Endpoint netip.AddrPort
 }
 
 // Plan says which gateway each KeyID is and who relays for whom. It is

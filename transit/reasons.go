@@ -21,6 +21,7 @@ const (
 	ReasonNoSession                    // hub: no session with the destination
 	ReasonSealFailed                   // hub: the destination session's counter is used up
 	ReasonOriginMismatch               // spoke: the inner session's gateway is not the one the hub named
+	ReasonHintRefused                  // spoke: a hint or direct probe naming an address it may not take (direct.go, hintAllowed)
 	numReasons
 )
 
@@ -37,6 +38,7 @@ var reasonNames = [numReasons]string{
 	ReasonNoSession:      "no_session",
 	ReasonSealFailed:     "seal_failed",
 	ReasonOriginMismatch: "origin_mismatch",
+	ReasonHintRefused:    "hint_refused",
 }
 
 func (r Reason) String() string {

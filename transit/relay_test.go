@@ -245,6 +245,7 @@ func TestMetrics(t *testing.T) {
 # HELP bridgehead_transit_dropped_total Relay messages dropped, by reason.
 # TYPE bridgehead_transit_dropped_total counter
 bridgehead_transit_dropped_total{reason="bad_tag"} 0
+bridgehead_transit_dropped_total{reason="hint_refused"} 0
 bridgehead_transit_dropped_total{reason="malformed"} 0
 bridgehead_transit_dropped_total{reason="no_session"} 0
 bridgehead_transit_dropped_total{reason="not_allowed"} 1
@@ -257,10 +258,10 @@ bridgehead_transit_dropped_total{reason="unknown_index"} 0
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "bridgehead_transit_dropped_total"); err != nil {
 		t.Fatal(err)
 	}
-	// 9 drop reasons, datagrams and bytes forwarded and delivered,
+	// 10 drop reasons, datagrams and bytes forwarded and delivered,
 	// control datagrams.
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 14 {
-		t.Fatalf("%d series (%v), want 14", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 15 {
+		t.Fatalf("%d series (%v), want 15", n, err)
 	}
 }
 

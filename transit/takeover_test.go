@@ -1,0 +1,105 @@
+package transit
+
+import (
+	"net/netip"
+	"testing"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+)
+
+// deliverHint has hub tell spoke that gateway named is at at, in the
+// hub's session with spoke, and lets spoke's Bind read it.
+func deliverHint(t *testing.T, w *world, net *fakeNet, binds [numTestGateways]*Bind, hub, spoke, named GatewayID, at netip.AddrPort) {
+	t.Helper()
+	kp, _, _ := w.sess[hub].Current(spoke)
+	msg, ok := hintMessage(kp, w.plan.KeyID(named), at)
+	if !ok {
+		t.Fatal("hint not sealed")
+	}
+	inject(net, spoke, msg, addr(hub))
+	if got, _ := receiveAll(t, binds[spoke]); len(got) != 0 {
+		t.Fatalf("the spoke's router got %d datagrams from a hint", len(got))
+	}
+}
+
+// inject puts b on its way to gateway to, from from.
+func inject(net *fakeNet, to GatewayID, b []byte, from netip.AddrPort) {
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	net.q[addr(to)] = append(net.q[addr(to)], fakeDatagram{append([]byte(nil), b...), from})
+}
+
+// TestHintCannotTakeOverDirectPeer: a hub's hint naming a directly
+// reached gateway's address (here the other hub gateway's) for a relayed
+// one is refused and counted, and that gateway's datagrams still reach
+// the router from its own address, not from the relayed gateway's stand-in.
+func TestHintCannotTakeOverDirectPeer(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	deliverHint(t, w, net, binds, gwHub, gwE1, gwE2, addr(gwHub2))
+	if c := w.relay[gwE1].Counts().Get(ReasonHintRefused); c != 1 {
+		t.Errorf("hints refused: %d, want 1", c)
+	}
+	if _, ok := w.relay[gwE1].view.Load().fromCandidate(addr(gwHub2)); ok {
+		t.Error("a directly reached gateway's address became a relayed gateway's mapping")
+	}
+	// gwHub2's own datagram (its session with E1) arrives from its address.
+	kp, _, _ := w.sess[gwHub2].Current(gwE1)
+	buf, n := sealInner(t, kp, []byte("from the second hub gateway"))
+	inject(net, gwE1, buf[bhcrypto.RelayHeaderSize:bhcrypto.RelayHeaderSize+n], addr(gwHub2))
+	if got, eps := receiveAll(t, binds[gwE1]); len(got) != 1 || eps[0] != addr(gwHub2) {
+		t.Fatalf("gwHub2's datagram reached the router from %v, want %v", eps, addr(gwHub2))
+	}
+}
+
+// TestCandidateRewriteBySession: once a hint gave E2's mapping, only a
+// transport message of E1's session with E2 from there is seen from E2's
+// stand-in; another session's datagram, a handshake message or an
+// unknown index from that address reach the router from the address
+// itself, where its own rules apply.
+func TestCandidateRewriteBySession(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	mapping := netip.MustParseAddrPort("203.0.113.7:40000")
+	deliverHint(t, w, net, binds, gwHub, gwE1, gwE2, mapping)
+	if gw, ok := w.relay[gwE1].view.Load().fromCandidate(mapping); !ok || gw != gwE2 {
+		t.Fatalf("hint not taken: %v %v", gw, ok)
+	}
+	seal := func(kp *bhcrypto.Keypair) []byte {
+		buf, n := sealInner(t, kp, []byte("payload"))
+		return buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	}
+	hub2, _, _ := w.sess[gwHub2].Current(gwE1)
+	forged := seal(w.e2e[1])
+	forged[4] ^= 0xff // an index of no session
+	initiation := make([]byte, bhcrypto.InitiationSize)
+	initiation[0] = bhcrypto.MsgInitiation
+	for _, tc := range []struct {
+		name string
+		msg  []byte
+		want netip.AddrPort
+	}{
+		{"E2's session", seal(w.e2e[1]), PseudoEndpoint(gwE2)},
+		{"another gateway's session", seal(hub2), mapping},
+		{"unknown index", forged, mapping},
+		{"handshake initiation", initiation, mapping},
+	} {
+		inject(net, gwE1, tc.msg, mapping)
+		got, eps := receiveAll(t, binds[gwE1])
+		if len(got) != 1 || eps[0] != tc.want {
+			t.Errorf("%s: reached the router from %v, want %v", tc.name, eps, tc.want)
+		}
+	}
+}
+
+// TestHintOnlyFromTheHubsOfThePair: a hint is taken only from a hub
+// gateway we reach the named gateway through, about a gateway we reach
+// through a hub at all.
+func TestHintOnlyFromTheHubsOfThePair(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	mapping := netip.MustParseAddrPort("203.0.113.7:40000")
+	// X relays through nothing: E2 reaches it directly, so a hint
+	// about it (from a hub E2 uses) must not give it a mapping.
+	deliverHint(t, w, net, binds, gwHub, gwE2, gwX, mapping)
+	if _, ok := w.relay[gwE2].view.Load().fromCandidate(mapping); ok {
+		t.Error("a hint about a directly reached gateway was taken")
+	}
+}
