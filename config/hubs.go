@@ -29,18 +29,31 @@ func (s *Site) hasEndpoint() bool {
 	return slices.ContainsFunc(s.Gateways, func(g Gateway) bool { return g.HasEndpoint() })
 }
 
+// needsHub reports whether some gateway of s has no endpoint: only such
+// a gateway is ever relayed.
+func (s *Site) needsHub() bool {
+	return slices.ContainsFunc(s.Gateways, func(g Gateway) bool { return !g.HasEndpoint() })
+}
+
 // behindNAT reports whether s has gateways and none has an endpoint.
 func (s *Site) behindNAT() bool { return len(s.Gateways) > 0 && !s.hasEndpoint() }
 
 // HubsOf returns the sites the named site relays through toward gateways
 // that neither it nor they can reach directly (both without endpoint):
 // its `via` if set, else every other site with a gateway endpoint, in
-// catalog order. Only the hub's gateways with an endpoint relay.
+// catalog order. Only the hub's gateways with an endpoint relay. A site
+// whose gateways all have an endpoint needs no hub and has none, `via`
+// or not: every gateway reaches it directly, and a hub must not relay
+// for it. A hub relays between two sites only if both name it (package
+// transit, Plan.Allowed): the destination's `via` binds as much as the
+// source's.
 func (c *Config) HubsOf(site string) []string {
-	for i := range c.Sites {
-		if c.Sites[i].Name == site && len(c.Sites[i].Via) > 0 {
-			return slices.Clone(c.Sites[i].Via)
-		}
+	s := c.SiteByName(site)
+	if s == nil || !s.needsHub() {
+		return nil
+	}
+	if len(s.Via) > 0 {
+		return slices.Clone(s.Via)
 	}
 	var out []string
 	for i := range c.Sites {
@@ -109,7 +122,7 @@ func checkHubs(c *Config, r *reporter) {
 			}
 			seen[h] = true
 		}
-		if len(s.Via) > 0 && len(s.Gateways) > 0 && !slices.ContainsFunc(s.Gateways, func(g Gateway) bool { return !g.HasEndpoint() }) {
+		if len(s.Via) > 0 && len(s.Gateways) > 0 && !s.needsHub() {
 			r.warnf(joinPath(indexPath("sites", i), "via"), "has no effect: every gateway of site %q has an endpoint, so every other site reaches it directly", s.Name)
 		}
 	}
@@ -204,6 +217,7 @@ func checkUnreachable(c *Config, r *reporter) {
 	if len(nat) < 2 {
 		return
 	}
+	checkSharedHubs(c, r)
 	for _, i := range nat {
 		s := &c.Sites[i]
 		if len(s.Via) > 0 || len(c.HubsOf(s.Name)) > 0 {
@@ -215,6 +229,51 @@ func checkUnreachable(c *Config, r *reporter) {
 		}
 		r.errorf(joinPath(indexPath("sites", i), "gateways"), "no gateway of site %q has an endpoint and it has no hub: it cannot reach site %q (sites[%d], line %d), which has none either; give a gateway an endpoint, or add a site with one to relay (via)",
 			s.Name, c.Sites[other].Name, other, r.line(indexPath("sites", other)))
+	}
+}
+
+// checkSharedHubs: two sites behind NAT whose hubs (via) have none in
+// common cannot reach each other: a hub relays only between sites that
+// both name it. Sites are grouped by their hub list, so a catalog of many
+// sites with a few distinct lists costs a few comparisons.
+func checkSharedHubs(c *Config, r *reporter) {
+	type group struct {
+		hubs  []string
+		first int // the first site with these hubs
+	}
+	var groups []group
+	seen := map[string]bool{}
+	for i := range c.Sites {
+		s := &c.Sites[i]
+		if !s.behindNAT() {
+			continue
+		}
+		hubs := c.HubsOf(s.Name)
+		if slices.ContainsFunc(hubs, func(h string) bool { hs := c.SiteByName(h); return hs == nil || hs == s || !hs.hasEndpoint() }) {
+			continue // checkHubs reports the bad entry
+		}
+		if len(hubs) == 0 {
+			continue // checkUnreachable reports it
+		}
+		key := strings.Join(hubs, "\x00")
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		for _, g := range groups {
+			r.ops++
+			if slices.ContainsFunc(hubs, func(h string) bool { return slices.Contains(g.hubs, h) }) {
+				continue
+			}
+			o := &c.Sites[g.first]
+			path := joinPath(indexPath("sites", i), "via")
+			if len(s.Via) == 0 {
+				path = joinPath(indexPath("sites", i), "gateways")
+			}
+			r.errorf(path, "site %q relays through %s and site %q (sites[%d], line %d) through %s: they share no hub, and a hub relays only between sites that both name it, so they cannot reach each other; name a common hub in both",
+				s.Name, strings.Join(hubs, ", "), o.Name, g.first, r.line(indexPath("sites", g.first)), strings.Join(g.hubs, ", "))
+		}
+		groups = append(groups, group{hubs, i})
 	}
 }
 

@@ -69,8 +69,12 @@
 // catalog, so only the catalog's gateways can make the hub send anything,
 // and only to a catalog gateway the hub has a session with, never to an
 // address named in the message. The hub relays from gateway S to gateway
-// D only if S's site names the hub's site among its hubs (Plan.Allowed),
-// S and D are of different sites and neither is the hub's own gateway. A
+// D only if both S's site and D's site name the hub's site among their
+// hubs (Plan.Allowed: the destination's `via` binds too), S and D are of
+// different sites, neither is the hub's own gateway and neither has an
+// endpoint (a gateway with one is reached directly, so no hub relays for
+// it; config.Config.HubsOf gives a site whose gateways all have one no
+// hubs at all). A
 // datagram goes out no larger than it came in: relaying amplifies
 // nothing. Each session's replay window rejects a relay message replayed
 // to the hub.

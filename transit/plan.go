@@ -107,24 +107,30 @@ func (p *Plan) ByKey(k bhcrypto.PublicKey) (GatewayID, bool) {
 }
 
 // Allowed reports whether a gateway of site hub may relay from src to
-// dst: src's site relays through hub, src and dst are of different sites
-// and neither is of the hub's site (those are reached directly). It does
-// not allocate.
+// dst: both src's site and dst's site relay through hub (the
+// destination's hubs bind as the source's do: a site that does not name
+// a hub is never reached through it), src and dst are of different sites,
+// neither is of the hub's site and neither has an endpoint of its own
+// (those are reached directly). It does not allocate.
 func (p *Plan) Allowed(hub, src, dst GatewayID) bool {
-	if hub < 0 || src < 0 || dst < 0 {
+	if hub < 0 || src < 0 || dst < 0 || int(hub) >= len(p.gws) || int(src) >= len(p.gws) || int(dst) >= len(p.gws) {
 		return false
 	}
 	hs, ss, ds := p.site[hub], p.site[src], p.site[dst]
 	if ss == ds || ss == hs || ds == hs {
 		return false
 	}
-	_, found := slices.BinarySearch(p.uses[ss], hs)
-	return found
+	if p.gws[src].Endpoint.IsValid() || p.gws[dst].Endpoint.IsValid() {
+		return false
+	}
+	_, srcUses := slices.BinarySearch(p.uses[ss], hs)
+	_, dstUses := slices.BinarySearch(p.uses[ds], hs)
+	return srcUses && dstUses
 }
 
 // Hubs returns the gateways that can relay for src toward dst, in Plan
-// order: every gateway of every hub site of src's site, unless src and
-// dst are of one site or dst is of a hub site.
+// order: every gateway of every hub site both src's and dst's sites
+// name (Allowed).
 func (p *Plan) Hubs(src, dst GatewayID) []GatewayID {
 	var out []GatewayID
 	for h := range p.gws {
