@@ -59,6 +59,8 @@ const (
 	ReasonCoDel                          // inside: its flow's queue delay stayed over the CoDel target (not ECN-capable, so not marked)
 	ReasonFQExpired                      // inside: waited in the fair queue longer than its time bound
 	ReasonStaleProbeReply                // probe reply that answers no probe in flight (late, a second answer, never asked; inflight.go)
+	ReasonRoamRefused                    // authenticated, but from a stand-in the gateway may not move to (delivered; its endpoint kept; outside.go roam)
+	ReasonResponseLimited                // handshake response for a pending index that already had too many failed ones (handshake.go)
 	numReasons
 )
 
@@ -96,6 +98,8 @@ var reasonNames = [numReasons]string{
 	ReasonCoDel:            "codel",
 	ReasonFQExpired:        "fq_expired",
 	ReasonStaleProbeReply:  "stale_probe_reply",
+	ReasonRoamRefused:      "roam_refused",
+	ReasonResponseLimited:  "response_limited",
 }
 
 func (r Reason) String() string {

@@ -258,8 +258,7 @@ func (h *handshaker) handleInitiation(msg []byte, from netip.AddrPort, now time.
 		return
 	}
 	p.hs.reached = true
-	ep := from
-	p.endpoint.Store(&ep)
+	h.r.roam(p, from)
 	p.lastReceive.Store(h.r.mono.ns(now))
 	h.count.answered.Add(1)
 	p.hsAnswered.Add(1)
@@ -305,8 +304,7 @@ func (h *handshaker) handleResponse(msg []byte, from netip.AddrPort, now time.Ti
 		return
 	}
 	p.hs.reached = true
-	ep := from
-	p.endpoint.Store(&ep)
+	h.r.roam(p, from)
 	p.lastHandshake.Store(h.r.mono.ns(now))
 	p.lastReceive.Store(h.r.mono.ns(now))
 	p.live.acked.Store(h.r.mono.ns(now)) // our initiation reached it

@@ -9,6 +9,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/transit"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -194,8 +195,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		p.lastReceive.Store(ns)
 	}
 	if from != *p.endpoint.Load() {
-		ep := from
-		p.endpoint.Store(&ep)
+		r.roam(p, from)
 	}
 	b.rx.packet(p)
 	if len(plain) == 0 {
@@ -245,4 +245,36 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	if p.queue.len() > 0 {
 		r.hs.want(p)
 	}
+}
+
+// roam follows p to from, where an authenticated message of p's session
+// (a transport message, or a handshake that proved p's key) came from,
+// unless from is a stand-in (transit.PseudoEndpoint: a gateway reached
+// through a hub). The relay path below reports a relayed gateway's
+// datagrams at its stand-in only on its own session, but nothing else
+// may ever move a gateway onto one: a directly reached gateway moved
+// onto another's stand-in would have its datagrams handed to a hub. A
+// gateway configured at its stand-in stays there, whatever address its
+// datagrams came from: the relay path chooses the hub or the direct path
+// beneath it. Refusals are counted (ReasonRoamRefused), not dropped: the
+// message itself is good. Any goroutine; roams are rare, so this is off
+// the per-packet path.
+func (r *Router) roam(p *Peer, from netip.AddrPort) {
+	to := from
+	if cfg := *p.configEndpoint.Load(); isStandIn(cfg) {
+		to = cfg
+	} else if isStandIn(from) {
+		r.drops.Add(Outside, ReasonRoamRefused, 1)
+		return
+	}
+	if to != *p.endpoint.Load() {
+		ep := to // allocated only when the endpoint moves
+		p.endpoint.Store(&ep)
+	}
+}
+
+// isStandIn reports whether ep stands for a gateway reached through a hub.
+func isStandIn(ep netip.AddrPort) bool {
+	_, ok := transit.PseudoGateway(ep)
+	return ok
 }
