@@ -148,10 +148,13 @@ type liveness struct {
 	interval atomic.Int64 // probe interval in ns
 
 	// Probing, written by the handshake loop.
-	lastProbe    atomic.Int64  // mono ns the last probe was sent
-	probesSent   atomic.Uint64 // probes sent to the gateway
-	rtt          atomic.Int64  // ns, round trip of the newest answered probe; 0: none
-	probeReplies atomic.Uint64 // answers to our probes
+	lastProbe  atomic.Int64  // mono ns the last probe was sent
+	probesSent atomic.Uint64 // probes sent to the gateway
+	// probeSendFails counts probes the kernel refused to send to the
+	// gateway (prober.send, in the handshake loop).
+	probeSendFails atomic.Uint64
+	rtt            atomic.Int64  // ns, round trip of the newest answered probe; 0: none
+	probeReplies   atomic.Uint64 // answers to our probes
 	// acked is the mono ns of the newest evidence that our packets
 	// reach the gateway (0: none yet; see above).
 	acked atomic.Int64
@@ -310,6 +313,9 @@ type LivenessStats struct {
 	// answers.
 	ProbesSent   uint64 `json:"probesSent"`
 	ProbeReplies uint64 `json:"probeReplies"`
+	// ProbeSendFailures counts the probes of ProbesSent that the kernel
+	// refused to send (a prohibit or blackhole route, no route).
+	ProbeSendFailures uint64 `json:"probeSendFailures,omitempty"`
 	// Reason says why State is LiveDown (empty otherwise).
 	Reason DownReason `json:"reason,omitzero"`
 	// CannotDeliver is set while the gateway reports that it cannot
@@ -335,17 +341,18 @@ type LivenessStats struct {
 
 func (l *liveness) stats(mono monoEpoch) LivenessStats {
 	return LivenessStats{
-		State:         l.State(),
-		Reason:        DownReason(l.reason.Load()),
-		CannotDeliver: l.cannotDeliver.Load(),
-		PathMTU:       int(l.pmtu.mtu.Load()),
-		MTUDegraded:   l.pmtu.degraded.Load(),
-		ProbeInterval: time.Duration(l.interval.Load()),
-		ProbeRTT:      time.Duration(l.rtt.Load()),
-		ProbesSent:    l.probesSent.Load(),
-		ProbeReplies:  l.probeReplies.Load(),
-		LastAck:       mono.time(l.acked.Load()),
-		LastChange:    mono.time(l.changedMono.Load()),
-		Downs:         l.downs.Load(),
+		State:             l.State(),
+		Reason:            DownReason(l.reason.Load()),
+		CannotDeliver:     l.cannotDeliver.Load(),
+		PathMTU:           int(l.pmtu.mtu.Load()),
+		MTUDegraded:       l.pmtu.degraded.Load(),
+		ProbeInterval:     time.Duration(l.interval.Load()),
+		ProbeRTT:          time.Duration(l.rtt.Load()),
+		ProbesSent:        l.probesSent.Load(),
+		ProbeReplies:      l.probeReplies.Load(),
+		ProbeSendFailures: l.probeSendFails.Load(),
+		LastAck:           mono.time(l.acked.Load()),
+		LastChange:        mono.time(l.changedMono.Load()),
+		Downs:             l.downs.Load(),
 	}
 }

@@ -71,7 +71,7 @@ func NewCollector(r *Router) *Collector {
 		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
 		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: it answered our probes (or a handshake) within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
-		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, and answered.", append(peer, "result"), nil),
+		probes:         prometheus.NewDesc("bridgehead_peer_probes_total", "Health probes to a remote gateway: sent, answered, and send_failed (sent, but refused by the kernel: a prohibit or blackhole route, no route; probes to the other gateways still go out).", append(peer, "result"), nil),
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
 		express:        prometheus.NewDesc("bridgehead_express_datagrams_total", "Datagrams of the express lane: sent, sparse flows' packets sealed for a remote gateway's express lane; received, read from this gateway's express socket (with the handshakes and keepalives the kernel hashes there).", []string{"direction"}, nil),
 		expressSteered: prometheus.NewDesc("bridgehead_express_steered", "1 while the kernel's steering program puts sparse flows on the express lane's TUN queue, which the express lane reads; 0 when the lanes' readers sort flows (no CAP_BPF) or there is no express lane.", nil, nil),
@@ -139,6 +139,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.probeRTT, prometheus.GaugeValue, s.Live.ProbeRTT.Seconds(), l...)
 		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbesSent), s.Site, s.Name, "sent")
 		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbeReplies), s.Site, s.Name, "answered")
+		ch <- prometheus.MustNewConstMetric(c.probes, prometheus.CounterValue, float64(s.Live.ProbeSendFailures), s.Site, s.Name, "send_failed")
 		ch <- prometheus.MustNewConstMetric(c.downs, prometheus.CounterValue, float64(s.Live.Downs), l...)
 		ch <- prometheus.MustNewConstMetric(c.stateChanged, prometheus.GaugeValue, unixSeconds(s.Live.LastChange), l...)
 		ch <- prometheus.MustNewConstMetric(c.cannotDeliver, prometheus.GaugeValue, boolGauge(s.Live.CannotDeliver), l...)

@@ -104,6 +104,7 @@ type prober struct {
 
 func newProber(r *Router) *prober {
 	pr := &prober{r: r}
+	pr.probes.probes, pr.bigProbes.probes = true, true
 	pr.bigProbes.size = bhcrypto.TransportOverhead + r.set.mtu // a path MTU probe is a full-size packet
 	return pr
 }
@@ -298,6 +299,10 @@ type controlBatch struct {
 	out   [][]byte // the messages to send, in bufs
 	eps   []netip.AddrPort
 	peers []*Peer
+	errs  []error // per message, what the bind refused it with (eachSender)
+	// probes: the batch holds our probes (not replies), whose refusals
+	// count per gateway (liveness.probeSendFails).
+	probes bool
 }
 
 func (c *controlBatch) init(n int) {
@@ -317,6 +322,7 @@ func (c *controlBatch) grow() {
 	c.out = slices.Grow(c.out, 1)
 	c.eps = slices.Grow(c.eps, 1)
 	c.peers = slices.Grow(c.peers, 1)
+	c.errs = append(c.errs, nil)
 }
 
 // next returns the buffer of the next slot, or nil when all are in use.
@@ -339,26 +345,57 @@ type manySender interface {
 	SendMany(bufs [][]byte, eps []netip.AddrPort) error
 }
 
+// eachSender is a manySender that says which datagrams the kernel
+// refused (udp.LinuxBind.SendManyEach): a refused destination (a
+// prohibit or blackhole route, an unreachable network) costs its own
+// messages only, and the others are known to have gone out.
+type eachSender interface {
+	SendManyEach(bufs [][]byte, eps []netip.AddrPort, errs []error) (failed int, err error)
+}
+
 // send sends the batch's messages and empties it: in one call where
-// the bind can, else one Send each.
+// the bind can, else one Send each. A message the kernel refuses is
+// counted (drop reason send_error; for our probes also per gateway,
+// bridgehead_peer_probes_total{result="send_failed"}) and costs no other
+// gateway its probe. It allocates nothing.
 func (pr *prober) send(c *controlBatch) {
 	if len(c.out) == 0 {
 		return
 	}
 	now := pr.r.mono.ns(pr.r.clock.Now())
-	if ms, ok := pr.r.bind.(manySender); ok {
-		if err := ms.SendMany(c.out, c.eps); err != nil {
-			pr.r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
+	switch b := pr.r.bind.(type) {
+	case eachSender:
+		failed, err := b.SendManyEach(c.out, c.eps, c.errs)
+		if err != nil {
+			// Nothing was sent, or a system call failure stopped the
+			// batch: which messages went out is unknown.
+			pr.failed(c, -1)
+			pr.r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
+			break
+		}
+		for i, p := range c.peers {
+			if failed > 0 && c.errs[i] != nil {
+				pr.failed(c, i)
+				continue
+			}
+			p.lastSend.Store(now)
+		}
+		clear(c.errs[:len(c.out)])
+	case manySender:
+		if err := b.SendMany(c.out, c.eps); err != nil {
+			// Which were refused is not known (a bind without
+			// SendManyEach): the batch counts as failed.
+			pr.failed(c, -1)
 			pr.r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
 		} else {
 			for _, p := range c.peers {
 				p.lastSend.Store(now)
 			}
 		}
-	} else {
+	default:
 		for i := range c.out {
 			if err := pr.r.bind.Send(c.out[i:i+1], c.eps[i]); err != nil {
-				pr.r.drops.Add(Inside, ReasonSendError, 1)
+				pr.failed(c, i)
 				continue
 			}
 			c.peers[i].lastSend.Store(now)
@@ -367,6 +404,20 @@ func (pr *prober) send(c *controlBatch) {
 	clear(c.out)
 	clear(c.peers)
 	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
+}
+
+// failed counts message i of c as not sent, or every message for i < 0.
+func (pr *prober) failed(c *controlBatch, i int) {
+	from, to := i, i+1
+	if i < 0 {
+		from, to = 0, len(c.out)
+	}
+	pr.r.drops.Add(Inside, ReasonSendError, uint64(to-from))
+	if c.probes {
+		for _, p := range c.peers[from:to] {
+			p.live.probeSendFails.Add(1)
+		}
+	}
 }
 
 // logChange notes a state change for the next log line (reachLog.flush
