@@ -76,13 +76,18 @@ func (id *Identity) rand() io.Reader {
 // noiseConfig returns the Noise IK configuration for this identity. peer is
 // the responder's static key when initiating, nil when responding.
 func (id *Identity) noiseConfig(initiator bool, peer []byte, rnd io.Reader) noise.Config {
+	return id.noiseConfigDH(initiator, peer, rnd, noise.DH25519)
+}
+
+// noiseConfigDH is noiseConfig with X25519 done by dh (firstMessageDH).
+func (id *Identity) noiseConfigDH(initiator bool, peer []byte, rnd io.Reader, dh noise.DHFunc) noise.Config {
 	cf := noise.CipherAESGCM
 	if id.Cipher == ChaChaPoly {
 		cf = noise.CipherChaChaPoly
 	}
 	priv, pub := id.Private, id.Public // copies: noise keeps the slices
 	return noise.Config{
-		CipherSuite:   noise.NewCipherSuite(noise.DH25519, cf, noise.HashBLAKE2s),
+		CipherSuite:   noise.NewCipherSuite(dh, cf, noise.HashBLAKE2s),
 		Random:        rnd,
 		Pattern:       noise.HandshakeIK,
 		Initiator:     initiator,

@@ -22,7 +22,10 @@ type Initiation struct {
 	ephemeral   [KeySize]byte // to rebuild hs after a failed response
 	timestamp   Timestamp
 	hs          *noise.HandshakeState // nil after a failed read; rebuilt on demand
-	done        bool
+	// dh keeps message 1's X25519 results, so a rebuild of hs after a
+	// failed read costs none (dhmemo.go).
+	dh   firstMessageDH
+	done bool
 }
 
 // CreateInitiation starts a handshake with peer. senderIndex is the index
@@ -56,7 +59,7 @@ func (id *Identity) CreateInitiation(peer PublicKey, senderIndex uint32, now tim
 // timestamp and returns the initiation message. Rebuilding is
 // deterministic, so a rebuilt state matches the message already sent.
 func (in *Initiation) start() ([]byte, error) {
-	cfg := in.id.noiseConfig(true, append([]byte(nil), in.peer[:]...), bytes.NewReader(in.ephemeral[:]))
+	cfg := in.id.noiseConfigDH(true, append([]byte(nil), in.peer[:]...), bytes.NewReader(in.ephemeral[:]), &in.dh)
 	hs, err := noise.NewHandshakeState(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
@@ -74,6 +77,7 @@ func (in *Initiation) start() ([]byte, error) {
 	copy(msg[initNoiseOff:], out)
 	writeMAC1(msg, in.peer)
 	in.hs = hs
+	in.dh.seal()
 	return msg, nil
 }
 
@@ -86,6 +90,7 @@ func (in *Initiation) Abandon() {
 	in.done = true
 	in.hs = nil
 	clear(in.ephemeral[:])
+	in.dh.wipe()
 }
 
 // SenderIndex returns the index this initiation announced (our LocalIndex
@@ -146,6 +151,7 @@ func (in *Initiation) ConsumeResponse(msg []byte, now time.Time) (*Keypair, erro
 	in.done = true
 	in.hs = nil
 	clear(in.ephemeral[:])
+	in.dh.wipe()
 	kp.LocalIndex = in.senderIndex
 	kp.RemoteIndex = binary.LittleEndian.Uint32(msg[respSenderOff:])
 	kp.Created = now
