@@ -37,12 +37,25 @@ type SNATEnsurer interface {
 	Ensure(*Desired) (bool, error)
 }
 
+// HostChecker is what the agent needs of HostNet: the host's netfilter
+// settings pod traffic depends on.
+type HostChecker interface {
+	// EnsureBridgeNetfilter loads br_netfilter and sets its sysctls for
+	// the model's families; it returns the sysctls it changed.
+	EnsureBridgeNetfilter(*Desired) ([]string, error)
+	// CheckForward reports a forward chain that drops pod traffic.
+	CheckForward(*Desired) error
+}
+
 // Options are an Agent's dependencies and settings.
 type Options struct {
 	Log      *slog.Logger
 	Registry prometheus.Registerer
 	Routes   RouteSetter
 	SNAT     SNATEnsurer
+	// Host, when set, is checked at every sync (stages bridge-netfilter
+	// and forward); nil skips both.
+	Host HostChecker
 	// CNIConfDir, CNIBinDir, CNIPluginsFrom: see the Default* constants.
 	CNIConfDir, CNIBinDir, CNIPluginsFrom string
 	CNI                                   CNIOptions
@@ -196,7 +209,31 @@ func (a *Agent) sync(trigger string) {
 		a.m.routeRepairs.Add(float64(ch.Added + ch.Replaced))
 	}
 	a.syncSNAT()
+	a.syncHost()
 	a.publish()
+}
+
+// syncHost sets br_netfilter's sysctls and checks the forward chains;
+// each reports as its own stage.
+func (a *Agent) syncHost() {
+	if a.o.Host == nil {
+		return
+	}
+	changed, err := a.o.Host.EnsureBridgeNetfilter(a.cur)
+	if len(changed) > 0 {
+		a.m.sysctlWrites.Add(float64(len(changed)))
+		a.o.Log.Info("set sysctls", "sysctls", changed)
+	}
+	if err != nil {
+		a.fail(stageBridgeNF, err)
+	} else {
+		a.ok(stageBridgeNF)
+	}
+	if err := a.o.Host.CheckForward(a.cur); err != nil {
+		a.fail(stageForward, err)
+	} else {
+		a.ok(stageForward)
+	}
 }
 
 func (a *Agent) syncCNI() {

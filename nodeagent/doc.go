@@ -35,6 +35,39 @@
 //     compared with the model at every sync, the periodic one included,
 //     and replaced whole, in one transaction, only when it differs.
 //
+// # The host's netfilter (HostNet, stages bridge-netfilter and forward)
+//
+// A pod's packet to a ClusterIP whose endpoint is a pod on the same
+// bridge is DNATed on the way in, but the reply is bridged straight back
+// and never meets conntrack, unless br_netfilter is loaded and
+// net.bridge.bridge-nf-call-iptables (-ip6tables for IPv6 blocks) is 1.
+// The agent sets both at every sync (they are per network namespace, so
+// this is the host's, as the agent runs with the host network) and loads
+// the module with modprobe when its sysctls are missing; when it cannot
+// (no /lib/modules, no CAP_SYS_MODULE) the stage fails saying what to do.
+//
+// A forward base chain with policy drop in another table (Docker, ufw,
+// firewalld, an iptables-nft FORWARD chain) drops what the pods send to
+// other nodes and sites. The agent only reports it: in nftables an
+// accept ends the packet's walk through one base chain only, and a drop
+// in any other base chain on the hook is final, so an accept rule in
+// inet bridgehead-node cannot overrule it (measured in a netns: UDP
+// forwarded through a router namespace passed with no firewall, was
+// dropped by `chain FORWARD { policy drop }` in table ip filter, still
+// dropped with `ip saddr/daddr <pods> accept` in a priority -10 forward
+// chain of inet bridgehead-node, and passed with the same accepts in
+// the FORWARD chain itself). Editing the other table is the fix, and it
+// belongs to its owner (who rewrites it on reload). The check reads
+// every forward filter chain of the ip, ip6, inet and bridge families
+// with policy drop and counts it as fine when one of its rules, or of a
+// chain it jumps to, accepts on a source match covering the node's block
+// and nothing else (the rule the error message proposes). Chains of
+// iptables-legacy are invisible to nftables and not checked.
+//
+// Each failing stage sets the Node condition False with its reason
+// (kubenode: BridgeNetfilterMissing, ForwardBlocked) and one Warning
+// Event; the other stages carry on.
+//
 // Errors never leave the node half-changed on purpose: a catalog that does
 // not load leaves everything as it was, and each owner reports its own
 // failure (log, metrics) while the others carry on.

@@ -10,10 +10,14 @@ const (
 	stageCNI     = "cni"
 	stageRoutes  = "routes"
 	stageSNAT    = "snat"
+	// stageBridgeNF: br_netfilter and its sysctls (HostNet).
+	stageBridgeNF = "bridge-netfilter"
+	// stageForward: another table's forward chain drops pod traffic.
+	stageForward = "forward"
 )
 
 // stages in the order a sync runs them.
-var stages = [...]string{stageCatalog, stageCNI, stageRoutes, stageSNAT}
+var stages = [...]string{stageCatalog, stageCNI, stageRoutes, stageSNAT, stageBridgeNF, stageForward}
 
 // metrics are the agent's bridgehead_node_* series, registered on the
 // registry the caller passes in. Only the agent's loop writes them.
@@ -26,6 +30,7 @@ type metrics struct {
 	cniWrites       prometheus.Counter
 	pluginsCopied   prometheus.Counter
 	snatWrites      prometheus.Counter
+	sysctlWrites    prometheus.Counter
 	syncs           *prometheus.CounterVec
 	errors          *prometheus.CounterVec
 	lastError       *prometheus.GaugeVec
@@ -59,11 +64,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		snatWrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bridgehead_node_snat_table_writes_total", Help: "Times the nftables table inet bridgehead-node was (re)written.",
 		}),
+		sysctlWrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bridgehead_node_sysctl_writes_total", Help: "Sysctls the agent set (net.bridge.bridge-nf-call-iptables, -ip6tables).",
+		}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bridgehead_node_syncs_total", Help: "Syncs of the node with its model, by what started them.",
 		}, []string{"trigger"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bridgehead_node_errors_total", Help: "Failed steps, by stage (catalog, cni, routes, snat).",
+			Name: "bridgehead_node_errors_total", Help: "Failed steps, by stage (catalog, cni, routes, snat, bridge-netfilter, forward).",
 		}, []string{"stage"}),
 		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bridgehead_node_last_error", Help: "1 when the last attempt of the stage failed, 0 when it succeeded.",
@@ -80,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.lastError.WithLabelValues(s)
 	}
 	for _, c := range []prometheus.Collector{m.routesInstalled, m.routeChanges, m.routeRepairs, m.repairSeconds,
-		m.cniWritten, m.cniWrites, m.pluginsCopied, m.snatWrites, m.syncs, m.errors, m.lastError, m.lastErrorTime} {
+		m.cniWritten, m.cniWrites, m.pluginsCopied, m.snatWrites, m.sysctlWrites, m.syncs, m.errors, m.lastError, m.lastErrorTime} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -18,7 +18,8 @@ type Status struct {
 	// the count out of String.
 	Routes int
 	// Errors are the stages whose last attempt failed, in stage order
-	// (catalog, cni, routes, snat), each with its error.
+	// (catalog, cni, routes, snat, bridge-netfilter, forward), each with
+	// its error.
 	Errors []StageError
 }
 

@@ -92,6 +92,7 @@ func setupNode(fs *flag.FlagSet) action {
 		}
 		opts := nodeagent.Options{
 			Log: log, Registry: reg, Routes: routes, SNAT: snat,
+			Host:       nodeagent.NewHostNet(nil, func() (*nftables.Conn, error) { return nftables.New() }),
 			CNIConfDir: *confDir, CNIBinDir: *binDir, CNIPluginsFrom: *pluginsFrom,
 			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir, Coexist: *coexist},
 			RepairInterval: *repair,
@@ -110,7 +111,11 @@ func setupNode(fs *flag.FlagSet) action {
 		}
 		// The Node condition BridgeheadNodeNetwork follows the agent's
 		// status, written from the reporter's goroutine.
+		// Its Warning Events (a host firewall that drops pod traffic, no
+		// br_netfilter) and the Source's go to the Node.
+		recorder := nodeRecorder(ctx, client, name)
 		cond := kubenode.NewConditionReporter(client, name, log, nil)
+		cond.Events = recorder
 		opts.Status = cond.Report
 		agent, err := nodeagent.New(opts)
 		if err != nil {
@@ -120,8 +125,8 @@ func setupNode(fs *flag.FlagSet) action {
 		if err != nil {
 			return usageError{fmt.Errorf("--service-cidrs: %w", err)}
 		}
-		src, err := kubeSource(ctx, kubenode.Options{Client: client, Node: name, Namespace: *catalogNS,
-			Catalog: *catalogFile, ServiceCIDRs: svc, Log: log, Registry: reg})
+		src, err := kubenode.New(ctx, kubenode.Options{Client: client, Node: name, Namespace: *catalogNS,
+			Catalog: *catalogFile, ServiceCIDRs: svc, Log: log, Registry: reg, Recorder: recorder})
 		if err != nil {
 			return err
 		}
@@ -165,8 +170,7 @@ func serveNodeMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (
 	return srv, nil
 }
 
-// kubeSource connects to the API server (in-cluster, or kubeconfig) and
-// builds the Kubernetes source, with Events recorded on this node's Node.
+// kubeClient connects to the API server (in-cluster, or kubeconfig).
 func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	var rc *rest.Config
 	var err error
@@ -186,12 +190,12 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-func kubeSource(ctx context.Context, o kubenode.Options) (*kubenode.Source, error) {
+// nodeRecorder records Events about this node (its Node), until ctx ends.
+func nodeRecorder(ctx context.Context, client kubernetes.Interface, node string) record.EventRecorder {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.Client.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	go func() { <-ctx.Done(); b.Shutdown() }()
-	o.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bridgehead-node", Host: o.Node})
-	return kubenode.New(ctx, o)
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "bridgehead-node", Host: node})
 }
 
 // parsePrefixList parses a comma-separated list of CIDRs ("" is none).

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/bridgehead/bridgehead/nodeagent"
 )
@@ -29,6 +30,11 @@ const (
 	ConditionCNIFailed     = "CNIFailed"     // False: writing the CNI config or plugins failed
 	ConditionRoutesFailed  = "RoutesFailed"  // False: installing routes failed
 	ConditionSNATFailed    = "SNATFailed"    // False: writing the nftables table failed
+	// False: br_netfilter missing or its bridge-nf-call sysctls not 1
+	// (pod -> Service -> pod on the same node fails).
+	ConditionBridgeNetfilter = "BridgeNetfilterMissing"
+	// False: a forward chain of the host's firewall drops pod traffic.
+	ConditionForwardBlocked = "ForwardBlocked"
 )
 
 // maxMessage bounds the condition's message (errors can be long).
@@ -61,6 +67,10 @@ func Condition(st nodeagent.Status) (corev1.ConditionStatus, string, string) {
 		return corev1.ConditionFalse, ConditionRoutesFailed, msg
 	case failed["snat"]:
 		return corev1.ConditionFalse, ConditionSNATFailed, msg
+	case failed["forward"]:
+		return corev1.ConditionFalse, ConditionForwardBlocked, msg
+	case failed["bridge-netfilter"]:
+		return corev1.ConditionFalse, ConditionBridgeNetfilter, msg
 	case failed["catalog"]:
 		return corev1.ConditionTrue, ConditionCatalogStale, msg
 	}
@@ -78,7 +88,10 @@ const DefaultConditionResync = 10 * time.Minute
 
 // ConditionReporter keeps the ConditionType condition on one Node,
 // patching nodes/status (a strategic merge of that one condition: the
-// kubelet's conditions stay as they are). Report may be called from any
+// kubelet's conditions stay as they are). With Events set, each new
+// False reason written (NotConfigured excepted: the Source records its
+// own Events for it) is also a Warning Event on the Node, its reason the
+// condition's, so `kubectl describe node` says what broke and when. Report may be called from any
 // goroutine and never blocks; Run patches from its own goroutine, only
 // when the status, reason or message changed or every Resync, and retries
 // a failed patch after Retry. Set Retry and Resync before Run. pending is
@@ -92,6 +105,8 @@ type ConditionReporter struct {
 	Retry time.Duration
 	// Resync is the period of unconditional writes (DefaultConditionResync).
 	Resync time.Duration
+	// Events, when set, records the Warning Events.
+	Events record.EventRecorder
 	wake   chan struct{}
 
 	mu      sync.Mutex
@@ -123,6 +138,7 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 	var last corev1.NodeCondition // what the Node holds, as far as we know
 	var retry <-chan time.Time
 	failing := false
+	warned := "" // the False reason last recorded as an Event
 	resync := time.NewTicker(r.Resync)
 	defer resync.Stop()
 	for {
@@ -153,6 +169,14 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 			}
 			retry = time.After(r.Retry)
 			continue
+		}
+		if c.Status == corev1.ConditionFalse && c.Reason != ConditionNotConfigured && c.Reason != warned && r.Events != nil {
+			r.Events.Event(&corev1.ObjectReference{Kind: "Node", Name: r.node, APIVersion: "v1"}, corev1.EventTypeWarning, c.Reason, c.Message)
+		}
+		if c.Status == corev1.ConditionFalse {
+			warned = c.Reason
+		} else {
+			warned = ""
 		}
 		if failing || last.Status != c.Status {
 			r.log.Info("node condition", "node", r.node, "condition", ConditionType, "status", c.Status, "reason", c.Reason, "message", c.Message)

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
@@ -48,6 +50,10 @@ func TestCondition(t *testing.T) {
 			corev1.ConditionFalse, ConditionRoutesFailed, "CNI config written; routes: routes broke; snat: snat broke"},
 		{"snat", nodeagent.Status{Configured: true, CNIWritten: true, Routes: 7, Errors: errs("snat")},
 			corev1.ConditionFalse, ConditionSNATFailed, "CNI config written; snat: snat broke"},
+		{"bridge netfilter", nodeagent.Status{Configured: true, CNIWritten: true, Routes: 7, Errors: errs("bridge-netfilter")},
+			corev1.ConditionFalse, ConditionBridgeNetfilter, "CNI config written; bridge-netfilter: bridge-netfilter broke"},
+		{"forward blocked", nodeagent.Status{Configured: true, CNIWritten: true, Routes: 7, Errors: errs("bridge-netfilter", "forward")},
+			corev1.ConditionFalse, ConditionForwardBlocked, "CNI config written; bridge-netfilter: bridge-netfilter broke; forward: forward broke"},
 		{"cni not written", nodeagent.Status{Configured: true},
 			corev1.ConditionFalse, ConditionCNINotWritten, "CNI config not written"},
 		// The route count changes with every node that joins the site:
@@ -196,6 +202,70 @@ func TestConditionRealAPIServer(t *testing.T) {
 	for what, err := range refused {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("node agent: %s: %v, want 403 Forbidden", what, err)
+		}
+	}
+}
+
+// TestConditionEvents: each new False reason is one Warning Event on the
+// Node, NotConfigured excepted (the Source records those); a reason that
+// stays makes no second Event, and one that comes back after a recovery
+// makes another.
+func TestConditionEvents(t *testing.T) {
+	client := fake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "e1"}})
+	r := NewConditionReporter(client, "e1", slog.New(slog.DiscardHandler), nil)
+	rec := record.NewFakeRecorder(20)
+	r.Events = rec
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	forward := []nodeagent.StageError{{Stage: "forward", Err: "table ip filter chain FORWARD has policy drop"}}
+	steps := []struct {
+		st    nodeagent.Status
+		event string // "" none
+	}{
+		{nodeagent.Status{Errors: []nodeagent.StageError{{Stage: "catalog", Err: "no site"}}}, ""},
+		{nodeagent.Status{Configured: true, CNIWritten: true, Errors: forward}, "Warning ForwardBlocked table ip filter chain FORWARD has policy drop"},
+		{nodeagent.Status{Configured: true, CNIWritten: true, Routes: 3, Errors: forward}, ""},
+		{nodeagent.Status{Configured: true, CNIWritten: true, Errors: []nodeagent.StageError{{Stage: "bridge-netfilter", Err: "br_netfilter is not loaded"}}},
+			"Warning BridgeNetfilterMissing br_netfilter is not loaded"},
+		{nodeagent.Status{Configured: true, CNIWritten: true}, ""},
+		{nodeagent.Status{Configured: true, CNIWritten: true, Errors: forward}, "Warning ForwardBlocked table ip filter chain FORWARD has policy drop"},
+	}
+	for i, s := range steps {
+		r.Report(s.st)
+		_, reason, _ := Condition(s.st)
+		deadline := time.Now().Add(10 * time.Second) // a failure bound
+		for {
+			n, err := client.CoreV1().Nodes().Get(ctx, "e1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(n.Status.Conditions) == 1 && n.Status.Conditions[0].Reason == reason {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("step %d: condition %+v, want reason %s", i, n.Status.Conditions, reason)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // the Event follows the patch
+		var got []string
+		for len(rec.Events) > 0 {
+			got = append(got, <-rec.Events)
+		}
+		// FakeRecorder: "TYPE REASON MESSAGE"; the message is the
+		// condition's, which holds the stage's error.
+		switch {
+		case s.event == "" && len(got) != 0:
+			t.Errorf("step %d (%s): events %q, want none", i, reason, got)
+		case s.event != "" && len(got) != 1:
+			t.Errorf("step %d (%s): events %q, want one %q", i, reason, got, s.event)
+		case s.event != "":
+			f := strings.SplitN(s.event, " ", 3)
+			if !strings.HasPrefix(got[0], f[0]+" "+f[1]+" ") || !strings.Contains(got[0], f[2]) {
+				t.Errorf("step %d: event %q, want %q", i, got[0], s.event)
+			}
 		}
 	}
 }
