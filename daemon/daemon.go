@@ -180,7 +180,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("kernel setup: %w", err)
 	}
 
-	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version), id: id, mtu: mtu,
+	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version, ld.sockets()...), id: id, mtu: mtu,
 		version: o.Version, started: time.Now(), transit: hub, paths: tbind,
 		checkOpts: config.CheckOptions{Overrides: o.Overrides}}
 	g.m.reg.MustRegister(newPathCollector(g.peerStates))

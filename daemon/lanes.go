@@ -163,6 +163,18 @@ func (l *laneDevices) conns() []syscall.Conn {
 	return c
 }
 
+// sockets are every socket, for the send failures' metrics.
+func (l *laneDevices) sockets() []sendFailureCounter {
+	s := make([]sendFailureCounter, 0, len(l.binds)+1)
+	for _, b := range l.binds {
+		s = append(s, b)
+	}
+	if l.express != nil {
+		s = append(s, l.express)
+	}
+	return s
+}
+
 // routerLanes are lanes 1.. for router.Options.Lanes, each socket wrapped
 // by wrap (the relay path).
 func (l *laneDevices) routerLanes(wrap func(udp.Bind) udp.Bind) []router.Lane {

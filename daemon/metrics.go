@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/bridgehead/bridgehead/router"
+	"github.com/bridgehead/bridgehead/udp"
 )
 
 // metrics are the daemon's own series; the router's come from its
@@ -24,14 +25,14 @@ type metrics struct {
 	sitesShown map[string]bool
 }
 
-// newMetrics builds the registry of a gateway around r.
-func newMetrics(r *router.Router, version string) *metrics {
-	return newMetricsOn(prometheus.NewRegistry(), r, version)
+// newMetrics builds the registry of a gateway around r and its sockets.
+func newMetrics(r *router.Router, version string, socks ...sendFailureCounter) *metrics {
+	return newMetricsOn(prometheus.NewRegistry(), r, version, socks...)
 }
 
 // newMetricsOn is newMetrics on reg, a registry made before the router
 // (the catalog follower's metrics are on it from the start).
-func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string) *metrics {
+func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string, socks ...sendFailureCounter) *metrics {
 	m := &metrics{
 		reg: reg,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -57,7 +58,7 @@ func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string) *m
 	}, []string{"version", "goversion"})
 	bi.WithLabelValues(version, strings.TrimPrefix(runtime.Version(), "go")).Set(1)
 	m.reg.MustRegister(
-		router.NewCollector(r), bi,
+		router.NewCollector(r), bi, newSendFailureCollector(socks),
 		m.reloads, m.lastReload, m.configInfo, m.readyGauge, m.siteReady,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -83,4 +84,40 @@ func MetricNames(r *router.Router) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// sendFailureCounter is a socket that counts the datagrams the kernel
+// refused to send, by reason (udp.LinuxBind).
+type sendFailureCounter interface {
+	SendFailures(udp.SendReason) uint64
+}
+
+// sendFailureCollector exports the refusals of a gateway's sockets (its
+// lanes' and its express socket), summed per reason, every reason from
+// zero. A refusal costs the refused destination's datagrams only: the
+// others of the batch still go out.
+type sendFailureCollector struct {
+	socks []sendFailureCounter
+	desc  *prometheus.Desc
+}
+
+func newSendFailureCollector(socks []sendFailureCounter) *sendFailureCollector {
+	return &sendFailureCollector{socks: socks, desc: prometheus.NewDesc("bridgehead_udp_send_failures_total",
+		sendFailuresHelp, []string{"reason"}, nil)}
+}
+
+const sendFailuresHelp = "Datagrams the kernel refused to send on the gateway's UDP sockets, by reason: unreachable (no route, or an unreachable one), prohibited (a prohibit route or a firewall rule), invalid (a blackhole route, among others), too_big, no_buffers, other. A refusal costs its own destination's datagrams; those to other gateways still go out."
+
+// Describe implements prometheus.Collector.
+func (c *sendFailureCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *sendFailureCollector) Collect(ch chan<- prometheus.Metric) {
+	for r := range udp.NumSendReasons {
+		var n uint64
+		for _, s := range c.socks {
+			n += s.SendFailures(r)
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), r.String())
+	}
 }

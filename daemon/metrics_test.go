@@ -70,3 +70,42 @@ func TestMetricsLint(t *testing.T) {
 		t.Fatalf("%d drop series, want %d (every reason, both directions)", got, want)
 	}
 }
+
+// fakeSock counts refusals as a udp.LinuxBind does.
+type fakeSock map[udp.SendReason]uint64
+
+func (f fakeSock) SendFailures(r udp.SendReason) uint64 { return f[r] }
+
+// TestSendFailureMetrics: the kernel's refusals on every socket of the
+// gateway are exported per reason, summed over the sockets, every
+// reason from zero.
+func TestSendFailureMetrics(t *testing.T) {
+	a, b := udp.NewPair(netip.MustParseAddrPort("127.0.0.1:1"), netip.MustParseAddrPort("127.0.0.1:2"))
+	defer a.Close()
+	defer b.Close()
+	dev := tun.NewChannel("t", 1420)
+	defer dev.Close()
+	key, err := bhcrypto.GeneratePrivateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.New(router.Options{TUN: dev, Bind: a, Identity: &bhcrypto.Identity{
+		Private: key, Public: key.PublicKey(), Cipher: bhcrypto.AESGCM, Prologue: bhcrypto.Prologue("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics(r, "test", fakeSock{udp.SendProhibited: 2, udp.SendUnreachable: 1}, fakeSock{udp.SendProhibited: 1})
+	want := `
+# HELP bridgehead_udp_send_failures_total ` + sendFailuresHelp + `
+# TYPE bridgehead_udp_send_failures_total counter
+bridgehead_udp_send_failures_total{reason="invalid"} 0
+bridgehead_udp_send_failures_total{reason="no_buffers"} 0
+bridgehead_udp_send_failures_total{reason="other"} 0
+bridgehead_udp_send_failures_total{reason="prohibited"} 3
+bridgehead_udp_send_failures_total{reason="too_big"} 0
+bridgehead_udp_send_failures_total{reason="unreachable"} 1
+`
+	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want), "bridgehead_udp_send_failures_total"); err != nil {
+		t.Fatal(err)
+	}
+}
