@@ -307,11 +307,13 @@ func TestLimiterCleanupEverySecond(t *testing.T) {
 	}
 }
 
-// TestResponseToPendingUnderLoad: under load, a response to an initiation
-// of ours that is still pending is completed without a cookie round (a
-// restart with hundreds of peers loads the gateway with exactly these);
-// one for an index we never used is dropped before any DH, and a replay
-// of the completed one costs nothing either.
+// TestResponseToPendingUnderLoad: under load, a response to an
+// initiation of ours that is still pending needs a cookie like any
+// handshake message (as in WireGuard: its index is no secret from whoever
+// relayed or watched the initiation): without mac2 it gets a cookie reply
+// and costs no DH; the responder answers our next attempt with mac2, and
+// that completes under load. One for an index we never used is dropped
+// before any DH, and a replay of the completed one costs nothing either.
 func TestResponseToPendingUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.a.set.bufSize)
@@ -325,16 +327,30 @@ func TestResponseToPendingUnderLoad(t *testing.T) {
 	}
 
 	loadUp(h.a)
-	completed, replies := h.a.Handshakes().Completed, h.a.Handshakes().CookieReplies
+	completed, replies, dh := h.a.Handshakes().Completed, h.a.Handshakes().CookieReplies, h.a.Handshakes().DH
 	h.a.hs.handle(resp, h.bindB.local, h.now, scratch)
-	if got := h.a.Handshakes(); got.Completed != completed+1 || got.CookieReplies != replies {
-		t.Fatalf("response to our pending initiation under load: %+v (completed before %d)", got, completed)
+	if got := h.a.Handshakes(); got.Completed != completed || got.CookieReplies != replies+1 || got.DH != dh {
+		t.Fatalf("response without a cookie under load: %+v (completed before %d)", got, completed)
 	}
-	dh := h.a.Handshakes().DH
-	h.a.hs.handle(resp, h.bindB.local, h.now, scratch) // replay
+	// B takes the cookie; A's next attempt gets a response with mac2.
+	h.b.hs.handleCookieReply(append([]byte(nil), h.bindA.last[:h.bindA.n]...))
+	if n := h.b.drops.Get(Outside, ReasonBadCookie); n != 0 {
+		t.Fatal("B refused A's cookie")
+	}
+	now := h.now.Add(InitiationInterval + time.Millisecond)
+	h.a.hs.initiate(peerB, now, true)
+	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, now, make([]byte, h.b.set.bufSize))
+	resp = append([]byte(nil), h.bindB.last[:h.bindB.n]...)
+	loadUp(h.a)
+	h.a.hs.handle(resp, h.bindB.local, now, scratch)
+	if got := h.a.Handshakes(); got.Completed != completed+1 {
+		t.Fatalf("response with a cookie under load not completed: %+v, drops %+v", got, h.a.drops.snapshot())
+	}
+	dh = h.a.Handshakes().DH
+	h.a.hs.handle(resp, h.bindB.local, now, scratch) // replay
 	forged := append([]byte(nil), resp...)
 	forged[8] ^= 0xff // another receiver index
-	h.a.hs.handle(forged, h.bindB.local, h.now, scratch)
+	h.a.hs.handle(forged, h.bindB.local, now, scratch)
 	if got := h.a.Handshakes(); got.DH != dh || got.Completed != completed+1 {
 		t.Fatalf("a replayed or foreign response cost DH or completed: %+v", got)
 	}

@@ -163,16 +163,38 @@ func (h *handshaker) handle(msg []byte, from netip.AddrPort, now time.Time, scra
 		h.handleCookieReply(msg)
 		return
 	}
+	// A response for a pending index that already failed
+	// maxResponseFailures times is not read: its index is no secret
+	// from whoever relayed or watched our initiation, and a failed
+	// response leaves the initiation pending (so that a forgery cannot
+	// kill it), so without a bound each forgery would cost us the
+	// response's Diffie-Hellman. The retransmission, with a new index,
+	// starts over.
+	// A response for no pending index can complete nothing: dropped
+	// before the gate, it earns no cookie reply either.
+	if msg[0] == bhcrypto.MsgResponse {
+		p := h.pendingFor(msg)
+		switch {
+		case p == nil:
+			h.r.drops.Add(Outside, ReasonUnknownIndex, 1)
+			return
+		case p.hs.responseFailures >= maxResponseFailures:
+			h.r.drops.Add(Outside, ReasonResponseLimited, 1)
+			return
+		}
+	}
 	// Under load, make senders prove they receive at their address
-	// before doing any Diffie-Hellman for them, and bound each source.
-	// A configured peer endpoint that proved it is never refused: the
-	// per-peer initiation interval bounds it instead. A response to an
-	// initiation of ours that is still pending is not held back: it is
-	// what we asked for, its receiver index is a random 32-bit value
-	// only the peer (or someone on the path) has seen, and a pending
-	// index is answered at most once, so it cannot be replayed for work.
-	if h.gate.underLoad(len(h.queue), cap(h.queue), now) && !h.answersPending(msg) {
-		known := h.r.state.Load().byEndpoint[from] != nil
+	// before doing any Diffie-Hellman for them, and bound each source,
+	// responses as much as initiations (as WireGuard does: a response
+	// with a pending index is no proof, the index is seen by whoever
+	// relays or watches our initiation). A responder that gets our
+	// cookie reply answers our next attempt with mac2. A configured
+	// peer endpoint that proved it is never rate limited: the per-peer
+	// initiation interval bounds it instead. A stand-in (a gateway
+	// reached through a hub) is no such endpoint: the hub names the
+	// origin, so it is limited like any source.
+	if h.gate.underLoad(len(h.queue), cap(h.queue), now) {
+		known := !isStandIn(from) && h.r.state.Load().byEndpoint[from] != nil
 		if reply, drop, ok := h.gate.admit(msg, from, known); !ok {
 			h.r.drops.Add(Outside, drop, 1)
 			if reply != nil {
@@ -191,14 +213,24 @@ func (h *handshaker) handle(msg []byte, from netip.AddrPort, now time.Time, scra
 	}
 }
 
-// answersPending reports whether msg is a response to one of our pending
-// initiations (by receiver index alone; ConsumeResponse authenticates it).
-func (h *handshaker) answersPending(msg []byte) bool {
-	if msg[0] != bhcrypto.MsgResponse {
-		return false
-	}
+// maxResponseFailures is how many responses that fail to complete one
+// pending initiation are read (each costs two X25519) before the rest
+// for that index are dropped unread: an honest responder sends one per
+// initiation, so a second is a retransmission's echo or a forgery.
+const maxResponseFailures = 2
+
+// pendingFor returns the peer whose pending initiation the response msg
+// answers, by receiver index alone (ConsumeResponse authenticates it),
+// or nil.
+func (h *handshaker) pendingFor(msg []byte) *Peer {
 	idx, ok := bhcrypto.ResponseReceiverIndex(msg)
-	return ok && h.pending[idx] != nil
+	if !ok {
+		return nil
+	}
+	if p := h.pending[idx]; p != nil && p.hs.pending != nil && p.hs.pendingIndex == idx {
+		return p
+	}
+	return nil
 }
 
 // handshakeDrop maps a handshake error to a drop reason.
@@ -291,6 +323,7 @@ func (h *handshaker) handleResponse(msg []byte, from netip.AddrPort, now time.Ti
 	if err != nil {
 		h.r.drops.Add(Outside, handshakeDrop(err), 1)
 		p.hsFailed.Add(1)
+		p.hs.responseFailures++
 		return
 	}
 	delete(h.pending, idx)
@@ -405,6 +438,7 @@ func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 	p.hs.pending = in
 	p.handshaking.Store(true)
 	p.hs.pendingIndex = idx
+	p.hs.responseFailures = 0
 	p.hs.lastSent = now
 	p.hs.retryAfter = RekeyTimeout + h.jitter()
 	h.pending[idx] = p

@@ -147,6 +147,9 @@ type peerHandshake struct {
 	// laneAsked is laneTag of the last session on which the prober
 	// sent a probe to learn whether the peer reads lane bytes.
 	laneAsked uint64
+	// responseFailures counts the responses for pendingIndex that
+	// failed (handshake.go, maxResponseFailures).
+	responseFailures int
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {
