@@ -71,6 +71,13 @@ func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 	b.lane = l
 	wait, release := r.expressOutsideWait(l)
 	defer release()
+	var guard *expressGuard
+	if l == r.express.lane {
+		// Only authenticated express transport messages, within
+		// the express budget, are handled here (outside_express.go).
+		guard = r.expressGuardFor(l)
+		defer guard.stop()
+	}
 	failures := 0
 	for {
 		var n int
@@ -94,8 +101,9 @@ func (r *Router) outsideLane(ctx context.Context, l *lane) error {
 		}
 		now := r.clock.Now()
 		l.health.outside.Store(r.mono.ns(now))
-		if l == r.express.lane {
+		if guard != nil {
 			r.express.count.received.Add(uint64(n))
+			n = r.expressSort(guard, b, n, now)
 		}
 		r.receiveBatch(b, n, now)
 		l.health.outside.Store(0)

@@ -1,0 +1,166 @@
+package router
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/udp"
+)
+
+// The express socket's input, policed.
+//
+// The kernel steers a transport message with lane byte udp.ExpressLane
+// to the express socket, but it cannot authenticate: anyone may send
+// datagrams with that byte, and datagrams the steering program leaves to
+// the kernel's hash (handshakes, relay messages, transport messages
+// with lane byte 0 from gateways that do not read lane bytes) reach the
+// express socket too, for one socket's share of source addresses. With
+// ExpressPriority the express outside loop runs at real-time priority,
+// so whatever it opens preempts the bulk lanes. It therefore handles
+// itself only transport messages carrying the express lane byte, and of
+// those at most ExpressRate a second (ExpressBurst at once): an honest
+// express lane carries sparse flows only, each held to its token bucket
+// by the sender (sparse.go). Everything else it copies, in the batch's
+// order, to a spill loop on an ordinary goroutine, which handles it as
+// any lane's outside loop would; a forged express datagram that fails
+// its tag costs the real-time thread one token, no more. When the spill
+// loop is behind (expressSpillBatches batches waiting) the rest is
+// dropped and counted (express_overflow): input beyond the express
+// lane's budget must not take real-time time, nor unbounded memory.
+//
+// What it cannot help: a relay message is forwarded (or unwrapped) by
+// transit.Bind inside the socket's Receive, before the router sees it;
+// on a hub that uses an express lane, the share of spokes whose ports
+// hash to the express socket is forwarded on the real-time thread. The
+// steering program should never hash onto the express socket (package
+// udp).
+const (
+	// ExpressRate is how many express datagrams a second the express
+	// outside loop opens itself; ExpressBurst how many at once.
+	ExpressRate  = 16384
+	ExpressBurst = 256
+	// expressSpillBatches is how many batches may wait for the spill
+	// loop.
+	expressSpillBatches = 4
+)
+
+// expressGuard is the express outside loop's policing and its spill
+// loop. bucket is owned by the express outside loop; the batches pass
+// between the two loops over the channels; the counters are read by any
+// goroutine.
+type expressGuard struct {
+	tokens float64
+	last   int64 // mono ns of the last refill; 0: never
+
+	free  chan *outsideBatch
+	queue chan spillWork
+	done  sync.WaitGroup
+
+	// spilled counts datagrams the spill loop handled, policed those
+	// of them that carried the express lane byte (over budget).
+	spilled, policed atomic.Uint64
+}
+
+type spillWork struct {
+	b   *outsideBatch
+	n   int
+	now time.Time
+}
+
+// newExpressGuard returns a guard with its spill batches, for lane l.
+func (r *Router) newExpressGuard(l *lane) *expressGuard {
+	g := &expressGuard{
+		tokens: ExpressBurst,
+		free:   make(chan *outsideBatch, expressSpillBatches),
+		queue:  make(chan spillWork, expressSpillBatches),
+	}
+	for range expressSpillBatches {
+		b := r.newOutsideBatch()
+		b.lane = l
+		g.free <- b
+	}
+	return g
+}
+
+// take reports whether the express loop may open one more express
+// datagram at ns.
+func (g *expressGuard) take(ns int64) bool {
+	if g.last != 0 && ns > g.last {
+		g.tokens = min(ExpressBurst, g.tokens+float64(ns-g.last)*ExpressRate/1e9)
+	}
+	g.last = ns
+	if g.tokens < 1 {
+		return false
+	}
+	g.tokens--
+	return true
+}
+
+// sort keeps in b the datagrams the express loop handles itself, in
+// order, and returns how many; the others go to the spill loop (or are
+// dropped, counted, when it is behind). It allocates nothing.
+func (r *Router) expressSort(g *expressGuard, b *outsideBatch, n int, now time.Time) int {
+	ns := r.mono.ns(now)
+	var sb *outsideBatch
+	full := false
+	spill, kept := 0, 0
+	for i := range n {
+		msg := b.bufs[i][:b.sizes[i]]
+		express := len(msg) >= bhcrypto.TransportOverhead && msg[0] == bhcrypto.MsgTransport && msg[1] == udp.ExpressLane
+		if express && g.take(ns) {
+			b.bufs[kept], b.bufs[i] = b.bufs[i], b.bufs[kept]
+			b.sizes[kept], b.eps[kept] = b.sizes[i], b.eps[i]
+			kept++
+			continue
+		}
+		if sb == nil && !full {
+			select {
+			case sb = <-g.free:
+			default:
+				full = true
+			}
+		}
+		if sb == nil {
+			r.drops.Add(Outside, ReasonExpressOverflow, 1)
+			continue
+		}
+		if express {
+			g.policed.Add(1)
+		}
+		buf := sb.bufs[spill][:cap(sb.bufs[spill])]
+		sb.sizes[spill] = copy(buf, msg)
+		sb.eps[spill] = b.eps[i]
+		spill++
+	}
+	if sb != nil {
+		g.spilled.Add(uint64(spill))
+		g.queue <- spillWork{sb, spill, now} // never blocks: queue holds every batch of free
+	}
+	return kept
+}
+
+// spillLoop handles what the express loop left to it, on an ordinary
+// goroutine, until the queue closes.
+func (r *Router) spillLoop(g *expressGuard) {
+	defer g.done.Done()
+	for w := range g.queue {
+		r.receiveBatch(w.b, w.n, w.now)
+		g.free <- w.b
+	}
+}
+
+// expressGuardFor starts lane l's guard and its spill loop; stop ends
+// the loop once it has handled what was queued.
+func (r *Router) expressGuardFor(l *lane) *expressGuard {
+	g := r.newExpressGuard(l)
+	g.done.Add(1)
+	go r.spillLoop(g)
+	return g
+}
+
+func (g *expressGuard) stop() {
+	close(g.queue)
+	g.done.Wait()
+}
