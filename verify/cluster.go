@@ -45,6 +45,18 @@ type ClusterOptions struct {
 	KubeletPort   uint16
 	// RelayClient is the TLS client config for a relay with mTLS.
 	RelayClient *tls.Config
+	// Peers, when set, makes each of Pods a verify pod of the same run:
+	// after its echo, it is asked over the peer protocol (UDP PeerPort)
+	// which source address it saw, and PodAddr, this pod's own, must
+	// arrive unchanged (pod traffic between sites is never SNATed).
+	Peers    PeerAsker
+	PeerPort uint16
+	PodAddr  netip.Addr
+}
+
+// PeerAsker asks a verify peer which source address it sees (PeerSocket).
+type PeerAsker interface {
+	Hello(ctx context.Context, dst netip.AddrPort, timeout time.Duration) (netip.Addr, time.Duration, error)
 }
 
 // RunCluster performs the node or pod checks and returns the report:
@@ -137,6 +149,28 @@ func (c *clusterRun) pods(ctx context.Context) {
 }
 
 func (c *clusterRun) pod(ctx context.Context, a netip.Addr, site, how string, chk Check) Check {
+	chk = c.podEcho(ctx, a, site, how, chk)
+	if c.o.Peers == nil || chk.Result != Pass {
+		return chk
+	}
+	seen, _, err := c.o.Peers.Hello(ctx, netip.AddrPortFrom(a, c.o.PeerPort), c.o.Timeout)
+	switch {
+	case err != nil:
+		chk.Result, chk.Figure = Fail, chk.Figure+", udp no answer"
+		chk.Detail = fmt.Sprintf("%s answers ping but not UDP %d (%v): a firewall or NetworkPolicy between the pods, or the node agent's rules on either node (nft list ruleset)",
+			a, c.o.PeerPort, err)
+	case c.o.PodAddr.IsValid() && seen != c.o.PodAddr:
+		chk.Result, chk.Figure = Fail, chk.Figure+", source "+c.o.PodAddr.String()+" arrived as "+seen.String()
+		chk.Detail = fmt.Sprintf("%s saw this pod's traffic come from %s, not %s: something SNATs pod traffic %s; pods keep their addresses end to end (NetworkPolicy by pod depends on it): the node agent's SNAT rule (nft list table inet bridgehead-node) and any other CNI or firewall on the way",
+			a, seen, c.o.PodAddr, how)
+	default:
+		chk.Figure += ", source kept"
+	}
+	return chk
+}
+
+// podEcho: ICMP echoes to a pod, small then as large as the link MTU.
+func (c *clusterRun) podEcho(ctx context.Context, a netip.Addr, site, how string, chk Check) Check {
 	rtt, err := c.ping(ctx, a, echoSize, c.o.Timeout)
 	if err != nil {
 		chk.Result, chk.Figure = Fail, "icmp no reply"

@@ -184,6 +184,16 @@ func TestClusterFailures(t *testing.T) {
 		}, map[string][2]string{
 			"callback": {"FAIL", "cannot connect to the relay: i/o timeout: is the relay listening on 10.224.0.4:8131, and is its gateway up"},
 		}},
+		{"peer snat", func(n *clusterNet, o *ClusterOptions) {
+			o.Peers, o.PeerPort, o.PodAddr = fakePeers{seen: a("10.224.0.4")}, DefaultPeerPort, a("10.245.2.9")
+		}, map[string][2]string{
+			"pod": {"FAIL", "saw this pod's traffic come from 10.224.0.4, not 10.245.2.9: something SNATs pod traffic"},
+		}},
+		{"peer udp blocked", func(n *clusterNet, o *ClusterOptions) {
+			o.Peers, o.PeerPort, o.PodAddr = fakePeers{err: errTimeout{}}, DefaultPeerPort, a("10.245.2.9")
+		}, map[string][2]string{
+			"pod": {"FAIL", "answers ping but not UDP 4790"},
+		}},
 		{"pod outside the cluster", func(n *clusterNet, o *ClusterOptions) { o.Pods = append(o.Pods, a("172.31.0.9")) }, map[string][2]string{
 			"pod": {"FAIL", "in no site's CIDRs"},
 		}},
@@ -293,4 +303,27 @@ func FuzzTooBig(f *testing.F) {
 		}
 		tooBig(msg, dst, 7, 9) // must not panic
 	})
+}
+
+// fakePeers answers every hello with seen, or fails with err.
+type fakePeers struct {
+	seen netip.Addr
+	err  error
+}
+
+func (f fakePeers) Hello(context.Context, netip.AddrPort, time.Duration) (netip.Addr, time.Duration, error) {
+	return f.seen, time.Millisecond, f.err
+}
+
+// TestClusterPeers: verify pods of one run see each other's own
+// addresses: the pod check says so.
+func TestClusterPeers(t *testing.T) {
+	o := clusterOptions(t, healthyCluster())
+	o.Peers, o.PeerPort, o.PodAddr = fakePeers{seen: netip.MustParseAddr("10.245.2.9")}, DefaultPeerPort, netip.MustParseAddr("10.245.2.9")
+	rep := RunCluster(context.Background(), o)
+	var buf bytes.Buffer
+	rep.WriteTable(&buf)
+	if !rep.OK() || strings.Count(buf.String(), "1420 bytes, source kept") != 2 {
+		t.Fatalf("peers keep their addresses:\n%s", buf.String())
+	}
 }

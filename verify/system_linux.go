@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -28,6 +29,11 @@ type SystemNetwork struct{}
 // ignores the kernel's cached path MTU (IP_PMTUDISC_PROBE), so a size
 // larger than the path answers nothing instead of being fragmented.
 func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, timeout time.Duration) (time.Duration, error) {
+	return ping(ctx, src, dst, size, timeout, false)
+}
+
+// ping is Ping; dgram skips the raw socket and uses a datagram one.
+func ping(ctx context.Context, src, dst netip.Addr, size int, timeout time.Duration, dgram bool) (time.Duration, error) {
 	network, listen, proto, hdr := "ip4:icmp", "0.0.0.0", 1, 20
 	var reqType, replyType icmp.Type = ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply
 	if dst.Is6() {
@@ -58,7 +64,18 @@ func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, ti
 		}
 		return serr
 	}}
-	pc, err := lc.ListenPacket(ctx, network, listen)
+	var pc net.PacketConn
+	var err error
+	if !dgram {
+		pc, err = lc.ListenPacket(ctx, network, listen)
+	}
+	unprivileged := false
+	if dgram || errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+		// No CAP_NET_RAW (a pod of the restricted Pod Security level):
+		// an ICMP datagram socket, which net.ipv4.ping_group_range allows.
+		pc, err = dgramICMP(src, dst)
+		unprivileged = true
+	}
 	if err != nil {
 		return 0, fmt.Errorf("ping: %w", err)
 	}
@@ -72,7 +89,11 @@ func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, ti
 		return 0, err
 	}
 	start := time.Now()
-	if _, err := pc.WriteTo(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
+	var to net.Addr = &net.IPAddr{IP: dst.AsSlice()}
+	if unprivileged {
+		to = &net.UDPAddr{IP: dst.AsSlice()}
+	}
+	if _, err := pc.WriteTo(b, to); err != nil {
 		return 0, err
 	}
 	deadline := start.Add(timeout)
@@ -86,11 +107,14 @@ func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, ti
 		if err != nil {
 			return 0, err
 		}
-		ip, ok := from.(*net.IPAddr)
-		if !ok {
-			continue
+		var fromIP net.IP
+		switch f := from.(type) {
+		case *net.IPAddr:
+			fromIP = f.IP
+		case *net.UDPAddr:
+			fromIP = f.IP
 		}
-		a, ok := netip.AddrFromSlice(ip.IP)
+		a, ok := netip.AddrFromSlice(fromIP)
 		if !ok {
 			continue
 		}
@@ -104,10 +128,50 @@ func (SystemNetwork) Ping(ctx context.Context, src, dst netip.Addr, size int, ti
 		if err != nil || m.Type != replyType {
 			continue
 		}
-		if e, ok := m.Body.(*icmp.Echo); ok && e.ID == id && e.Seq == seq {
+		// A datagram socket's echoes carry the kernel's identifier (it
+		// demultiplexes replies by it), not ours.
+		if e, ok := m.Body.(*icmp.Echo); ok && (e.ID == id || unprivileged) && e.Seq == seq {
 			return time.Since(start), nil
 		}
 	}
+}
+
+// dgramICMP opens an ICMP datagram socket ("ping socket", no CAP_NET_RAW
+// needed when the group is in net.ipv4.ping_group_range) toward dst with
+// don't-fragment and no cached path MTU, bound to src when valid. Errors
+// (too big) are not read from it: a path that is too small shows as a
+// size that gets no answer.
+func dgramICMP(src, dst netip.Addr) (net.PacketConn, error) {
+	family, proto := unix.AF_INET, unix.IPPROTO_ICMP
+	if dst.Is6() {
+		family, proto = unix.AF_INET6, unix.IPPROTO_ICMPV6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return nil, fmt.Errorf("icmp datagram socket (is this group in net.ipv4.ping_group_range?): %w", err)
+	}
+	if dst.Is6() {
+		err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_PROBE)
+		if err == nil {
+			err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_DONTFRAG, 1)
+		}
+	} else {
+		err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
+	}
+	if err == nil && src.IsValid() {
+		if src.Is4() {
+			err = unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()})
+		} else {
+			err = unix.Bind(fd, &unix.SockaddrInet6{Addr: src.As16()})
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "icmp")
+	defer f.Close()
+	return net.FilePacketConn(f)
 }
 
 // Dial implements Network.
