@@ -188,7 +188,11 @@
 // Gateways, no nodes) and each site's node slices of at most 500 nodes.
 // buildPlan makes it from the informer caches alone: the Sites, the
 // Gateways with a public key and endpoint (spec, else what the gateway
-// registered in status), and the Nodes that carry the site label and the
+// registered in status) or with a public key and spec.behindNAT (a
+// gateway behind NAT has no endpoint, ever, so it cannot wait for one:
+// the Gateway says so explicitly, because "no endpoint yet" would
+// otherwise be indistinguishable from "not registered yet"; its Site's
+// spec.via names its hubs, as `via` does in a catalog file), and the Nodes that carry the site label and the
 // pod-cidrs annotation (their first InternalIP of each family; a block of
 // a family the node has no address of is left out, with an Event).
 //

@@ -27,7 +27,8 @@ type plan struct {
 	// nodeNotes: Nodes published without a block of a family they have
 	// no InternalIP of (no route could reach it).
 	nodeNotes map[string]string
-	// unregistered counts Gateways without a key or endpoint yet.
+	// unregistered counts Gateways without a key, or without an
+	// endpoint and not behind NAT, yet.
 	unregistered int
 	nodes        int
 }
@@ -41,7 +42,9 @@ type plan struct {
 // to no Site fails the whole plan: nothing is published.
 //
 // A Gateway enters once it has a public key and an endpoint (in spec, or
-// registered in status); a Node once it carries the site label and the
+// registered in status), or a public key and spec.behindNAT (a gateway
+// behind NAT, published without an endpoint: its Site reaches the
+// others directly or through its hubs, spec.via); a Node once it carries the site label and the
 // pod-cidrs annotation, with its first InternalIP of each family.
 func buildPlan(sites []*v1alpha1.Site, gws []*v1alpha1.Gateway, nodes []*corev1.Node, invalid map[string]string) (*plan, error) {
 	p := &plan{leftOut: map[string]string{}, nodeProblems: map[string]string{}, nodeNotes: map[string]string{}, relays: map[string]*v1alpha1.RelaySpec{}}
@@ -66,7 +69,7 @@ func buildPlan(sites []*v1alpha1.Site, gws []*v1alpha1.Gateway, nodes []*corev1.
 		if !keep[g.Spec.Site] {
 			continue
 		}
-		if cmp.Or(g.Spec.PublicKey, g.Status.PublicKey) == "" || cmp.Or(g.Spec.Endpoint, g.Status.Endpoint) == "" {
+		if cmp.Or(g.Spec.PublicKey, g.Status.PublicKey) == "" || (cmp.Or(g.Spec.Endpoint, g.Status.Endpoint) == "" && !g.Spec.BehindNAT) {
 			p.unregistered++
 			continue
 		}

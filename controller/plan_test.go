@@ -80,6 +80,16 @@ func TestBuildPlan(t *testing.T) {
 			g[1].Spec.PublicKey = ""
 			return g, n
 		}, published: "a:a-1,a-2", leftOut: map[string]string{"b": `site "b" has no gateways`}},
+		{name: "behind NAT, reached through a hub", edit: func(s []*v1alpha1.Site, g []*v1alpha1.Gateway, n []*corev1.Node) ([]*v1alpha1.Gateway, []*corev1.Node) {
+			s[0].Spec.Via = []string{"a"}
+			g[1].Spec.Endpoint, g[1].Spec.BehindNAT = "", true
+			g[1].Status.Endpoint = "198.51.100.7:4000" // what a NATed gateway might register: ignored
+			return g, n
+		}, published: "a:a-1,a-2 b:b-1"},
+		{name: "behind NAT, not registered yet", edit: func(s []*v1alpha1.Site, g []*v1alpha1.Gateway, n []*corev1.Node) ([]*v1alpha1.Gateway, []*corev1.Node) {
+			g[1].Spec.Endpoint, g[1].Spec.BehindNAT, g[1].Spec.PublicKey = "", true, ""
+			return g, n
+		}, published: "a:a-1,a-2", leftOut: map[string]string{"b": `site "b" has no gateways`}},
 		{name: "no gateways at all", edit: func(_ []*v1alpha1.Site, _ []*v1alpha1.Gateway, n []*corev1.Node) ([]*v1alpha1.Gateway, []*corev1.Node) {
 			return nil, n
 		}, published: "", leftOut: map[string]string{"a": "no Gateway", "b": "no Gateway"}},
@@ -122,6 +132,9 @@ func TestBuildPlan(t *testing.T) {
 					}
 				}
 				got = append(got, site.Name+":"+strings.Join(names, ","))
+				if strings.HasPrefix(tc.name, "behind NAT") && site.Name == "b" && (len(site.Gateways) != 1 || site.Gateways[0].HasEndpoint()) {
+					t.Errorf("site b's gateways %+v, want one without an endpoint", site.Gateways)
+				}
 			}
 			if strings.Join(got, " ") != tc.published {
 				t.Errorf("published %q, want %q", strings.Join(got, " "), tc.published)

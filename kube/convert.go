@@ -107,6 +107,8 @@ func FromConfig(c *config.Config) (*Resources, error) {
 					Address6:  v1.IPv6(addrString(g.Address6)),
 					Endpoint:  g.Endpoint,
 					PublicKey: g.PublicKey,
+					// In a catalog, no endpoint is behind NAT.
+					BehindNAT: !g.HasEndpoint(),
 				},
 			})
 		}
@@ -284,8 +286,9 @@ func siteToConfig(s *v1.Site) (config.Site, error) {
 
 func gatewayToConfig(g *v1.Gateway) (config.Gateway, error) {
 	out := config.Gateway{Name: gatewayConfigName(g), Endpoint: g.Spec.Endpoint, PublicKey: g.Spec.PublicKey}
-	// A gateway that registered itself publishes what spec leaves out.
-	if out.Endpoint == "" {
+	// A gateway that registered itself publishes what spec leaves out;
+	// one behind NAT has no endpoint, whatever its status says.
+	if out.Endpoint == "" && !g.Spec.BehindNAT {
 		out.Endpoint = g.Status.Endpoint
 	}
 	if out.PublicKey == "" {

@@ -127,6 +127,7 @@ func TestCRDsInRealAPIServer(t *testing.T) {
 		{"relay port", &v1.Site{ObjectMeta: metav1.ObjectMeta{Name: "b5"}, Spec: v1.SiteSpec{Relay: &v1.RelaySpec{Port: 70000}}}, "Site", "relay.port"},
 		{"gateway address", &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "b6"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.300"}}, "Gateway", "must be an IP address"},
 		{"gateway key", &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "b7"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.7", PublicKey: "short"}}, "Gateway", "publicKey"},
+		{"gateway behind NAT with an endpoint", &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "b9"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.9", Endpoint: "203.0.113.9:51820", BehindNAT: true}}, "Gateway", "a gateway behindNAT has no endpoint"},
 		{"gateway address6 family", &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: "b8"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.8", Address6: "10.1.0.8"}}, "Gateway", "must be an IPv6 address"},
 	}
 	for _, tc := range bad {

@@ -235,6 +235,12 @@ type Gateway struct {
 
 // GatewaySpec is a gateway's place in its site (config.Gateway). Endpoint
 // and PublicKey may be left for the gateway to publish in its status.
+//
+// A gateway behind NAT has no endpoint at all (config.Gateway with no
+// endpoint): spec.behindNAT says so, so that the controller publishes it
+// without waiting for an endpoint it will never register. It cannot also
+// have a spec.endpoint.
+// +kubebuilder:validation:XValidation:rule="!(has(self.behindNAT) && self.behindNAT && has(self.endpoint) && self.endpoint != '')",message="a gateway behindNAT has no endpoint: remove spec.endpoint, or set behindNAT to false",fieldPath=".endpoint",reason=FieldValueForbidden
 type GatewaySpec struct {
 	// Site is the name of the gateway's Site; it cannot change.
 	// +kubebuilder:validation:MinLength=1
@@ -256,6 +262,14 @@ type GatewaySpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{43}=$`
 	// +optional
 	PublicKey string `json:"publicKey,omitempty"`
+	// BehindNAT: the gateway has no endpoint (it sits behind NAT, and
+	// nothing can open a session toward it). It opens its sessions toward
+	// the gateways that have one, and reaches other sites' gateways
+	// without one through its Site's hubs (spec.via). The catalog lists
+	// it without an endpoint once it has a public key; an endpoint in its
+	// status is ignored.
+	// +optional
+	BehindNAT bool `json:"behindNAT,omitempty"`
 }
 
 // GatewayStatus is written by the gateway itself, and only by it
