@@ -2,15 +2,15 @@ package config
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
+	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bridgehead/bridgehead/relay"
 )
 
 // Defaults of the relay section.
@@ -51,6 +51,13 @@ type Relay struct {
 	// HeaderTimeout cuts off a client that has not completed its TLS
 	// handshake and CONNECT request within it.
 	HeaderTimeout time.Duration `yaml:"headerTimeout"`
+	// MaxPendingPerSource bounds the connections one client address
+	// (IPv6: /64) may have in the request phase; 0: the relay's default
+	// (relay.DefaultMaxPendingPerSource).
+	MaxPendingPerSource int `yaml:"maxPendingPerSource"`
+	// AllowedClients, when set, are the only client prefixes the relay
+	// takes connections from, with or without TLS.
+	AllowedClients []netip.Prefix `yaml:"allowedClients"`
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`
@@ -62,6 +69,10 @@ type RelayTLS struct {
 	CertFile     string `yaml:"certFile"`
 	KeyFile      string `yaml:"keyFile"`
 	ClientCAFile string `yaml:"clientCAFile"`
+	// ClientNames, when set, pins the clients: a certificate signed by
+	// ClientCAFile must also carry one of these as its subject common
+	// name, a DNS name or a URI (relay.TLSFiles).
+	ClientNames []string `yaml:"clientNames"`
 }
 
 // RelayPath is p taken relative to the directory of the config file when
@@ -94,8 +105,13 @@ func (d *decoder) relay(n *yaml.Node, path string, c *Config) {
 				{"certFile", d.str(&r.TLS.CertFile)},
 				{"keyFile", d.str(&r.TLS.KeyFile)},
 				{"clientCAFile", d.str(&r.TLS.ClientCAFile)},
+				{"clientNames", d.strs(&r.TLS.ClientNames)},
 			})
 		}},
+		{"maxPendingPerSource", func(n *yaml.Node, path string) {
+			r.MaxPendingPerSource = d.intIn(n, path, 1, maxRelayConnections)
+		}},
+		{"allowedClients", d.prefixes(&r.AllowedClients)},
 		{"maxConnections", func(n *yaml.Node, path string) {
 			r.MaxConnections = d.intIn(n, path, 1, maxRelayConnections)
 		}},
@@ -222,29 +238,19 @@ func checkRelayPlan(c *Config, r *reporter, opts CheckOptions) {
 }
 
 // LoadRelayTLS reads the relay's certificate, key and client CA into a
-// server config that requires and verifies client certificates. It
-// returns nil, nil when the relay has no tls section.
+// server config that requires and verifies client certificates, pins
+// clientNames, and reads the files again when they change (a renewed
+// certificate applies to new clients without a restart; relay.LoadTLS).
+// It returns nil, nil when the relay has no tls section.
 func LoadRelayTLS(c *Config) (*tls.Config, error) {
 	if c.Relay == nil || c.Relay.TLS == nil {
 		return nil, nil
 	}
 	t := c.Relay.TLS
-	cert, err := tls.LoadX509KeyPair(c.RelayPath(t.CertFile), c.RelayPath(t.KeyFile))
-	if err != nil {
-		return nil, fmt.Errorf("certFile %s, keyFile %s: %v", t.CertFile, t.KeyFile, err)
-	}
-	pemData, err := os.ReadFile(c.RelayPath(t.ClientCAFile))
-	if err != nil {
-		return nil, fmt.Errorf("clientCAFile: %v", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemData) {
-		return nil, fmt.Errorf("clientCAFile %s holds no PEM certificate", t.ClientCAFile)
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS12,
-	}, nil
+	return relay.LoadTLS(relay.TLSFiles{
+		CertFile: c.RelayPath(t.CertFile), KeyFile: c.RelayPath(t.KeyFile),
+		ClientCAFile: c.RelayPath(t.ClientCAFile), ClientNames: t.ClientNames,
+	}, func(err error) {
+		slog.Warn("relay: TLS files changed but do not load; still serving the last good ones", "err", err)
+	})
 }

@@ -64,14 +64,14 @@ func (c *conn) shut(reason string) {
 }
 
 // handle runs one client from its first byte to the access log line.
-func (r *Relay) handle(nc net.Conn, cfg *Config) {
+func (r *Relay) handle(nc net.Conn, cfg *Config, key netip.Prefix) {
 	start := time.Now()
 	client := nc.RemoteAddr().String()
 	inHeader := true
 	defer func() {
 		if inHeader {
 			r.mu.Lock()
-			r.pending--
+			r.endPending(key)
 			r.mu.Unlock()
 		}
 	}()
@@ -81,8 +81,12 @@ func (r *Relay) handle(nc net.Conn, cfg *Config) {
 		tc := tls.Server(nc, cfg.TLS)
 		if err := tc.Handshake(); err != nil {
 			reason := ReasonTLS
-			if isTimeout(err) {
+			var idErr *identityError
+			switch {
+			case isTimeout(err):
 				reason = ReasonHeaderTimeout
+			case errors.As(err, &idErr):
+				reason = ReasonClientIdentity
 			}
 			r.refuse(reason)
 			r.accessLog(client, "", "", reason, err.Error(), 0, 0, time.Since(start), "")
@@ -157,7 +161,7 @@ func (r *Relay) handle(nc net.Conn, cfg *Config) {
 			fmt.Sprintf("%d relayed connections to %s (maxConnectionsPerDestination)", cfg.MaxConnectionsPerDestination, dst), start)
 		return
 	}
-	r.pending--
+	r.endPending(key)
 	inHeader = false
 	r.conns[c] = struct{}{}
 	r.perDest[dst]++

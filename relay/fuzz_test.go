@@ -55,7 +55,7 @@ func FuzzRequest(f *testing.F) {
 		r.pending++ // as accept does
 		r.mu.Unlock()
 		done := make(chan struct{})
-		go func() { defer close(done); r.handle(server, r.cfg.Load()) }()
+		go func() { defer close(done); r.handle(server, r.cfg.Load(), netip.Prefix{}) }()
 		go func() { client.Write(req) }()
 		client.SetReadDeadline(time.Now().Add(time.Second))
 		var got bytes.Buffer

@@ -39,8 +39,53 @@ type Config struct {
 	// the kernel chooses. Source6 is the IPv6 counterpart.
 	Source, Source6 netip.Addr
 	// TLS, when not nil, is the server config: the relay speaks TLS and
-	// the config decides which client certificates it accepts.
+	// the config decides which client certificates it accepts (LoadTLS
+	// makes one that follows its files and pins client identities).
 	TLS *tls.Config
+	// MaxPendingPerSource bounds the connections one client source (an
+	// IPv4 address, an IPv6 /64) may have in the request phase (TLS
+	// handshake and CONNECT request), so that one client cannot hold
+	// every slot of MaxConnections there. 0: DefaultMaxPendingPerSource,
+	// at most MaxConnections.
+	MaxPendingPerSource int
+	// AllowedClients, when not empty, are the only source prefixes the
+	// relay takes connections from; others are closed at once, before
+	// any TLS or request (reason client_not_allowed). With or without
+	// TLS.
+	AllowedClients []netip.Prefix
+}
+
+// DefaultMaxPendingPerSource is MaxPendingPerSource's default: room for
+// a busy API server's burst of callbacks, a sixteenth of the default
+// MaxConnections.
+const DefaultMaxPendingPerSource = 64
+
+// maxPendingPerSource is c's per-source bound in the request phase.
+func (c *Config) maxPendingPerSource() int {
+	n := c.MaxPendingPerSource
+	if n <= 0 {
+		n = DefaultMaxPendingPerSource
+	}
+	return min(n, c.MaxConnections)
+}
+
+// clientAllowed reports whether a client at src may connect.
+func (c *Config) clientAllowed(src netip.Addr) bool {
+	if len(c.AllowedClients) == 0 {
+		return true
+	}
+	return containsAny(c.AllowedClients, src.Unmap())
+}
+
+// sourceKey is the unit of the per-source bound: an IPv4 address, or the
+// /64 of an IPv6 one (a single host usually holds a whole /64).
+func sourceKey(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
 }
 
 // Site is one site's address plan as the relay sees it.
@@ -63,6 +108,13 @@ func (c *Config) validate() error {
 		return fmt.Errorf("relay: IdleTimeout and HeaderTimeout must be positive")
 	case len(c.AllowedPorts) == 0:
 		return fmt.Errorf("relay: no allowed ports")
+	case c.MaxPendingPerSource < 0:
+		return fmt.Errorf("relay: MaxPendingPerSource %d must not be negative", c.MaxPendingPerSource)
+	}
+	for _, p := range c.AllowedClients {
+		if !p.IsValid() {
+			return fmt.Errorf("relay: AllowedClients holds an invalid prefix")
+		}
 	}
 	return nil
 }

@@ -33,6 +33,14 @@ const (
 	// No response: the TLS handshake failed (e.g. a client certificate
 	// from another CA).
 	ReasonTLS Reason = "tls"
+	// 503: the client's source has maxPendingPerSource connections in
+	// the request phase already.
+	ReasonSourceLimit Reason = "source_limit"
+	// No response: the client's address is outside allowedClients.
+	ReasonClientNotAllowed Reason = "client_not_allowed"
+	// No response: the client certificate verified, but names none of
+	// the allowed client identities (LoadTLS).
+	ReasonClientIdentity Reason = "client_identity"
 	// 502 / 504: the destination refused or did not answer.
 	ReasonDialFailed  Reason = "dial_failed"
 	ReasonDialTimeout Reason = "dial_timeout"
@@ -42,7 +50,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{ReasonBadRequest, ReasonMethod, ReasonHostname, ReasonNotInSite, ReasonLocalSite,
 		ReasonPodCIDR, ReasonPort, ReasonLimit, ReasonDestinationLimit, ReasonHeaderTimeout, ReasonTLS,
-		ReasonDialFailed, ReasonDialTimeout}
+		ReasonDialFailed, ReasonDialTimeout, ReasonSourceLimit, ReasonClientNotAllowed, ReasonClientIdentity}
 }
 
 // status is the HTTP status a refusal answers with; 0 for none.
@@ -54,7 +62,7 @@ func (r Reason) status() int {
 		return http.StatusMethodNotAllowed
 	case ReasonHostname, ReasonNotInSite, ReasonLocalSite, ReasonPodCIDR, ReasonPort:
 		return http.StatusForbidden
-	case ReasonLimit, ReasonDestinationLimit:
+	case ReasonLimit, ReasonDestinationLimit, ReasonSourceLimit:
 		return http.StatusServiceUnavailable
 	case ReasonDialFailed:
 		return http.StatusBadGateway

@@ -10,6 +10,13 @@
 // address, so the kernel routes the connection into the TUN like any
 // other traffic to the remote site.
 //
+// Clients are bounded too: an optional allow-list of source prefixes
+// (Config.AllowedClients), at most MaxPendingPerSource connections in the
+// request phase per source, so that one client cannot hold every slot of
+// it, and with TLS a client certificate that chains to the client CA and,
+// when pinned, names an allowed identity (LoadTLS, which also reads its
+// files again when they change).
+//
 // Ownership and concurrency: a Relay owns the listeners passed to Serve
 // and every connection it accepts or dials, until Close. SetConfig,
 // Status and Close are safe from any goroutine. Each client connection
@@ -70,6 +77,7 @@ type Relay struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	pending   int                    // connections still in the header phase
+	pendingBy map[netip.Prefix]int   // pending by client source (sourceKey)
 	conns     map[*conn]struct{}     // connections past the policy check
 	perDest   map[netip.AddrPort]int // len(conns) by destination
 	closed    bool
@@ -91,7 +99,7 @@ func New(o Options) (*Relay, error) {
 		return nil, fmt.Errorf("relay: metrics: %w", err)
 	}
 	r := &Relay{log: o.Logger, m: m, dial: o.Dial, conns: map[*conn]struct{}{},
-		perDest: map[netip.AddrPort]int{}, refused: map[Reason]uint64{}}
+		perDest: map[netip.AddrPort]int{}, pendingBy: map[netip.Prefix]int{}, refused: map[Reason]uint64{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -183,32 +191,69 @@ func (r *Relay) acceptLoop(ln net.Listener) error {
 	}
 }
 
-// accept starts the goroutine of one client, or turns it away at once
-// when maxConnections clients are already sending their request.
+// accept starts the goroutine of one client, or turns it away at once:
+// a source outside allowedClients (closed without a word), or when
+// maxConnections clients in all, or maxPendingPerSource from its source,
+// are already sending their request.
 func (r *Relay) accept(nc net.Conn) {
 	cfg := r.cfg.Load()
+	src := remoteAddr(nc)
+	if !cfg.clientAllowed(src) {
+		r.refuse(ReasonClientNotAllowed)
+		r.accessLog(nc.RemoteAddr().String(), "", "", ReasonClientNotAllowed, "not in allowedClients", 0, 0, 0, "")
+		nc.Close()
+		return
+	}
+	key := sourceKey(src)
 	r.mu.Lock()
-	if r.closed || r.pending >= cfg.MaxConnections {
-		closed := r.closed
+	reason, why := ReasonNone, ""
+	switch {
+	case r.closed:
 		r.mu.Unlock()
-		if closed {
-			nc.Close()
-			return
-		}
-		r.refuse(ReasonLimit)
-		r.accessLog(nc.RemoteAddr().String(), "", "", ReasonLimit, "too many connections in the request phase", 0, 0, 0, "")
+		nc.Close()
+		return
+	case r.pending >= cfg.MaxConnections:
+		reason, why = ReasonLimit, "too many connections in the request phase"
+	case r.pendingBy[key] >= cfg.maxPendingPerSource():
+		reason, why = ReasonSourceLimit, fmt.Sprintf("%d connections from %s in the request phase (maxPendingPerSource)", cfg.maxPendingPerSource(), key)
+	}
+	if reason != ReasonNone {
+		r.mu.Unlock()
+		r.refuse(reason)
+		r.accessLog(nc.RemoteAddr().String(), "", "", reason, why, 0, 0, 0, "")
 		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		writeStatus(nc, ReasonLimit, "relay: too many connections\n")
+		writeStatus(nc, reason, "relay: "+why+"\n")
 		nc.Close()
 		return
 	}
 	r.pending++
+	r.pendingBy[key]++
 	r.wg.Add(1)
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		r.handle(nc, cfg)
+		r.handle(nc, cfg, key)
 	}()
+}
+
+// endPending ends one connection's request phase. Callers hold mu.
+func (r *Relay) endPending(key netip.Prefix) {
+	r.pending--
+	if r.pendingBy[key]--; r.pendingBy[key] <= 0 {
+		delete(r.pendingBy, key)
+	}
+}
+
+// remoteAddr is nc's peer address (invalid when it is not IP).
+func remoteAddr(nc net.Conn) netip.Addr {
+	if ta, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	ap, err := netip.ParseAddrPort(nc.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // refuse counts a refusal.
