@@ -3,6 +3,7 @@ package transit
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -116,8 +117,18 @@ type Bind struct {
 	// pool holds send scratch for wrapping (no allocation in steady
 	// state).
 	pool sync.Pool
-	// Owned by Receive: the forwards of one batch, and the batch's
-	// buffers at their whole capacity.
+	// rx is Receive's state; deferred is Process's (under deferredMu),
+	// for a Bind whose relay messages are handled off the receiving
+	// goroutine (DeferRelay).
+	rx         rxState
+	deferRelay atomic.Bool
+	deferredMu sync.Mutex
+	deferred   rxState
+}
+
+// rxState is one receiving goroutine's scratch: the forwards of one
+// batch, and the batch's buffers at their whole capacity.
+type rxState struct {
 	fwdBufs [][]byte
 	fwdEps  []netip.AddrPort
 	rbufs   [][]byte
@@ -125,8 +136,7 @@ type Bind struct {
 	fwdBy hopGroups
 	// hinted is when this hub last told each pair of spokes each
 	// other's mapping (direct.go), by their ids in hintedIn, the view
-	// it was kept for (a new Plan may give the ids to other gateways);
-	// Receive only.
+	// it was kept for (a new Plan may give the ids to other gateways).
 	hinted   map[[2]GatewayID]int64
 	hintedIn *view
 }
@@ -334,58 +344,99 @@ func cmpErr(first, err error) error {
 }
 
 // Receive reads a batch from the inner bind and returns what the router
-// should see of it (see Bind). It may return 0 datagrams.
+// should see of it (see Bind). It may return 0 datagrams. After
+// DeferRelay, relay messages come back as they arrived, for Process.
 func (b *Bind) Receive(bufs [][]byte, sizes []int, eps []netip.AddrPort) (int, error) {
 	// Relay messages are RelayOverhead longer than the router's
 	// largest datagram: read into the buffers' whole capacity, and cut
 	// anything else to the length the router gave, as the socket would.
-	if cap(b.rbufs) < len(bufs) {
-		b.rbufs = make([][]byte, len(bufs))
+	s := &b.rx
+	rb := s.whole(bufs)
+	n, err := b.inner.Receive(rb, sizes, eps)
+	w := b.process(s, bufs, rb, sizes, eps, n, b.deferRelay.Load())
+	return w, err
+}
+
+// DeferRelay makes Receive hand relay messages back unread, so that the
+// receiving goroutine (the router's real-time express loop) spends no
+// work on them: its caller passes them to Process on another goroutine.
+// The express socket gets relay messages only by the kernel's hash of
+// their ports, never by their lane byte, so they are no express traffic.
+func (b *Bind) DeferRelay() { b.deferRelay.Store(true) }
+
+// Process does for a batch of n datagrams what Receive does for those it
+// read, relay messages included: it returns how many the router should
+// see, moved to the front. sizes may exceed len(bufs[i]) up to its
+// capacity (a relay message Receive deferred). Any one goroutine at a
+// time besides Receive's.
+func (b *Bind) Process(bufs [][]byte, sizes []int, eps []netip.AddrPort, n int) int {
+	b.deferredMu.Lock()
+	defer b.deferredMu.Unlock()
+	s := &b.deferred
+	return b.process(s, bufs, s.whole(bufs), sizes, eps, n, false)
+}
+
+// whole returns bufs at their whole capacity, in s's scratch.
+func (s *rxState) whole(bufs [][]byte) [][]byte {
+	if cap(s.rbufs) < len(bufs) {
+		s.rbufs = make([][]byte, len(bufs))
 	}
-	rb := b.rbufs[:len(bufs)]
+	rb := s.rbufs[:len(bufs)]
 	for i := range bufs {
 		rb[i] = bufs[i][:cap(bufs[i])]
 	}
-	n, err := b.inner.Receive(rb, sizes, eps)
+	return rb
+}
+
+// process handles n datagrams read into rb (bufs at their whole
+// capacity) and returns how many the router gets; with deferRelay relay
+// messages are kept whole and unread.
+func (b *Bind) process(s *rxState, bufs, rb [][]byte, sizes []int, eps []netip.AddrPort, n int, deferRelay bool) int {
 	w := 0
 	for i := range n {
 		msg := rb[i][:sizes[i]]
 		keep := true
-		if len(msg) > 0 && msg[0] == bhcrypto.MsgRelay {
-			keep = b.receiveRelay(msg, &sizes[i], &eps[i])
-		} else if v := b.relay.view.Load(); v != nil {
-			// Straight from a gateway we reach through a hub, on its
-			// session: the router sees it at its pseudo endpoint
-			// (direct.go, directFrom).
-			if gw, ok := b.directFrom(v, msg, eps[i]); ok {
-				eps[i] = PseudoEndpoint(gw)
+		switch {
+		case len(msg) > 0 && msg[0] == bhcrypto.MsgRelay && deferRelay:
+			// Unread: Process will, elsewhere. Its whole length stays.
+		case len(msg) > 0 && msg[0] == bhcrypto.MsgRelay:
+			keep = b.receiveRelay(s, msg, &sizes[i], &eps[i])
+			sizes[i] = min(sizes[i], len(bufs[i]))
+		default:
+			if v := b.relay.view.Load(); v != nil {
+				// Straight from a gateway we reach through a hub,
+				// on its session: the router sees it at its pseudo
+				// endpoint (direct.go, directFrom).
+				if gw, ok := b.directFrom(v, msg, eps[i]); ok {
+					eps[i] = PseudoEndpoint(gw)
+				}
 			}
+			sizes[i] = min(sizes[i], len(bufs[i]))
 		}
-		sizes[i] = min(sizes[i], len(bufs[i]))
 		if keep {
 			bufs[w], bufs[i] = bufs[i], bufs[w]
 			sizes[w], eps[w] = sizes[i], eps[i]
 			w++
 		}
 	}
-	b.flush()
-	return w, err
+	b.flush(s)
+	return w
 }
 
 // receiveRelay handles one relay message of a batch and reports whether
 // the router gets something from it (then in place of msg).
-func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
+func (b *Bind) receiveRelay(s *rxState, msg []byte, size *int, ep *netip.AddrPort) bool {
 	res := b.relay.Receive(msg)
 	v := b.relay.view.Load()
 	switch res.Reason {
 	case Forwarded:
 		from := *ep
-		b.fwdBufs, b.fwdEps = append(b.fwdBufs, res.Out), append(b.fwdEps, res.To)
-		b.hint(v, res.From, res.Dst, from, res.To)
+		s.fwdBufs, s.fwdEps = append(s.fwdBufs, res.Out), append(s.fwdEps, res.To)
+		b.hint(s, v, res.From, res.Dst, from, res.To)
 		return false
 	case Control:
 		if res.Via == None {
-			b.receiveDirect(v, res.Origin, res.Inner, *ep)
+			b.receiveDirect(s, v, res.Origin, res.Inner, *ep)
 		} else if addr, ok := parseHint(res.Inner); ok && b.hintAllowed(v, res.Via, res.Origin, addr) {
 			v.setCandidate(res.Origin, addr)
 		} else {
@@ -410,25 +461,25 @@ func (b *Bind) receiveRelay(msg []byte, size *int, ep *netip.AddrPort) bool {
 // that the inner bind segments each hop's run (udp.LinuxBind.SendMany:
 // one UDP_SEGMENT message per run of equal sizes). They alias the
 // batch's buffers, so this runs before Receive returns them.
-func (b *Bind) flush() {
-	if len(b.fwdBufs) == 0 {
+func (b *Bind) flush(s *rxState) {
+	if len(s.fwdBufs) == 0 {
 		return
 	}
-	b.fwdBy.group(b.fwdBufs, b.fwdEps)
+	s.fwdBy.group(s.fwdBufs, s.fwdEps)
 	if ms, ok := b.inner.(manySender); ok {
-		ms.SendMany(b.fwdBufs, b.fwdEps)
+		ms.SendMany(s.fwdBufs, s.fwdEps)
 	} else {
-		for i := 0; i < len(b.fwdBufs); {
+		for i := 0; i < len(s.fwdBufs); {
 			j := i + 1
-			for j < len(b.fwdBufs) && b.fwdEps[j] == b.fwdEps[i] {
+			for j < len(s.fwdBufs) && s.fwdEps[j] == s.fwdEps[i] {
 				j++
 			}
-			b.inner.Send(b.fwdBufs[i:j], b.fwdEps[i])
+			b.inner.Send(s.fwdBufs[i:j], s.fwdEps[i])
 			i = j
 		}
 	}
-	clear(b.fwdBufs)
-	b.fwdBufs, b.fwdEps = b.fwdBufs[:0], b.fwdEps[:0]
+	clear(s.fwdBufs)
+	s.fwdBufs, s.fwdEps = s.fwdBufs[:0], s.fwdEps[:0]
 }
 
 // hopGroups reorders a batch's forwards so that those to one next hop

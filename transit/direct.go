@@ -254,23 +254,23 @@ func parseHint(inner []byte) (netip.AddrPort, bool) {
 // srcAt) to dst (at dstAt), it tells each the other's address, at most
 // every HintInterval per pair. The hints go out with the batch's
 // forwards. Receive goroutine only.
-func (b *Bind) hint(v *view, src, dst GatewayID, srcAt, dstAt netip.AddrPort) {
+func (b *Bind) hint(s *rxState, v *view, src, dst GatewayID, srcAt, dstAt netip.AddrPort) {
 	if !srcAt.IsValid() || !dstAt.IsValid() {
 		return
 	}
-	if b.hintedIn != v { // a new Plan: ids may name other gateways now
-		clear(b.hinted)
-		b.hintedIn = v
+	if s.hintedIn != v { // a new Plan: ids may name other gateways now
+		clear(s.hinted)
+		s.hintedIn = v
 	}
 	pair := [2]GatewayID{min(src, dst), max(src, dst)}
 	now := b.relay.ns()
-	if last, ok := b.hinted[pair]; ok && now-last < int64(HintInterval) {
+	if last, ok := s.hinted[pair]; ok && now-last < int64(HintInterval) {
 		return
 	}
-	if b.hinted == nil {
-		b.hinted = map[[2]GatewayID]int64{}
+	if s.hinted == nil {
+		s.hinted = map[[2]GatewayID]int64{}
 	}
-	b.hinted[pair] = now
+	s.hinted[pair] = now
 	for _, h := range []struct {
 		to, other GatewayID
 		at        netip.AddrPort
@@ -280,14 +280,14 @@ func (b *Bind) hint(v *view, src, dst GatewayID, srcAt, dstAt netip.AddrPort) {
 			continue
 		}
 		if msg, ok := hintMessage(kp, v.plan.KeyID(h.other), h.at); ok {
-			b.fwdBufs, b.fwdEps = append(b.fwdBufs, msg), append(b.fwdEps, to)
+			s.fwdBufs, s.fwdEps = append(s.fwdBufs, msg), append(s.fwdEps, to)
 		}
 	}
 }
 
 // receiveDirect handles a direct probe or reply from gateway from, which
 // arrived from addr. Receive goroutine only.
-func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.AddrPort) {
+func (b *Bind) receiveDirect(s *rxState, v *view, from GatewayID, inner []byte, addr netip.AddrPort) {
 	if len(inner) != directLen {
 		return
 	}
@@ -303,7 +303,7 @@ func (b *Bind) receiveDirect(v *view, from GatewayID, inner []byte, addr netip.A
 			return
 		}
 		if msg, ok := directMessage(kp, v.plan.KeyID(v.self), msgProbeReply, binary.BigEndian.Uint64(inner[4:12])); ok {
-			b.fwdBufs, b.fwdEps = append(b.fwdBufs, msg), append(b.fwdEps, addr)
+			s.fwdBufs, s.fwdEps = append(s.fwdBufs, msg), append(s.fwdEps, addr)
 		}
 	case msgProbeReply:
 		d := &v.direct[from]

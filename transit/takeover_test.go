@@ -103,3 +103,42 @@ func TestHintOnlyFromTheHubsOfThePair(t *testing.T) {
 		t.Error("a hint about a directly reached gateway was taken")
 	}
 }
+
+// TestDeferRelay: a Bind told to DeferRelay (the router's real-time
+// express socket) hands relay messages back whole and unread, forwarding
+// nothing; Process, on another goroutine, then does what Receive would
+// have: the hub forwards, the spoke gets the datagram from the origin's
+// stand-in.
+func TestDeferRelay(t *testing.T) {
+	w, net, binds := bindWorld(t)
+	buf, n := sealInner(t, w.e2e[0], []byte("pod e1 to pod e2"))
+	datagram := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	w.down[gwE1][gwHub2] = true // through gwHub
+	if err := binds[gwE1].Send([][]byte{datagram}, PseudoEndpoint(gwE2)); err != nil {
+		t.Fatal(err)
+	}
+	hub := binds[gwHub]
+	hub.DeferRelay()
+	bufs := make([][]byte, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 1500, 2048)
+	}
+	sizes, eps := make([]int, 8), make([]netip.AddrPort, 8)
+	got, err := hub.Receive(bufs, sizes, eps)
+	if err != nil || got != 1 || bufs[0][0] != bhcrypto.MsgRelay {
+		t.Fatalf("deferred: %d datagrams (%v), first of type %d; want the relay message back", got, err, bufs[0][0])
+	}
+	if q := queued(net, addr(gwE2)); q != 0 || w.relay[gwHub].Counts().Get(Forwarded) != 0 {
+		t.Fatal("the hub forwarded on the deferring goroutine")
+	}
+	if kept := hub.Process(bufs, sizes, eps, got); kept != 0 {
+		t.Fatalf("Process kept %d for the hub's router", kept)
+	}
+	if q := queued(net, addr(gwE2)); q != 2 {
+		t.Fatalf("%d datagrams at E2 after Process, want the forward and the hub's hint", q)
+	}
+	out, from := receiveAll(t, binds[gwE2])
+	if len(out) != 1 || from[0] != PseudoEndpoint(gwE1) {
+		t.Fatalf("E2 got %d from %v", len(out), from)
+	}
+}
