@@ -1,6 +1,7 @@
 package router
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +31,14 @@ import (
 // dropped and counted (express_overflow): input beyond the express
 // lane's budget must not take real-time time, nor unbounded memory.
 //
-// What it cannot help: a relay message is forwarded (or unwrapped) by
-// transit.Bind inside the socket's Receive, before the router sees it;
-// on a hub that uses an express lane, the share of spokes whose ports
-// hash to the express socket is forwarded on the real-time thread. The
-// steering program should never hash onto the express socket (package
-// udp).
+// Relay messages (a hub's forwards, a spoke's relayed datagrams) reach
+// the express socket only by the kernel's hash of their ports. A bind
+// that can (transit.Bind: relayDeferrer) hands them back unread, and the
+// spill loop has them processed (relayProcessor) before it handles what
+// they carry, so no relay work runs on the real-time thread either. The
+// steering program had better never hash onto the express socket
+// (package udp); until it does, this keeps the real-time loop to express
+// traffic.
 const (
 	// ExpressRate is how many express datagrams a second the express
 	// outside loop opens itself; ExpressBurst how many at once.
@@ -141,12 +144,25 @@ func (r *Router) expressSort(g *expressGuard, b *outsideBatch, n int, now time.T
 	return kept
 }
 
+// relayDeferrer is a bind that can leave relay messages unread in
+// Receive (transit.Bind.DeferRelay); relayProcessor one that reads them
+// afterwards (transit.Bind.Process).
+type relayDeferrer interface{ DeferRelay() }
+
+type relayProcessor interface {
+	Process(bufs [][]byte, sizes []int, eps []netip.AddrPort, n int) int
+}
+
 // spillLoop handles what the express loop left to it, on an ordinary
 // goroutine, until the queue closes.
-func (r *Router) spillLoop(g *expressGuard) {
+func (r *Router) spillLoop(g *expressGuard, proc relayProcessor) {
 	defer g.done.Done()
 	for w := range g.queue {
-		r.receiveBatch(w.b, w.n, w.now)
+		n := w.n
+		if proc != nil {
+			n = proc.Process(w.b.bufs, w.b.sizes, w.b.eps, n)
+		}
+		r.receiveBatch(w.b, n, w.now)
 		g.free <- w.b
 	}
 }
@@ -155,8 +171,15 @@ func (r *Router) spillLoop(g *expressGuard) {
 // the loop once it has handled what was queued.
 func (r *Router) expressGuardFor(l *lane) *expressGuard {
 	g := r.newExpressGuard(l)
+	var proc relayProcessor
+	if d, ok := l.bind.(relayDeferrer); ok {
+		if p, ok := l.bind.(relayProcessor); ok {
+			d.DeferRelay()
+			proc = p
+		}
+	}
 	g.done.Add(1)
-	go r.spillLoop(g)
+	go r.spillLoop(g, proc)
 	return g
 }
 

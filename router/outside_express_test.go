@@ -1,6 +1,7 @@
 package router
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -132,5 +133,50 @@ func TestExpressSpillDelivers(t *testing.T) {
 	g.stop()
 	if got := h.b.state.Load().peers[h.a.id.Public].rxPackets.Load(); got != rx+1 {
 		t.Fatalf("the spilled datagram was not received: rx %d -> %d, drops %+v", rx, got, h.b.drops.snapshot())
+	}
+}
+
+// relayBind is an express socket's bind that defers relay messages
+// (as transit.Bind does) and counts what it was asked to process.
+type relayBind struct {
+	*captureBind
+	deferred  bool
+	processed chan int
+}
+
+func (b *relayBind) DeferRelay() { b.deferred = true }
+func (b *relayBind) Process(bufs [][]byte, sizes []int, eps []netip.AddrPort, n int) int {
+	b.processed <- n
+	return 0
+}
+
+// TestExpressDefersRelay: on the express socket, relay messages (there
+// only by the kernel's hash) are left unread by the bind on the
+// real-time loop and processed on the spill loop.
+func TestExpressDefersRelay(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	bind := &relayBind{captureBind: newCaptureBind("192.0.2.2:51821"), processed: make(chan int, 1)}
+	l := &lane{tun: &h.b.tun, bind: bind, health: new(loopHealth), index: -1}
+	h.b.express.lane = l
+	g := h.b.expressGuardFor(l)
+	if !bind.deferred {
+		t.Fatal("the express bind was not told to defer relay messages")
+	}
+	out := h.b.newOutsideBatch()
+	relayMsg := make([]byte, bhcrypto.RelayOverhead+bhcrypto.TransportOverhead)
+	relayMsg[0] = bhcrypto.MsgRelay
+	out.sizes[0] = copy(out.bufs[0][:cap(out.bufs[0])], relayMsg)
+	out.eps[0] = h.bindA.local
+	if kept := h.b.expressSort(g, out, 1, h.now); kept != 0 {
+		t.Fatalf("the real-time loop kept a relay message")
+	}
+	g.stop()
+	select {
+	case n := <-bind.processed:
+		if n != 1 {
+			t.Fatalf("processed %d, want the relay message", n)
+		}
+	default:
+		t.Fatal("the spill loop did not have the relay message processed")
 	}
 }
