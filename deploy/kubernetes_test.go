@@ -433,48 +433,6 @@ func TestNodeAgentCredential(t *testing.T) {
 		}
 	}
 
-	checkVerifyReporterCredential(t, env)
-}
-
-// checkVerifyReporterCredential: verify's ServiceAccount
-// (kube-system/bridgehead-verify, verify-rbac.yaml) may create and update
-// a report ConfigMap in bridgehead-verify, and may not read, list or
-// delete the reports, write ConfigMaps in any other namespace, or read
-// Secrets.
-func checkVerifyReporterCredential(t *testing.T, env *kubetest.Env) {
-	t.Helper()
-	ctx := context.Background()
-	admin := env.Clientset(t)
-	user, groups := kubetest.ServiceAccount("kube-system", "bridgehead-verify")
-	cs, err := kubernetes.NewForConfig(env.Impersonate(user, groups...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	report := func(ns string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "verify-a-a1", Namespace: ns}, Data: map[string]string{"report.json": "{}"}}
-	}
-	if _, err := cs.CoreV1().ConfigMaps("bridgehead-verify").Create(ctx, report("bridgehead-verify"), metav1.CreateOptions{}); err != nil {
-		t.Errorf("verify creates its report: %v", err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps("bridgehead-verify").Update(ctx, report("bridgehead-verify"), metav1.UpdateOptions{}); err != nil {
-		t.Errorf("verify updates its report: %v", err)
-	}
-	if _, err := admin.CoreV1().ConfigMaps("bridgehead-system").Create(ctx, report("bridgehead-system"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	refused := map[string]error{}
-	_, refused["get a report"] = cs.CoreV1().ConfigMaps("bridgehead-verify").Get(ctx, "verify-a-a1", metav1.GetOptions{})
-	_, refused["list the reports"] = cs.CoreV1().ConfigMaps("bridgehead-verify").List(ctx, metav1.ListOptions{})
-	refused["delete a report"] = cs.CoreV1().ConfigMaps("bridgehead-verify").Delete(ctx, "verify-a-a1", metav1.DeleteOptions{})
-	_, refused["create a ConfigMap in kube-system"] = cs.CoreV1().ConfigMaps("kube-system").Create(ctx, report("kube-system"), metav1.CreateOptions{})
-	_, refused["update a ConfigMap in bridgehead-system"] = cs.CoreV1().ConfigMaps("bridgehead-system").Update(ctx, report("bridgehead-system"), metav1.UpdateOptions{})
-	_, refused["list Secrets in bridgehead-verify"] = cs.CoreV1().Secrets("bridgehead-verify").List(ctx, metav1.ListOptions{})
-	_, refused["list Nodes"] = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	for what, err := range refused {
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("verify: %s: %v, want 403 Forbidden", what, err)
-		}
-	}
 }
 
 // checkControllerCredential: the controller's ServiceAccount may patch

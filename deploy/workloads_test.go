@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,13 +15,30 @@ import (
 
 // workload is the part of a DaemonSet or Job that these tests read.
 type workload struct {
-	Kind string `yaml:"kind"`
+	Kind     string `yaml:"kind"`
+	Metadata struct {
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
 	Spec struct {
-		Template struct {
+		Parallelism *int32 `yaml:"parallelism"`
+		Completions *int32 `yaml:"completions"`
+		Template    struct {
 			Spec struct {
-				HostNetwork        bool   `yaml:"hostNetwork"`
-				ServiceAccountName string `yaml:"serviceAccountName"`
-				Tolerations        []struct {
+				HostNetwork               bool   `yaml:"hostNetwork"`
+				ServiceAccountName        string `yaml:"serviceAccountName"`
+				TopologySpreadConstraints []struct {
+					TopologyKey       string `yaml:"topologyKey"`
+					WhenUnsatisfiable string `yaml:"whenUnsatisfiable"`
+				} `yaml:"topologySpreadConstraints"`
+				SecurityContext *struct {
+					RunAsNonRoot *bool  `yaml:"runAsNonRoot"`
+					RunAsGroup   *int64 `yaml:"runAsGroup"`
+					Sysctls      []struct {
+						Name  string `yaml:"name"`
+						Value string `yaml:"value"`
+					} `yaml:"sysctls"`
+				} `yaml:"securityContext"`
+				Tolerations []struct {
 					Operator string `yaml:"operator"`
 				} `yaml:"tolerations"`
 				NodeSelector map[string]string `yaml:"nodeSelector"`
@@ -99,7 +117,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 		file, kind, command, capability string
 	}{
 		{"kubernetes/node-daemonset.yaml", "DaemonSet", "node", "NET_ADMIN"},
-		{"kubernetes/verify-job.yaml", "Job", "verify", "NET_RAW"},
+		{"kubernetes/verify-job.yaml", "Job", "verify", ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			w := readWorkload(t, tc.file)
@@ -124,10 +142,14 @@ func TestKubernetesWorkloads(t *testing.T) {
 				args[name] = val
 			}
 			sc := c.SecurityContext
-			if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []string{tc.capability}) {
-				t.Errorf("capabilities drop %v add %v: want drop ALL, add %s only", sc.Capabilities.Drop, sc.Capabilities.Add, tc.capability)
+			var wantAdd []string
+			if tc.capability != "" {
+				wantAdd = []string{tc.capability}
 			}
-			if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+			if !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(sc.Capabilities.Add, wantAdd) {
+				t.Errorf("capabilities drop %v add %v: want drop ALL, add %v only", sc.Capabilities.Drop, sc.Capabilities.Add, wantAdd)
+			}
+			if tc.capability != "" && (sc.RunAsUser == nil || *sc.RunAsUser != 0) {
 				t.Errorf("runAsUser %v: the image's default user is 65532; this workload needs root", sc.RunAsUser)
 			}
 			mounts := map[string]string{}
@@ -164,18 +186,40 @@ func TestKubernetesWorkloads(t *testing.T) {
 					t.Errorf("--ipam-data-dir goes into the CNI config as a host path; the container's path would be wrong there")
 				}
 			case "verify":
-				if _, ok := mounts["/etc/bridgehead"]; !ok || !strings.HasPrefix(args["config"], "/etc/bridgehead/") {
-					t.Errorf("--config %q: want the catalog ConfigMap mounted at /etc/bridgehead", args["config"])
+				// Sites from the published catalog, peers from the API:
+				// nothing per site, no file mounted.
+				if _, ok := args["config"]; ok || args["catalog-namespace"] != "bridgehead-system" || len(c.VolumeMounts) != 0 {
+					t.Errorf("--config %q, --catalog-namespace %q, mounts %v: want the sites from the catalog the controller publishes", args["config"], args["catalog-namespace"], c.VolumeMounts)
 				}
-				if args["on"] != "pod" || pod.HostNetwork {
-					t.Errorf("--on %q, hostNetwork %v: verify runs as a pod on the pod network", args["on"], pod.HostNetwork)
+				if args["on"] != "pod" || pod.HostNetwork || args["site"] != "" || len(pod.NodeSelector) != 0 {
+					t.Errorf("--on %q, hostNetwork %v, --site %q, nodeSelector %v: one Job for every site, on the pod network", args["on"], pod.HostNetwork, args["site"], pod.NodeSelector)
 				}
-				if site := args["site"]; site == "" || pod.NodeSelector["bridgehead.io/site"] != site {
-					t.Errorf("--site %q, nodeSelector %v: want the Job on a node of the site it checks", site, pod.NodeSelector)
+				if w.Spec.Parallelism == nil || w.Spec.Completions == nil || *w.Spec.Parallelism != *w.Spec.Completions || *w.Spec.Parallelism < 2 {
+					t.Errorf("parallelism %v, completions %v: want equal, two per site (the peers wait for each other)", w.Spec.Parallelism, w.Spec.Completions)
 				}
-				if _, ok := args["report"]; !ok || pod.ServiceAccountName != "bridgehead-verify" || args["node-name"] != "$(NODE_NAME)" {
-					t.Errorf("--report %v, serviceAccountName %q, --node-name %q: want the run published with verify-rbac.yaml's account, named by its node",
-						ok, pod.ServiceAccountName, args["node-name"])
+				if len(pod.TopologySpreadConstraints) == 0 || pod.TopologySpreadConstraints[0].TopologyKey != "bridgehead.io/site" ||
+					pod.TopologySpreadConstraints[0].WhenUnsatisfiable != "DoNotSchedule" {
+					t.Errorf("topologySpreadConstraints %v: want the pods spread over the sites first", pod.TopologySpreadConstraints)
+				}
+				if _, ok := args["report"]; !ok || pod.ServiceAccountName != "bridgehead-verify" || args["node-name"] != "$(NODE_NAME)" || w.Metadata.Namespace != "bridgehead-verify" {
+					t.Errorf("--report %v, serviceAccountName %q, --node-name %q, namespace %q: want the run published with verify-rbac.yaml's account, named by its node",
+						ok, pod.ServiceAccountName, args["node-name"], w.Metadata.Namespace)
+				}
+				// Restricted: not root; the echoes use a ping socket, which
+				// the pod's own group must be allowed.
+				psc := pod.SecurityContext
+				if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsGroup == nil {
+					t.Fatalf("pod securityContext %+v: want runAsNonRoot and a runAsGroup", psc)
+				}
+				ok := false
+				for _, sy := range psc.Sysctls {
+					var lo, hi int64
+					if _, err := fmt.Sscanf(sy.Value, "%d %d", &lo, &hi); sy.Name == "net.ipv4.ping_group_range" && err == nil && lo <= *psc.RunAsGroup && *psc.RunAsGroup <= hi {
+						ok = true
+					}
+				}
+				if !ok {
+					t.Errorf("sysctls %v: net.ipv4.ping_group_range must hold runAsGroup %d, or the echoes cannot be sent", psc.Sysctls, *psc.RunAsGroup)
 				}
 			}
 		})

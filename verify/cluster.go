@@ -52,6 +52,9 @@ type ClusterOptions struct {
 	Peers    PeerAsker
 	PeerPort uint16
 	PodAddr  netip.Addr
+	// PeersMissing are the sites where no pod of the run was found
+	// (with Peers: a "peers" check fails for each).
+	PeersMissing []string
 }
 
 // PeerAsker asks a verify peer which source address it sees (PeerSocket).
@@ -72,6 +75,9 @@ func RunCluster(ctx context.Context, o ClusterOptions) *Report {
 		o.ClusterDomain = "cluster.local"
 	}
 	c := &clusterRun{o: o, rep: &Report{}, siteDown: map[string]*prereq{}}
+	if o.Peers != nil {
+		c.peers()
+	}
 	c.pods(ctx)
 	c.service(ctx)
 	c.dns(ctx)
@@ -122,6 +128,21 @@ func (c *clusterRun) ping(ctx context.Context, dst netip.Addr, size int, timeout
 		}
 	}
 	return 0, lastErr
+}
+
+// peers: the run has a pod in every site (its own counted).
+func (c *clusterRun) peers() {
+	for _, site := range c.o.PeersMissing {
+		c.rep.add(Check{Name: "peers", Target: site, Result: Fail, Figure: "no pod of this run",
+			Detail: fmt.Sprintf("no pod of this verify run runs in %s, so nothing checks it or from it: the Job's parallelism and completions (two per site), whether a node of %s can run it (kubectl -n bridgehead-verify get pods -o wide; kubectl describe), the node's bridgehead.io/site label", site, site)})
+	}
+	if len(c.o.PeersMissing) == 0 {
+		sites := map[string]bool{c.o.Site: true}
+		for _, a := range c.o.Pods {
+			sites[c.siteOf(a)] = true
+		}
+		c.rep.add(Check{Name: "peers", Target: "-", Result: Pass, Figure: fmt.Sprintf("%d other pods, %d sites", len(c.o.Pods), len(sites))})
+	}
 }
 
 // pods: an ICMP echo to each pod, small then as large as this side's

@@ -16,6 +16,7 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/control"
 	"github.com/bridgehead/bridgehead/verify"
+	"github.com/bridgehead/bridgehead/verify/kubepeer"
 	"github.com/bridgehead/bridgehead/verify/kubereport"
 )
 
@@ -52,6 +53,11 @@ func setupVerify(fs *flag.FlagSet) action {
 	fs.Var(addrPortFlag{&co.egress}, "egress", "node, pod: an `ADDR:PORT` outside the cluster that answers TCP")
 	fs.Var(addrPortFlag{&co.relay}, "callback-relay", "node, pod: the relay `ADDR:PORT` of the site where the API server's egress lives")
 	fs.Var(addrFlag{&co.node}, "node-address", "node, pod: this node's `ADDR` (node default: a local address in the site's nodeCIDRs)")
+	fs.StringVar(&co.catalogNS, "catalog-namespace", "", "node, pod, --collect: read the sites from the catalog the controller publishes in `NAMESPACE` (bridgehead-system) instead of --config; the site is the one whose nodeCIDRs hold --node-address")
+	fs.StringVar(&co.peers, "peers", "", "pod: the other pods of this run are the pods of $POD_NAMESPACE matching label `SELECTOR` (one Job over every site); each is reached and must see this pod's own address")
+	fs.UintVar(&co.peerPort, "peer-port", verify.DefaultPeerPort, "--peers: the UDP `PORT` the pods of the run answer on")
+	fs.DurationVar(&co.peerWait, "peer-wait", 2*time.Minute, "--peers: how long to wait for the run's pods to start, and for them to finish with this one (`DURATION`)")
+	fs.Var(addrFlag{&co.podAddr}, "pod-address", "--peers: this pod's `ADDR` (default: $POD_IP)")
 	var ko kubeReportFlags
 	fs.BoolVar(&ko.report, "report", false, "node, pod: also publish this run into the API server for verify --collect")
 	fs.BoolVar(&ko.collect, "collect", false, "print the cluster's site × check matrix from every published report (sites from --config)")
@@ -69,7 +75,7 @@ func setupVerify(fs *flag.FlagSet) action {
 			if *asJSON {
 				format = "json"
 			}
-			return verifyCollect(std.out, std.err, *cfgPath, ko, format)
+			return verifyCollect(std.out, std.err, *cfgPath, co.catalogNS, ko, format)
 		}
 		if ko.report && *on == "gateway" {
 			return usageError{fmt.Errorf("--report goes with --on node or --on pod")}
@@ -103,10 +109,15 @@ type clusterFlags struct {
 	pods                        targetList
 	service, dns, egress, relay netip.AddrPort
 	node                        netip.Addr
+	catalogNS, peers            string
+	peerPort                    uint
+	peerWait                    time.Duration
+	podAddr                     netip.Addr
 }
 
 func (c *clusterFlags) set() bool {
-	return c.site != "" || len(c.pods) > 0 || c.service.IsValid() || c.dns.IsValid() || c.egress.IsValid() || c.relay.IsValid() || c.node.IsValid()
+	return c.site != "" || len(c.pods) > 0 || c.service.IsValid() || c.dns.IsValid() || c.egress.IsValid() || c.relay.IsValid() || c.node.IsValid() ||
+		c.peers != "" || c.podAddr.IsValid()
 }
 
 func verifyCluster(stdout io.Writer, cfgPath, on string, asJSON bool, timeout time.Duration, port uint, co clusterFlags, relayClient *tls.Config, ko kubeReportFlags) error {
@@ -114,16 +125,15 @@ func verifyCluster(stdout io.Writer, cfgPath, on string, asJSON bool, timeout ti
 	if port == 0 || port > 65535 {
 		return usageError{fmt.Errorf("--port %d: want 1-65535", port)}
 	}
-	cfg, err := config.Load(cfgPath)
+	if co.peers != "" && !inPod {
+		return usageError{fmt.Errorf("--peers goes with --on pod")}
+	}
+	if co.peerPort == 0 || co.peerPort > 65535 {
+		return usageError{fmt.Errorf("--peer-port %d: want 1-65535", co.peerPort)}
+	}
+	cfg, site, err := verifySites(cfgPath, co, ko.kubeconfig)
 	if err != nil {
 		return err
-	}
-	site := co.site
-	if site == "" {
-		site = cfg.Site
-	}
-	if cfg.SiteByName(site) == nil {
-		return usageError{fmt.Errorf("--site %q: %s lists no such site", site, cfgPath)}
 	}
 	dns := co.dns
 	if !dns.IsValid() && inPod {
@@ -139,18 +149,77 @@ func verifyCluster(stdout io.Writer, cfgPath, on string, asJSON bool, timeout ti
 	if !node.IsValid() && !inPod {
 		node = localNodeAddr(cfg.SiteByName(site))
 	}
-	rep := verify.RunCluster(context.Background(), verify.ClusterOptions{
+	o := verify.ClusterOptions{
 		Config: cfg, Site: site, InPod: inPod, Net: verify.SystemNetwork{}, Timeout: timeout,
 		Pods: co.pods, Service: service, DNS: dns, ClusterDomain: co.domain, Egress: co.egress,
 		CallbackRelay: co.relay, NodeAddr: node, KubeletPort: uint16(port), RelayClient: relayClient,
-	})
-	if ko.report {
-		if err := publishReport(ko, site, on, rep); err != nil {
-			writeReport(stdout, rep, asJSON) //nolint:errcheck // the publishing error is the one to return
+	}
+	var run *peerRun
+	if co.peers != "" {
+		if run, err = startPeers(stdout, co, ko.kubeconfig, site, cfg.Sites); err != nil {
 			return err
 		}
+		defer run.sock.Close()
+		o.Pods = append(o.Pods, run.addrs()...)
+		o.Peers, o.PeerPort, o.PodAddr, o.PeersMissing = run.sock, uint16(co.peerPort), run.self, run.missing()
 	}
-	return writeReport(stdout, rep, asJSON)
+	rep := verify.RunCluster(context.Background(), o)
+	var pubErr error
+	if ko.report {
+		pubErr = publishReport(ko, site, on, rep)
+	}
+	werr := writeReport(stdout, rep, asJSON)
+	if run != nil {
+		run.finish(stdout)
+	}
+	if pubErr != nil {
+		return pubErr
+	}
+	return werr
+}
+
+// verifySites are the sites verify checks and the site it runs in: from
+// the published catalog (--catalog-namespace; the site by --node-address
+// unless --site names it) or the config file.
+func verifySites(cfgPath string, co clusterFlags, kubeconfig string) (*config.Config, string, error) {
+	if co.catalogNS == "" {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, "", err
+		}
+		site := co.site
+		if site == "" {
+			site = cfg.Site
+		}
+		if cfg.SiteByName(site) == nil {
+			return nil, "", usageError{fmt.Errorf("--site %q: %s lists no such site", site, cfgPath)}
+		}
+		return cfg, site, nil
+	}
+	client, err := kubeClient(kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sites, err := kubepeer.Sites(ctx, client, co.catalogNS)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg := &config.Config{Sites: sites}
+	site := co.site
+	if site == "" {
+		if !co.node.IsValid() {
+			return nil, "", usageError{fmt.Errorf("--catalog-namespace: pass --node-address (in a pod: status.hostIP) or --site, so that verify knows its site")}
+		}
+		if site = kubepeer.SiteOf(sites, co.node); site == "" {
+			return nil, "", fmt.Errorf("--node-address %s is in no site's nodeCIDRs of the published catalog: is this node's site a valid Site (kubectl get sites)?", co.node)
+		}
+	}
+	if cfg.SiteByName(site) == nil {
+		return nil, "", usageError{fmt.Errorf("--site %q: the published catalog (namespace %s) lists no such site", site, co.catalogNS)}
+	}
+	return cfg, site, nil
 }
 
 func writeReport(stdout io.Writer, rep *verify.Report, asJSON bool) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/verify"
+	"github.com/bridgehead/bridgehead/verify/kubepeer"
 	"github.com/bridgehead/bridgehead/verify/kubereport"
 )
 
@@ -44,20 +45,12 @@ func publishReport(ko kubeReportFlags, site, on string, rep *verify.Report) erro
 
 // verifyCollect prints the matrix of every published report (verify
 // --collect); the sites come from the catalog at cfgPath.
-func verifyCollect(stdout, stderr io.Writer, cfgPath string, ko kubeReportFlags, format string) error {
+func verifyCollect(stdout, stderr io.Writer, cfgPath, catalogNS string, ko kubeReportFlags, format string) error {
 	if format != "table" && format != "json" {
 		return usageError{fmt.Errorf("--format %q: want table or json", format)}
 	}
 	if ko.maxAge < 0 {
 		return usageError{fmt.Errorf("--max-age %v: want 0 (never stale) or more", ko.maxAge)}
-	}
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		return err
-	}
-	var sites []string
-	for _, s := range cfg.Sites {
-		sites = append(sites, s.Name)
 	}
 	client, err := kubeClient(ko.kubeconfig)
 	if err != nil {
@@ -65,6 +58,22 @@ func verifyCollect(stdout, stderr io.Writer, cfgPath string, ko kubeReportFlags,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	var all []config.Site
+	if catalogNS != "" {
+		if all, err = kubepeer.Sites(ctx, client, catalogNS); err != nil {
+			return err
+		}
+	} else {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return err
+		}
+		all = cfg.Sites
+	}
+	var sites []string
+	for _, s := range all {
+		sites = append(sites, s.Name)
+	}
 	recs, problems, err := kubereport.Collect(ctx, client, ko.namespace)
 	if err != nil {
 		return err

@@ -50,10 +50,15 @@ func TestPublishCollect(t *testing.T) {
 	env := kubetest.Start(t)
 	admin := env.Clientset(t)
 	ctx := context.Background()
+	// verify-rbac.yaml reaches into the controller's namespace (the
+	// catalog), which the kustomization makes first.
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-system"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("kubectl", "--kubeconfig", env.Kubeconfig, "apply", "-f", "../../deploy/kubernetes/verify-rbac.yaml").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply verify-rbac.yaml: %v\n%s", err, out)
 	}
-	user, groups := kubetest.ServiceAccount("kube-system", "bridgehead-verify")
+	user, groups := kubetest.ServiceAccount("bridgehead-verify", "bridgehead-verify")
 	reporter, err := kubernetes.NewForConfig(env.Impersonate(user, groups...))
 	if err != nil {
 		t.Fatal(err)
