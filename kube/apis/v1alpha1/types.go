@@ -240,7 +240,7 @@ type Gateway struct {
 // endpoint): spec.behindNAT says so, so that the controller publishes it
 // without waiting for an endpoint it will never register. It cannot also
 // have a spec.endpoint.
-// +kubebuilder:validation:XValidation:rule="!(has(self.behindNAT) && self.behindNAT && has(self.endpoint) && self.endpoint != '')",message="a gateway behindNAT has no endpoint: remove spec.endpoint, or set behindNAT to false",fieldPath=".endpoint",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(self.behindNAT) && self.behindNAT && has(self.endpoint) && size(self.endpoint) > 0)",message="a gateway behindNAT has no endpoint: remove spec.endpoint, or set behindNAT to false",fieldPath=".endpoint",reason=FieldValueForbidden
 type GatewaySpec struct {
 	// Site is the name of the gateway's Site; it cannot change.
 	// +kubebuilder:validation:MinLength=1
