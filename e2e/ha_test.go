@@ -24,9 +24,11 @@ var haGateways = map[string]struct{ ns, cfg, wan string }{
 	"gw-b2": {"b-gw2", "b2", "203.0.113.3"},
 }
 
-func startHALab(t *testing.T) *lab {
+// startHALab starts the HA lab; env is extra environment for
+// ha-lab.sh (LAN_INTERFACE=, PROBE_INTERVAL=...).
+func startHALab(t *testing.T, env ...string) *lab {
 	t.Helper()
-	return startLabScript(t, "deploy/lab/ha-lab.sh", []string{"a1", "b1", "b2", "lb"})
+	return startLabScript(t, "deploy/lab/ha-lab.sh", []string{"a1", "b1", "b2", "lb"}, env...)
 }
 
 // peerStatus is the part of `bridgehead status --json` these tests read.
@@ -152,6 +154,7 @@ type flowStats struct {
 	Duplicates uint64  `json:"duplicates"`
 	Lost       uint64  `json:"lost"`
 	MaxGapMs   float64 `json:"maxGapMs"`
+	GapAt      string  `json:"gapAt"` // when the longest gap ended
 }
 
 // sink starts `bhprobe udp-sink` on pod B; the returned function stops it
@@ -277,6 +280,24 @@ func TestHAPartialFailure(t *testing.T) {
 	}
 }
 
+// TestHALANDownDefault: the "lan" failure of TestHAPartialFailure with
+// the gateways' default config, which has no lan section: each gateway
+// must find its LAN link itself (the interface that holds its address),
+// and when that link goes down, turn unready within a second (its own
+// log stamp) and tell gw-a1, which moves the stream's flows. Without the
+// derived watch the carrier stayed ready and the stream was black-holed
+// for about 9 s. The stream's longest gap is logged, and held to a
+// generous 3 s: the point is that it recovers, at about the speed the
+// configured watch gives.
+func TestHALANDownDefault(t *testing.T) {
+	requireRoot(t)
+	gap, down := failoverRun(t, "lan", "LAN_INTERFACE=")
+	t.Logf("LAN down, default config: longest gap %.0f ms, down at gw-a1 after %.0f ms", gap, down)
+	if gap > 3000 {
+		t.Errorf("LAN down at default settings: longest gap %.0f ms, want it to recover within 3 s", gap)
+	}
+}
+
 // failoverRuns runs failoverRun three times and checks the median gap
 // (under 1000 ms, none over 1500 ms) and the median time until gw-a1
 // marks the carrier down (under 1000 ms).
@@ -389,9 +410,9 @@ func (l *lab) logStamp(name, msg string, since time.Time) (time.Time, bool) {
 
 // failoverRun fails the gateway carrying the stream and returns the
 // stream's longest gap and how long gw-a1 took to mark it down (as seen
-// by polling status), in ms.
-func failoverRun(t *testing.T, mode string) (gapMs, downMs float64) {
-	l := startHALab(t)
+// by polling status), in ms. env is extra environment for ha-lab.sh.
+func failoverRun(t *testing.T, mode string, env ...string) (gapMs, downMs float64) {
+	l := startHALab(t, env...)
 	l.waitPeers("up", "gw-b1", "gw-b2")
 	results := l.sink(7000)
 	_, streamDone := l.bg("a-node", filepath.Join(l.bin, "bhprobe"), "udp-stream", "-src", "10.244.1.10",
@@ -409,6 +430,11 @@ func failoverRun(t *testing.T, mode string) (gapMs, downMs float64) {
 	failedAt := time.Now()
 	if mode == "lan" {
 		l.waitNotReady(carrier, failedAt)
+		if slices.Contains(env, "LAN_INTERFACE=") {
+			if _, ok := l.logStamp(haGateways[carrier].cfg, "watching the LAN interface that holds this gateway's address", time.Time{}); !ok {
+				t.Errorf("%s: no lan section, but it did not say it watches the interface that holds its address", carrier)
+			}
+		}
 	}
 	down := l.waitDown(carrier, failedAt)
 	streamDone()

@@ -21,13 +21,17 @@
 #
 # BRIDGEHEAD (default ./bin/bridgehead) and BHPROBE (default ./bin/bhprobe)
 # name the binaries; PROBE_INTERVAL (default: bridgehead's) is site B's
-# probe interval. Everything is recorded in STATE_DIR as lab.sh does, so
-# `lab.sh down` removes exactly that.
+# probe interval; LAN_INTERFACE (default lan) is the gateways'
+# lan.interface, and set empty leaves the lan section out (the default
+# config: each gateway watches the interface that holds its address).
+# Everything is recorded in STATE_DIR as lab.sh does, so `lab.sh down`
+# removes exactly that.
 set -euo pipefail
 
 BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
 BHPROBE=${BHPROBE:-./bin/bhprobe}
 PROBE_INTERVAL=${PROBE_INTERVAL:-}
+LAN_INTERFACE=${LAN_INTERFACE-lan}
 LB_INTERVAL=${LB_INTERVAL:-100ms}
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -107,8 +111,9 @@ up() {
 			echo "controlSocket: $dir/$g.sock"
 			echo "interface: {name: bh0, mtu: 1420}"
 			# Watch the LAN side: a gateway that cannot deliver to its
-			# site is drained (/readyz 503) and its flows move.
-			echo "lan: {interface: lan}"
+			# site is drained (/readyz 503) and its flows move. Without
+			# a lan section the gateway finds the interface itself.
+			[ -z "$LAN_INTERFACE" ] || echo "lan: {interface: $LAN_INTERFACE}"
 			# /readyz on every address: the balancer on node B asks it.
 			echo "metrics: {listen: 0.0.0.0:9641}"
 			cat "$dir/sites.yaml"
