@@ -92,7 +92,7 @@ func (k keyTable) NoteRelayed(key bhcrypto.PublicKey, n, bytes uint64) {
 }
 
 // bindWorld gives each world gateway a Bind on a fakeNet.
-func bindWorld(t *testing.T) (*world, *fakeNet, [numTestGateways]*Bind) {
+func bindWorld(t testing.TB) (*world, *fakeNet, [numTestGateways]*Bind) {
 	w := newWorld(t, bhcrypto.ChaChaPoly)
 	net := &fakeNet{q: map[netip.AddrPort][]fakeDatagram{}}
 	var binds [numTestGateways]*Bind

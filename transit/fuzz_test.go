@@ -88,3 +88,70 @@ func FuzzParseHint(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCandidateRewrite: whatever arrives straight from a candidate
+// address (a hinted mapping) or from a directly reached gateway, the
+// router sees it at a stand-in only when it is a transport message of
+// our session with that very gateway (directFrom), never by its source
+// address alone.
+func FuzzCandidateRewrite(f *testing.F) {
+	w, net, binds := bindWorld(f)
+	mapping := netip.MustParseAddrPort("203.0.113.7:40000")
+	kp, _, _ := w.sess[gwHub].Current(gwE1)
+	hint, ok := hintMessage(kp, w.plan.KeyID(gwE2), mapping)
+	if !ok {
+		f.Fatal("hint not sealed")
+	}
+	net.q[addr(gwE1)] = append(net.q[addr(gwE1)], fakeDatagram{hint, addr(gwHub)})
+	bufs := make([][]byte, 8)
+	for i := range bufs {
+		bufs[i] = make([]byte, 2048)
+	}
+	sizes, eps := make([]int, 8), make([]netip.AddrPort, 8)
+	if _, err := binds[gwE1].Receive(bufs, sizes, eps); err != nil {
+		f.Fatal(err)
+	}
+	seal := func(kp *bhcrypto.Keypair) []byte {
+		buf := make([]byte, bhcrypto.TransportOverhead+16)
+		m, err := kp.Seal(buf, 16)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return m
+	}
+	hub2, _, _ := w.sess[gwHub2].Current(gwE1)
+	f.Add(seal(w.e2e[1]), false)
+	f.Add(seal(hub2), false)
+	f.Add(seal(hub2), true)
+	f.Add([]byte{bhcrypto.MsgInitiation, 0, 0, 0}, false)
+	f.Fuzz(func(t *testing.T, msg []byte, fromHub2 bool) {
+		if len(msg) == 0 || len(msg) > 1500 || msg[0] == bhcrypto.MsgRelay {
+			return // relay messages are the relay's own tests'
+		}
+		from := mapping
+		if fromHub2 {
+			from = addr(gwHub2)
+		}
+		net.mu.Lock()
+		net.q[addr(gwE1)] = append(net.q[addr(gwE1)], fakeDatagram{bytes.Clone(msg), from})
+		net.mu.Unlock()
+		n, err := binds[gwE1].Receive(bufs, sizes, eps)
+		if err != nil || n != 1 {
+			t.Fatalf("%d datagrams (%v), want the one sent", n, err)
+		}
+		gw, standIn := PseudoGateway(eps[0])
+		if !standIn {
+			if eps[0] != from {
+				t.Fatalf("reported from %v, sent from %v", eps[0], from)
+			}
+			return
+		}
+		rcv, _, ok := bhcrypto.ParseTransportHeader(bufs[0][:sizes[0]])
+		if !ok {
+			t.Fatalf("a non-transport datagram reported at stand-in %v", eps[0])
+		}
+		if _, opened, ok := binds[gwE1].sess.Session(rcv); !ok || opened != gw || from != mapping {
+			t.Fatalf("reported at %v's stand-in from %v on session of %v (%v)", gw, from, opened, ok)
+		}
+	})
+}
