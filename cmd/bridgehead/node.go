@@ -52,6 +52,7 @@ func setupNode(fs *flag.FlagSet) action {
 	catalogNS := fs.String("catalog-namespace", config.DefaultCatalogNamespace, "with --kubernetes: the controller's `NAMESPACE`, where it publishes the catalog")
 	catalogFile := fs.String("catalog-file", nodeagent.DefaultCatalogFile, "with --kubernetes: keep the followed catalog in `FILE` on the host (the node starts from it when the API server is away)")
 	serviceCIDRs := fs.String("service-cidrs", "", "with --kubernetes: the cluster's Service `CIDRS`, comma-separated (pod traffic to them is not masqueraded)")
+	netPolicy := fs.Bool("network-policy", true, "with --kubernetes: enforce Kubernetes NetworkPolicy on this node's pods (nftables table inet bridgehead-netpol); false removes that table")
 	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table and CNI config, then exit")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
@@ -134,6 +135,14 @@ func setupNode(fs *flag.FlagSet) action {
 		condDone := make(chan struct{})
 		go func() { defer close(condDone); cond.Run(ctx) }()
 		defer func() { stop(); <-condDone }()
+		npDone := make(chan struct{})
+		go func() {
+			defer close(npDone)
+			if err := kubenode.NetworkPolicy(ctx, kubenode.NetworkPolicyOptions{Client: client, Node: name, Log: log, Registry: reg}, *netPolicy); err != nil {
+				log.Error("network policy: not enforced", "err", err)
+			}
+		}()
+		defer func() { stop(); <-npDone }()
 		return agent.Run(ctx, src)
 	})
 }
@@ -145,6 +154,7 @@ func nodeUninstall(log *slog.Logger, routes *nodeagent.Routes, snat *nodeagent.S
 	n, err := routes.Flush()
 	errs = append(errs, err)
 	errs = append(errs, snat.Remove())
+	errs = append(errs, kubenode.RemoveNetworkPolicyTable())
 	conf := confDir + "/" + nodeagent.CNIConfName
 	if err := os.Remove(conf); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)

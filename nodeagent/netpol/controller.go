@@ -1,0 +1,358 @@
+package netpol
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Writer is where a Controller puts its rulesets: a *Table.
+type Writer interface {
+	Write(*Ruleset) error
+	// Current is the fingerprint of what the table holds ("" for
+	// nothing of ours).
+	Current() (string, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultRepairInterval = 5 * time.Minute
+	DefaultDebounce       = 100 * time.Millisecond
+)
+
+// Options are a Controller's dependencies.
+type Options struct {
+	// Client lists and watches pods, namespaces and networkpolicies of
+	// every namespace.
+	Client kubernetes.Interface
+	// Node is this node's name (spec.nodeName of its pods).
+	Node   string
+	Writer Writer
+	Log    *slog.Logger
+	// Registry takes the bridgehead_netpol_* metrics (default: a
+	// private one).
+	Registry prometheus.Registerer
+	// RepairInterval: the table's fingerprint is checked this often,
+	// and the table rewritten when it is not the one last written
+	// (deleted, or replaced). Default DefaultRepairInterval.
+	RepairInterval time.Duration
+	// Debounce gathers the changes of a burst into one compile.
+	// Default DefaultDebounce.
+	Debounce time.Duration
+	// Synced, when set, is called after each successful write (tests).
+	Synced func(*Ruleset)
+}
+
+// Controller keeps the table equal to the compiled policy set:
+// level-triggered (every change recompiles the whole set from the
+// informers' stores), written only when the fingerprint changes.
+type Controller struct {
+	o       Options
+	log     *slog.Logger
+	m       *metrics
+	changed chan struct{}
+	factory informers.SharedInformerFactory
+	pods    cache.SharedIndexInformer
+	nss     cache.SharedIndexInformer
+	pols    cache.SharedIndexInformer
+	last    string // fingerprint last written; Run's goroutine's
+}
+
+// New builds a Controller; Run starts it.
+func New(o Options) (*Controller, error) {
+	switch {
+	case o.Client == nil || o.Writer == nil || o.Log == nil:
+		return nil, errors.New("netpol: Client, Writer and Log are required")
+	case o.Node == "":
+		return nil, errors.New("netpol: Node is required")
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.RepairInterval <= 0 {
+		o.RepairInterval = DefaultRepairInterval
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = DefaultDebounce
+	}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	c := &Controller{o: o, log: o.Log, m: m, changed: make(chan struct{}, 1)}
+	c.factory = informers.NewSharedInformerFactory(o.Client, 0)
+	c.pods = c.factory.Core().V1().Pods().Informer()
+	c.nss = c.factory.Core().V1().Namespaces().Informer()
+	c.pols = c.factory.Networking().V1().NetworkPolicies().Informer()
+	for inf, tf := range map[cache.SharedIndexInformer]cache.TransformFunc{c.pods: StripPod, c.nss: StripNamespace, c.pols: StripPolicy} {
+		if err := inf.SetTransform(tf); err != nil {
+			return nil, err
+		}
+	}
+	for _, inf := range []cache.SharedIndexInformer{c.pods, c.nss, c.pols} {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.signal() },
+			UpdateFunc: func(old, cur any) { c.updated(old, cur) },
+			DeleteFunc: func(any) { c.signal() },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Controller) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// updated signals a change the compiler reads. The transforms keep only
+// what it reads, so the objects differ in their resourceVersion alone
+// when a pod's status changed in something else (conditions, restarts):
+// those updates, most of a cluster's, cost no compile.
+func (c *Controller) updated(old, cur any) {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := cur.(metav1.Object)
+	if ok1 && ok2 && sameButVersion(old, cur, o, n) {
+		return
+	}
+	c.signal()
+}
+
+func sameButVersion(old, cur any, o, n metav1.Object) bool {
+	switch op := old.(type) {
+	case *corev1.Pod:
+		np := cur.(*corev1.Pod)
+		return maps.Equal(op.Labels, np.Labels) && op.Spec.NodeName == np.Spec.NodeName &&
+			op.Spec.HostNetwork == np.Spec.HostNetwork && op.Status.Phase == np.Status.Phase &&
+			op.Status.PodIP == np.Status.PodIP && slices.Equal(op.Status.PodIPs, np.Status.PodIPs) &&
+			portsEqual(op.Spec.Containers, np.Spec.Containers) && portsEqual(op.Spec.InitContainers, np.Spec.InitContainers)
+	case *corev1.Namespace:
+		return maps.Equal(o.GetLabels(), n.GetLabels())
+	}
+	return o.GetGeneration() != 0 && o.GetGeneration() == n.GetGeneration()
+}
+
+func portsEqual(a, b []corev1.Container) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.Container) bool { return slices.Equal(x.Ports, y.Ports) })
+}
+
+// StripPod keeps of a pod what the compiler reads: its name, namespace,
+// labels, node, hostNetwork, phase, addresses and named container
+// ports. It is the pod informer's transform: the store holds some 300
+// bytes a pod instead of the whole object.
+func StripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
+		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}
+	out.Spec.Containers = namedPorts(p.Spec.Containers)
+	out.Spec.InitContainers = namedPorts(p.Spec.InitContainers)
+	return out, nil
+}
+
+// namedPorts keeps the containers' named ports, in one container.
+func namedPorts(cs []corev1.Container) []corev1.Container {
+	var ports []corev1.ContainerPort
+	for _, c := range cs {
+		for _, p := range c.Ports {
+			if p.Name != "" {
+				ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
+			}
+		}
+	}
+	if ports == nil {
+		return nil
+	}
+	return []corev1.Container{{Ports: ports}}
+}
+
+// StripNamespace keeps a namespace's name and labels.
+func StripNamespace(obj any) (any, error) {
+	n, ok := obj.(*corev1.Namespace)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
+}
+
+// StripPolicy drops a policy's managed fields and annotations (a
+// kubectl-applied policy carries itself again in one).
+func StripPolicy(obj any) (any, error) {
+	p, ok := obj.(*networkingv1.NetworkPolicy)
+	if !ok {
+		return obj, nil
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Generation: p.Generation},
+		Spec:       p.Spec,
+	}, nil
+}
+
+// Run watches until ctx ends. Until the informers have synced it writes
+// nothing: a restarted agent leaves the table it wrote before in place
+// (pods stay isolated), and never writes a ruleset from a partial view.
+func (c *Controller) Run(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	c.log.Info("network policy: waiting for pods, namespaces and policies", "node", c.o.Node)
+	start := time.Now()
+	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nss.HasSynced, c.pols.HasSynced) {
+		return ctx.Err()
+	}
+	c.log.Info("network policy: informers synced", "pods", len(c.pods.GetStore().ListKeys()),
+		"namespaces", len(c.nss.GetStore().ListKeys()), "policies", len(c.pols.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond))
+	if fp, err := c.o.Writer.Current(); err == nil {
+		c.last = fp
+	}
+	repair := time.NewTicker(c.o.RepairInterval)
+	defer repair.Stop()
+	retry := time.NewTimer(0) // the first sync
+	defer retry.Stop()
+	backoff := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.changed:
+			// Gather the rest of the burst.
+			select {
+			case <-time.After(c.o.Debounce):
+			case <-ctx.Done():
+				return nil
+			}
+		case <-repair.C:
+			if fp, err := c.o.Writer.Current(); err != nil || fp != c.last {
+				if err == nil {
+					c.log.Warn("network policy: the table is not the one written last: rewriting it", "table", "inet "+TableName, "found", fp)
+					c.m.repairs.Inc()
+				}
+				c.last = ""
+			}
+		case <-retry.C:
+		}
+		if err := c.sync(); err != nil {
+			c.log.Error("network policy: table not written", "err", err, "retry", backoff)
+			retry.Reset(backoff)
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+	}
+}
+
+// sync compiles the stores' view and writes it when it differs from
+// what was written last.
+func (c *Controller) sync() error {
+	t0 := time.Now()
+	in := Input{Node: c.o.Node}
+	for _, o := range c.pods.GetStore().List() {
+		in.Pods = append(in.Pods, o.(*corev1.Pod))
+	}
+	for _, o := range c.nss.GetStore().List() {
+		in.Namespaces = append(in.Namespaces, o.(*corev1.Namespace))
+	}
+	for _, o := range c.pols.GetStore().List() {
+		in.Policies = append(in.Policies, o.(*networkingv1.NetworkPolicy))
+	}
+	rs := Compile(in)
+	fp := Fingerprint(rs)
+	compiled := time.Since(t0)
+	c.m.seconds.WithLabelValues("compile").Observe(compiled.Seconds())
+	c.m.setStats(rs.Stats)
+	if fp == c.last {
+		c.m.syncs.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	t1 := time.Now()
+	if err := c.o.Writer.Write(rs); err != nil {
+		c.m.syncs.WithLabelValues("error").Inc()
+		return err
+	}
+	written := time.Since(t1)
+	c.m.seconds.WithLabelValues("write").Observe(written.Seconds())
+	c.m.syncs.WithLabelValues("written").Inc()
+	c.m.enforcing.Set(1)
+	c.m.lastWrite.SetToCurrentTime()
+	c.last = fp
+	s := rs.Stats
+	c.log.Info("network policy: table written", "table", "inet "+TableName, "fingerprint", fp,
+		"policies", s.Policies, "localPolicies", s.LocalPolicies, "invalid", s.Invalid, "pods", s.Pods, "localPods", s.LocalPods,
+		"chains", s.Chains, "rules", s.Rules, "sets", s.Sets, "elements", s.Elements, "dispatch", s.Dispatch,
+		"compile", compiled.Round(time.Microsecond), "write", written.Round(time.Microsecond))
+	if c.o.Synced != nil {
+		c.o.Synced(rs)
+	}
+	return nil
+}
+
+// metrics are the bridgehead_netpol_* series.
+type metrics struct {
+	syncs     *prometheus.CounterVec
+	seconds   *prometheus.HistogramVec
+	objects   *prometheus.GaugeVec
+	enforcing prometheus.Gauge
+	lastWrite prometheus.Gauge
+	repairs   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridgehead_netpol_syncs_total", Help: "Compiles of the policy set, by result: written (the table was replaced), unchanged, error (the write failed).",
+		}, []string{"result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "bridgehead_netpol_sync_seconds", Help: "Time to compile the policy set, and to write the table (one nftables transaction).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+		}, []string{"stage"}),
+		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridgehead_netpol_ruleset", Help: "Size of the compiled policy set: policies, local_policies, invalid_policies, pods, local_pods, chains, rules, sets, elements, dispatch.",
+		}, []string{"kind"}),
+		enforcing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bridgehead_netpol_enforcing", Help: "1 once the table holds a ruleset compiled from the synced API view.",
+		}),
+		lastWrite: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bridgehead_netpol_last_write_timestamp_seconds", Help: "When the table was last written.",
+		}),
+		repairs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bridgehead_netpol_repairs_total", Help: "Rewrites of a table someone else deleted or replaced.",
+		}),
+	}
+	for _, r := range []string{"written", "unchanged", "error"} {
+		m.syncs.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.syncs, m.seconds, m.objects, m.enforcing, m.lastWrite, m.repairs} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) setStats(s Stats) {
+	for k, v := range map[string]int{
+		"policies": s.Policies, "local_policies": s.LocalPolicies, "invalid_policies": s.Invalid,
+		"pods": s.Pods, "local_pods": s.LocalPods, "chains": s.Chains, "rules": s.Rules,
+		"sets": s.Sets, "elements": s.Elements, "dispatch": s.Dispatch,
+	} {
+		m.objects.WithLabelValues(k).Set(float64(v))
+	}
+}
