@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -103,15 +105,26 @@ func (p *Publisher) Run(ctx context.Context) error {
 	tick, stop := p.o.Ticker(p.o.Interval)
 	defer stop()
 	failing := false
+	refused := "" // the last key refusal logged
 	for {
 		if err := p.publish(ctx); err != nil {
-			if !failing && ctx.Err() == nil {
+			switch {
+			case KeyRefused(err):
+				// Until the operator approves the key, the status stays
+				// as it was; log each refusal message once, at error:
+				// it names the command that approves the key.
+				if msg := err.Error(); msg != refused {
+					p.o.Log.Error("the API server refused this gateway's key: its Gateway pins another; no peer uses this key until the operator approves it",
+						"gateway", p.o.Gateway, "key", p.o.Source().PublicKey, "err", msg)
+					refused = msg
+				}
+			case !failing && ctx.Err() == nil:
 				p.o.Log.Warn("publishing the gateway status failed; retrying every interval", "gateway", p.o.Gateway, "interval", p.o.Interval, "err", err)
 			}
 			failing = true
 		} else if failing {
 			p.o.Log.Info("publishing the gateway status works again", "gateway", p.o.Gateway)
-			failing = false
+			failing, refused = false, ""
 		}
 		select {
 		case <-ctx.Done():
@@ -119,6 +132,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		case <-tick:
 		}
 	}
+}
+
+// KeyRefused reports whether err is the API server refusing a status
+// write because the Gateway pins another key (the admission policy
+// bridgehead-gateway-key-pin, deploy/kubernetes/gateway-keys.yaml).
+func KeyRefused(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "--approve-key")
 }
 
 // publish writes the status when it differs from the last one written.
