@@ -165,6 +165,11 @@ func Compile(in Input) *Ruleset {
 	slices.SortFunc(rs.Dispatch, func(a, b Dispatch) int {
 		return cmp.Or(cmp.Compare(a.Dir, b.Dir), a.Addr.Compare(b.Addr))
 	})
+	for _, d := range rs.Dispatch {
+		rs.Self = append(rs.Self, d.Addr)
+	}
+	slices.SortFunc(rs.Self, netip.Addr.Compare)
+	rs.Self = slices.Compact(rs.Self)
 	for _, s := range c.sets {
 		rs.Sets = append(rs.Sets, *s)
 		c.stats.Elements += len(s.Ranges) + len(s.AddrPorts)

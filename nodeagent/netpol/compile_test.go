@@ -79,6 +79,10 @@ ingress fd00:244:0:1::10 -> ingress[db/deny]
 ingress[db/deny]:
   counter drop
 `,
+			// The isolated local pods may reach themselves.
+			check: func(t *testing.T, rs *Ruleset) {
+				want(t, fmt.Sprint(rs.Self), "[10.244.1.10 10.244.1.11 fd00:244:0:1::10]")
+			},
 		},
 		{
 			name: "default deny both directions",

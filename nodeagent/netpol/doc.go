@@ -51,6 +51,8 @@
 //	  chain forward { type filter hook forward priority filter; policy accept;
 //	    ct state established,related accept
 //	    meta nfproto ipv6 icmpv6 type 133-137 accept   # neighbour discovery
+//	    ip saddr . ip daddr @self4 accept               # a pod to itself (its own Service)
+//	    ip6 saddr . ip6 daddr @self6 accept
 //	    ip saddr vmap @egress4
 //	    ip6 saddr vmap @egress6
 //	    ip daddr vmap @ingress4
@@ -76,6 +78,12 @@
 // pods on one bridge because the agent keeps br_netfilter's
 // bridge-nf-call-ip(6)tables on (nodeagent.HostNet).
 //
+// A pod reaching itself through its own Service (kube-proxy sends the
+// packet back to it, hairpin) is accepted whatever its policies: the
+// API leaves a pod's traffic to itself alone, and the upstream suite
+// expects it (AllowLoopback). The sets self4 and self6 hold each
+// isolated local pod's address twice (saddr . daddr).
+//
 // Sets are named by their contents' hash: rules with the same peers (a
 // default "allow from my namespace" repeated in a hundred policies)
 // share one set. Chains are named by the hash of their policy list:
@@ -86,7 +94,8 @@
 // Packets of established connections (every packet but a connection's
 // first, and replies) match the first rule: conntrack has already
 // looked the connection up, so the table adds one rule. The first packet
-// of a connection costs up to four verdict-map lookups (hash, O(1)); a
+// of a connection costs two hash lookups in the self sets and up to four
+// verdict-map lookups (hash, O(1)); a
 // packet to or from an isolated pod then walks that pod's chain: per
 // rule of every policy selecting the pod, one interval-set lookup of the
 // peer address (rbtree, O(log n)) and one compare of protocol and port,

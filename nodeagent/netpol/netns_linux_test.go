@@ -319,3 +319,75 @@ func TestEnforce(t *testing.T) {
 		t.Errorf("Current after Remove = %q %v", fp, err)
 	}
 }
+
+// TestServiceTraffic: traffic to a Service address, which kube-proxy
+// translates (prerouting DNAT) before the forward hook, meets the
+// policies of the endpoint pod it was sent to; and a pod reaching itself
+// through its own Service (hairpin, masqueraded as kube-proxy does) is
+// allowed whatever its policies, as the upstream suite expects.
+func TestServiceTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network namespaces; skipped with -short")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft for the stand-in kube-proxy table")
+	}
+	l := newLab(t)
+	tbl := l.table(t)
+	serve(t, l.b, 5432)
+	const svc, svc6 = "10.96.0.10", "fd00:96::10"
+	// A stand-in for kube-proxy: DNAT of the Service to b, masquerade
+	// of hairpin traffic.
+	proxy := `table inet kube-proxy-standin {
+	chain pre { type nat hook prerouting priority dstnat;
+		ip daddr ` + svc + ` tcp dport 80 dnat ip to ` + addrB + `:5432
+		ip6 daddr ` + svc6 + ` tcp dport 80 dnat ip6 to [` + addrB6 + `]:5432
+	}
+	chain post { type nat hook postrouting priority srcnat;
+		ip saddr ` + addrB + ` ip daddr ` + addrB + ` masquerade
+		ip6 saddr ` + addrB6 + ` ip6 daddr ` + addrB6 + ` masquerade
+	}
+}`
+	cmd := exec.Command("ip", "netns", "exec", l.node, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(proxy)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nft: %v\n%s", err, out)
+	}
+	nss := []*corev1.Namespace{ns("web"), ns("db")}
+	pods := []*corev1.Pod{
+		withIPs(mkPod("web", "client", "n1", map[string]string{"app": "client"}), addrA, addrA6),
+		withIPs(mkPod("db", "pg", "n1", map[string]string{"app": "db"}), addrB, addrB6),
+	}
+	write := func(pols ...*networkingv1.NetworkPolicy) {
+		t.Helper()
+		if err := tbl.Write(Compile(Input{Node: "n1", Pods: pods, Namespaces: nss, Policies: pols})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write()
+	deadline := time.Now().Add(10 * time.Second) // a failure bound (IPv6 neighbours)
+	for _, e := range []expect{{"a", "tcp", hp(svc6, 80), true}, {"b", "tcp", hp(svc6, 80), true}, {"a", "tcp", hp(svc, 80), true}} {
+		ns := l.a
+		if e.from == "b" {
+			ns = l.b
+		}
+		for probe(t, ns, e.network, e.addr) != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("lab: %s from %s never answers", e.addr, e.from)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// db denies every ingress, and egress too.
+	write(policy("db", "deny", map[string]string{}, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}, nil, nil))
+	check(t, l, "deny via the Service", []expect{
+		{"a", "tcp", hp(svc, 80), false}, {"a", "tcp", hp(svc6, 80), false},
+		{"b", "tcp", hp(svc, 80), true}, {"b", "tcp", hp(svc6, 80), true}, // itself
+	})
+	// Allowed from web's client: through the Service too.
+	write(policy("db", "deny", map[string]string{}, nil, []networkingv1.NetworkPolicyIngressRule{{
+		From:  []networkingv1.NetworkPolicyPeer{{NamespaceSelector: sel("kubernetes.io/metadata.name", "web")}},
+		Ports: []networkingv1.NetworkPolicyPort{numPort(corev1.ProtocolTCP, 5432, 0)},
+	}}, nil))
+	check(t, l, "allow via the Service", []expect{{"a", "tcp", hp(svc, 80), true}, {"a", "tcp", hp(svc6, 80), true}})
+}

@@ -151,6 +151,28 @@ func (t *Table) Write(rs *Ruleset) error {
 			vmaps[name] = m
 		}
 	}
+	for _, fam := range []int{4, 6} {
+		addr := nftables.TypeIPAddr
+		if fam == 6 {
+			addr = nftables.TypeIP6Addr
+		}
+		kt, err := nftables.ConcatSetType(addr, addr)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("self%d", fam)
+		self := &nftables.Set{Table: tbl, Name: name, KeyType: kt, Concatenation: true}
+		var els []nftables.SetElement
+		for _, a := range rs.Self {
+			if a.Is6() == (fam == 6) {
+				els = append(els, nftables.SetElement{Key: append(a.AsSlice(), a.AsSlice()...)})
+			}
+		}
+		if err := addSet(c, self, els); err != nil {
+			return fmt.Errorf("nftables set %s: %w", name, err)
+		}
+		vmaps[name] = self
+	}
 	base := c.AddChain(&nftables.Chain{Name: baseChain, Table: tbl, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
 	for i, exprs := range baseRules(vmaps) {
@@ -225,10 +247,13 @@ var hdr = map[int]famHdr{
 	6: {unix.NFPROTO_IPV6, 8, 24, 16},
 }
 
-// baseRules are the base chain's rules:
+// baseRules are the base chain's rules (vmaps holds the verdict maps and
+// the self sets):
 //
 //	ct state established,related accept
 //	meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type 133-137 accept
+//	ip saddr . ip daddr @self4 accept
+//	ip6 saddr . ip6 daddr @self6 accept
 //	ip saddr vmap @egress4
 //	ip6 saddr vmap @egress6
 //	ip daddr vmap @ingress4
@@ -255,6 +280,18 @@ func baseRules(vmaps map[string]*nftables.Set) [][]expr.Any {
 			&expr.Cmp{Op: expr.CmpOpLte, Register: 1, Data: []byte{137}},
 			&expr.Verdict{Kind: expr.VerdictAccept},
 		},
+	}
+	for _, fam := range []int{4, 6} {
+		h := hdr[fam]
+		self := vmaps[fmt.Sprintf("self%d", fam)]
+		out = append(out, []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{h.proto}},
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: h.src, Len: h.size},
+			&expr.Payload{DestRegister: 8 + h.size/4, Base: expr.PayloadBaseNetworkHeader, Offset: h.dst, Len: h.size},
+			&expr.Lookup{SourceRegister: 1, SetName: self.Name, SetID: self.ID},
+			&expr.Verdict{Kind: expr.VerdictAccept},
+		})
 	}
 	for _, dir := range []Direction{Egress, Ingress} {
 		for _, fam := range []int{4, 6} {

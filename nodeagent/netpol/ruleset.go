@@ -56,7 +56,13 @@ type Ruleset struct {
 	// Chains are the pods' chains, sorted by name: one per direction and
 	// distinct list of policies that select a local pod.
 	Chains []Chain
-	Stats  Stats
+	// Self are the addresses of the local pods in Dispatch: a packet
+	// from one of them to itself (a pod reaching its own Service, which
+	// kube-proxy sends back to it) is accepted whatever the policies,
+	// as the NetworkPolicy API leaves a pod's traffic to itself alone
+	// (sets self4 and self6 of saddr . daddr).
+	Self  []netip.Addr
+	Stats Stats
 }
 
 // Stats counts what a Ruleset holds.
@@ -235,6 +241,9 @@ func (rs *Ruleset) String() string {
 			fam = 6
 		}
 		fmt.Fprintf(&b, "map %s%d %s %s : jump %s\n", d.Dir, fam, side, d.Addr, d.Chain)
+	}
+	for _, a := range rs.Self {
+		fmt.Fprintf(&b, "self %s\n", a)
 	}
 	for _, c := range rs.Chains {
 		fmt.Fprintf(&b, "chain %s # %s %s\n", c.Name, c.Dir, strings.Join(c.Policies, ","))
