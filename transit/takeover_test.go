@@ -142,3 +142,27 @@ func TestDeferRelay(t *testing.T) {
 		t.Fatalf("E2 got %d from %v", len(out), from)
 	}
 }
+
+// BenchmarkDirectFrom is the receive path's check of a datagram from a
+// candidate address: the candidate map, the receiver index's session and
+// its gateway (was the map alone, BenchmarkFromCandidate).
+func BenchmarkDirectFrom(b *testing.B) {
+	w, net, binds := bindWorld(b)
+	mapping := netip.MustParseAddrPort("203.0.113.7:40000")
+	kp, _, _ := w.sess[gwHub].Current(gwE1)
+	hint, _ := hintMessage(kp, w.plan.KeyID(gwE2), mapping)
+	net.q[addr(gwE1)] = append(net.q[addr(gwE1)], fakeDatagram{hint, addr(gwHub)})
+	bufs := [][]byte{make([]byte, 2048)}
+	if _, err := binds[gwE1].Receive(bufs, make([]int, 1), make([]netip.AddrPort, 1)); err != nil {
+		b.Fatal(err)
+	}
+	buf, n := sealInner(b, w.e2e[1], make([]byte, 1380))
+	msg := buf[bhcrypto.RelayHeaderSize : bhcrypto.RelayHeaderSize+n]
+	v := w.relay[gwE1].view.Load()
+	b.ReportAllocs()
+	for b.Loop() {
+		if gw, ok := binds[gwE1].directFrom(v, msg, mapping); !ok || gw != gwE2 {
+			b.Fatal("not rewritten")
+		}
+	}
+}
