@@ -6,7 +6,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 OUT       ?= out
 
 .PHONY: all build demo test test-short fuzz vet fmt clean deps bench deb image image-test image-deps kube-testenv cni-plugins umoci container generate \
-	cluster cluster-down cluster-build cluster-deps cluster-test conformance
+	crane push cluster cluster-down cluster-build cluster-deps cluster-test conformance
 
 all: build
 
@@ -78,11 +78,26 @@ umoci:
 
 # container: the container image (the static binary and the CNI plugins) as
 # an OCI archive, $(OUT)/bridgehead-oci.tar, with .digest and .ref beside it;
-# reproducible (deploy/container/build.sh). Load it with
-# skopeo copy oci-archive:$(OUT)/bridgehead-oci.tar docker://REGISTRY/bridgehead:TAG.
+# reproducible (deploy/container/build.sh). Into a registry: make push below.
 IMAGE ?= ghcr.io/bridgehead/bridgehead
 container: umoci cni-plugins
 	deploy/container/build.sh -u $(UMOCI_DIR)/umoci -c $(CNI_PLUGINS_DIR) -o $(OUT) -n $(IMAGE)
+
+# crane: crane v0.22.1 (go-containerregistry), which copies the image into a
+# registry, built from the Go module proxy into CRANE_DIR once
+# (hack/crane/build.sh; a no-op when built).
+CRANE_DIR ?= $(HOME)/.cache/bridgehead/crane
+export CRANE_DIR
+crane:
+	hack/crane/build.sh $(CRANE_DIR)
+
+# push: the image of make container into REGISTRY (host[:port][/path]) as
+# REGISTRY/bridgehead:TAG, checked against the archive's digest, then the
+# kustomize images: lines that pin it (stdout) for an overlay
+# (deploy/container/push.sh; log in with crane auth login first).
+push: crane container
+	@test -n "$(REGISTRY)" || { echo "make push: REGISTRY=host[:port][/path] is required" >&2; exit 2; }
+	deploy/container/push.sh -c $(CRANE_DIR)/crane -a $(OUT)/bridgehead-oci.tar -r $(REGISTRY) -k $(IMAGE)
 
 # cluster: a real two-site Kubernetes cluster on this machine (root), left
 # running: the control plane in site A, kubelet, containerd and kube-proxy
@@ -141,10 +156,11 @@ cluster-test: cluster
 	  rc=$$?; deploy/lab/cluster.sh down $(CLUSTER_STATE); exit $$rc
 
 # test: every test, root-only ones included (CI runs as root), with -race.
-# umoci and cni-plugins: deploy/container builds the image twice. -timeout is
+# umoci and cni-plugins: deploy/container builds the image twice; crane:
+# deploy/container pushes an image into a registry on 127.0.0.1. -timeout is
 # per package: e2e alone ran 726 s in a clean-clone CI run before the node
 # agent and seed-check labs (each 1.5-3 min) joined it, so 20m was too near.
-test: deps build kube-testenv cni-plugins umoci
+test: deps build kube-testenv cni-plugins umoci crane
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 40m ./...
 
