@@ -71,3 +71,43 @@ func BenchmarkForgedResponse(b *testing.B) {
 		}
 	}
 }
+
+// FuzzForgedThenGenuine: any response with our index and a valid mac1
+// that is not the responder's fails without spending the initiation,
+// and the genuine response completes it afterwards (the state after
+// message 1, kept by firstMessageDH, is not damaged by a failed read).
+func FuzzForgedThenGenuine(f *testing.F) {
+	a := testIdentity(f, 1, ChaChaPoly, []byte("p"))
+	b := testIdentity(f, 2, ChaChaPoly, []byte("p"))
+	f.Add(make([]byte, ResponseSize))
+	f.Add([]byte{MsgResponse, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		in, msg1, err := a.CreateInitiation(b.Public, 11, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri, err := b.ConsumeInitiation(msg1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, resp, err := b.CreateResponse(ri, 22, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := make([]byte, ResponseSize)
+		copy(forged, data)
+		copy(forged[:respNoiseOff], resp[:respNoiseOff]) // type, reserved, indices
+		writeMAC1(forged, a.Public)
+		for range 2 {
+			if _, err := in.ConsumeResponse(forged, testNow); err == nil {
+				if !bytes.Equal(forged[:respMAC1Off], resp[:respMAC1Off]) {
+					t.Fatal("a forged response completed the handshake")
+				}
+				return
+			}
+		}
+		if _, err := in.ConsumeResponse(resp, testNow); err != nil {
+			t.Fatalf("the genuine response after forged ones: %v", err)
+		}
+	})
+}
