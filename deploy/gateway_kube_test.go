@@ -8,9 +8,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -326,22 +328,57 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 	ctx := context.Background()
 	admin := dyn(t, env.Config)
 	gvr := v1.SchemeGroupVersion.WithResource(v1.GatewaysResource)
-	for _, name := range []string{gwAdmitted, gwAdmittedOther, "site-a.not-admitted"} {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Gateway",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{"site": "site-a", "address": "10.224.0.4"},
-		}}
-		if _, err := admin.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+	// The operator admits two gateway nodes with `bridgehead gateway
+	// admit --in-cluster`: their Gateways (address and endpoint from the
+	// Nodes), their grants to the site's ServiceAccount, the pool label.
+	// A third Gateway exists but was never admitted (no grant).
+	cs := env.Clientset(t)
+	site := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Site",
+		"metadata": map[string]any{"name": "site-a"}, "spec": map[string]any{"nodeCIDRs": []any{"10.224.0.0/16"}, "podCIDRs": []any{"10.244.0.0/16"}}}}
+	if _, err := admin.Resource(v1.SchemeGroupVersion.WithResource(v1.SitesResource)).Create(ctx, site, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "bridgehead")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/bridgehead").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for i, name := range []string{gwAdmitted, gwAdmittedOther} {
+		node := strings.TrimPrefix(name, "site-a.")
+		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.224.0.%d", 4+i)},
+			{Type: corev1.NodeExternalIP, Address: fmt.Sprintf("198.51.100.%d", 1+i)}}
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "gateway", "admit", "--kubeconfig", env.Kubeconfig, "site-a/"+node, "--in-cluster").CombinedOutput()
+		if err != nil {
+			t.Fatalf("bridgehead gateway admit site-a/%s --in-cluster: %v\n%s", node, err, out)
+		}
+		t.Logf("bridgehead gateway admit site-a/%s --in-cluster:\n%s", node, out)
+		gw, err := admin.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spec, _, _ := unstructured.NestedStringMap(gw.Object, "spec"); spec["address"] != fmt.Sprintf("10.224.0.%d", 4+i) || spec["endpoint"] != fmt.Sprintf("198.51.100.%d:51820", 1+i) {
+			t.Errorf("Gateway %s spec %v: want the Node's addresses", name, spec)
+		}
+		if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil || n.Labels["bridgehead.io/gateway-pool"] != "site-a" {
+			t.Errorf("Node %s labels %v (%v): want it in site-a's gateway pool", node, n.Labels, err)
+		}
+	}
+	notAdmitted := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.SchemeGroupVersion.String(), "kind": "Gateway",
+		"metadata": map[string]any{"name": "site-a.not-admitted"}, "spec": map[string]any{"site": "site-a", "address": "10.224.0.9"},
+	}}
+	if _, err := admin.Resource(gvr).Create(ctx, notAdmitted, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	// The pod's token: bound to a pod of the DaemonSet on node
 	// aks-gateways-31415926-vmss000000 (so it carries the node's name).
-	cs := env.Clientset(t)
 	node := strings.TrimPrefix(gwAdmitted, "site-a.")
-	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	pod, err := cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bridgehead-gateway-site-a-x", Namespace: "kube-system"},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: gwSA,

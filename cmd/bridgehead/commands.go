@@ -43,7 +43,7 @@ func commands() []command {
 		{name: "catalog", synopsis: "to-resources --config FILE [--nodes] [--gateway-rbac] | from-resources --file FILE [--config FILE]",
 			summary: "turn a config's catalog into Site and Gateway resources (YAML for kubectl), or resources back into a catalog",
 			setup:   setupCatalog},
-		{name: "gateway", synopsis: "admit SITE/NAME [--address IP] [--endpoint HOST:PORT] [--pin KEY | --approve-key KEY] [--token-ttl 24h] [-o FILE]",
+		{name: "gateway", synopsis: "admit SITE/NAME [--in-cluster] [--address IP] [--endpoint HOST:PORT] [--pin KEY | --approve-key KEY] [--token-ttl 24h] [-o FILE]",
 			summary: "admit a gateway: its Gateway object, its own credential, a kubeconfig with a short-lived token; pin or approve its key",
 			setup:   setupGateway},
 		{name: "routes", synopsis: "--config FILE --site NAME --format FORMAT",

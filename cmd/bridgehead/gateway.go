@@ -5,13 +5,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,6 +54,13 @@ import (
 //     running gateway picks the new token up without a restart. Revoking
 //     is deleting the ServiceAccount.
 //
+// With --in-cluster, NAME is a node of the site's gateway pool
+// (deploy/kubernetes/gateway): the Gateway's address and endpoint come
+// from the Node, the grant is a ClusterRole of its own naming this
+// Gateway, bound to the site's shared ServiceAccount (instead of a list
+// of names edited by hand in rbac.yaml), the node is labelled into the
+// pool, and no kubeconfig is written: the pod has its own token.
+//
 // Key pinning lives in the API server, not in the controller: the
 // ValidatingAdmissionPolicy bridgehead-gateway-key-pin
 // (deploy/kubernetes/gateway-keys.yaml) lets a Gateway's status.publicKey
@@ -84,6 +95,7 @@ type gatewayAdmitOptions struct {
 	out        string
 	server     string
 	tokenTTL   time.Duration
+	inCluster  bool
 	now        func() time.Time
 }
 
@@ -96,6 +108,7 @@ func setupGateway(fs *flag.FlagSet) action {
 	fs.StringVar(&o.approveKey, "approve-key", "", "approve a new public `KEY` for an admitted Gateway (a reimaged gateway; its log names the key)")
 	fs.StringVar(&o.out, "o", "", "write the gateway's kubeconfig to `FILE` (mode 0600) and its token to FILE.token (default SITE.NAME.kubeconfig)")
 	fs.StringVar(&o.server, "server", "", "the API server `URL` the gateway reaches (default: the admin kubeconfig's)")
+	fs.BoolVar(&o.inCluster, "in-cluster", false, "an in-cluster gateway (deploy/kubernetes/gateway): NAME is its node; address and endpoint from the Node, its site's ServiceAccount bound to this Gateway, the node labelled into the gateway pool; no kubeconfig")
 	fs.DurationVar(&o.tokenTTL, "token-ttl", defaultTokenTTL, "how long the gateway's token is valid (`DURATION`, at least 10m); renew by admitting again")
 	return func(std *stdio, args []string) error {
 		if len(args) == 0 || args[0] != "admit" {
@@ -190,6 +203,23 @@ func gatewayAdmit(ctx context.Context, std *stdio, cfg *rest.Config, o gatewayAd
 		return fail("Site %s: %v", o.site, err)
 	}
 
+	if o.inCluster {
+		// Its address and endpoint from its Node (the DaemonSet's pod
+		// uses the node's network and the hostPort 51820).
+		n, err := cs.CoreV1().Nodes().Get(ctx, o.name, metav1.GetOptions{})
+		if err != nil {
+			return fail("an in-cluster gateway is named after its node: Node %s: %v", o.name, err)
+		}
+		for _, a := range n.Status.Addresses {
+			switch {
+			case a.Type == corev1.NodeInternalIP && o.address == "" && !strings.Contains(a.Address, ":"):
+				o.address = a.Address
+			case a.Type == corev1.NodeExternalIP && o.endpoint == "" && !strings.Contains(a.Address, ":"):
+				o.endpoint = net.JoinHostPort(a.Address, strconv.Itoa(inClusterPort))
+			}
+		}
+	}
+
 	// The Gateway.
 	gw, err := dyn.Resource(gatewaysGVR).Get(ctx, gwName, metav1.GetOptions{})
 	switch {
@@ -251,25 +281,13 @@ func gatewayAdmit(ctx context.Context, std *stdio, cfg *rest.Config, o gatewayAd
 		}
 	}
 
+	if o.inCluster {
+		return admitInCluster(ctx, std, cs, dyn, o, fail)
+	}
+
 	// Its credential.
-	for _, obj := range kube.GatewayRBAC(gwName) {
-		u, err := toUnstructured(obj)
-		if err != nil {
-			return err
-		}
-		gvr := rbacGVRs[u.GetKind()]
-		ri := dyn.Resource(gvr).Namespace(u.GetNamespace())
-		body, err := u.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		force := true
-		if _, err := ri.Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: gatewayAdmitManager, Force: &force}); err != nil {
-			if apierrors.IsNotFound(err) && u.GetNamespace() != "" {
-				return fail("namespace %s: %v (apply deploy/kubernetes first)", u.GetNamespace(), err)
-			}
-			return fail("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+	if err := applyObjects(ctx, dyn, kube.GatewayRBAC(gwName)); err != nil {
+		return fail("%v", err)
 	}
 	fmt.Fprintf(std.out, "ServiceAccount %s/%s and ClusterRole %s%s applied (status of Gateway %s only)\n",
 		kube.GatewayNamespace, gwName, kube.GatewayRolePrefix, gwName, gwName)
@@ -301,6 +319,90 @@ func gatewayAdmit(ctx context.Context, std *stdio, cfg *rest.Config, o gatewayAd
 		fmt.Fprintf(std.err, "note: asked for %v, the API server issued %v (its --service-account-max-token-expiration)\n", o.tokenTTL, got.Round(time.Minute))
 	}
 	fmt.Fprintf(std.out, "renew before then: run this command again and copy %s to the gateway (it rereads the file; no restart)\n", filepath.Base(o.out)+".token")
+	return nil
+}
+
+// inClusterPort is the tunnel's port of an in-cluster gateway: the
+// DaemonSet's hostPort (deploy/kubernetes/gateway/daemonset.yaml).
+const inClusterPort = 51820
+
+// inClusterGatewayRBAC is the grant that admits in-cluster gateway
+// site.node: the site's ServiceAccount (kube-system/bridgehead-gateway-<site>,
+// deploy/kubernetes/gateway/rbac.yaml, shared by the DaemonSet's pods) may
+// write the status of that one Gateway (resourceNames), by a ClusterRole
+// and binding of its own, so admitting a node adds objects instead of
+// editing a list. The admission policy bridgehead-gateway-own-node binds
+// each pod's token further to its own node's Gateway.
+func inClusterGatewayRBAC(site, node string) []runtime.Object {
+	gwName := site + "." + node
+	name := kube.GatewayRolePrefix + gwName
+	labels := map[string]string{"app.kubernetes.io/part-of": "bridgehead", v1.GroupName + "/gateway": gwName, v1.GroupName + "/site": site}
+	return []runtime.Object{
+		&rbacv1.ClusterRole{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1.GroupName}, Resources: []string{v1.GatewaysResource + "/status"},
+				ResourceNames: []string{gwName}, Verbs: []string{"get", "update", "patch"}}},
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: inClusterGatewaySA(site), Namespace: "kube-system"}},
+		},
+	}
+}
+
+// inClusterGatewaySA is the ServiceAccount of a site's in-cluster gateways.
+func inClusterGatewaySA(site string) string { return "bridgehead-gateway-" + site }
+
+// gatewayPoolLabel puts a node into its site's gateway pool: the
+// DaemonSet's nodeSelector. Only the operator sets it (no kubelet may set
+// a bridgehead.io/ label: deploy/kubernetes/node-admission.yaml).
+const gatewayPoolLabel = v1.GroupName + "/gateway-pool"
+
+// admitInCluster grants the site's ServiceAccount this Gateway's status
+// and labels the node into the site's gateway pool: the DaemonSet's pod
+// comes, generates its key and registers it. No kubeconfig: the pod has
+// its own token.
+func admitInCluster(ctx context.Context, std *stdio, cs kubernetes.Interface, dyn dynamic.Interface, o gatewayAdmitOptions, fail func(string, ...any) error) error {
+	gwName := o.site + "." + o.name
+	if err := applyObjects(ctx, dyn, inClusterGatewayRBAC(o.site, o.name)); err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintf(std.out, "ClusterRole %s%s applied: ServiceAccount kube-system/%s writes the status of Gateway %s\n",
+		kube.GatewayRolePrefix, gwName, inClusterGatewaySA(o.site), gwName)
+	if _, err := cs.CoreV1().ServiceAccounts("kube-system").Get(ctx, inClusterGatewaySA(o.site), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		fmt.Fprintf(std.err, "note: no ServiceAccount kube-system/%s yet: apply deploy/kubernetes/gateway for site %s\n", inClusterGatewaySA(o.site), o.site)
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, gatewayPoolLabel, o.site)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: gatewayAdmitManager}); err != nil {
+		return fail("label Node %s: %v", o.name, err)
+	}
+	fmt.Fprintf(std.out, "Node %s labelled %s=%s: the site's gateway DaemonSet runs there\n", o.name, gatewayPoolLabel, o.site)
+	return nil
+}
+
+// applyObjects applies objs server-side under gatewayAdmitManager.
+func applyObjects(ctx context.Context, dyn dynamic.Interface, objs []runtime.Object) error {
+	for _, obj := range objs {
+		u, err := toUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		body, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		force := true
+		ri := dyn.Resource(rbacGVRs[u.GetKind()]).Namespace(u.GetNamespace())
+		if _, err := ri.Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: gatewayAdmitManager, Force: &force}); err != nil {
+			if apierrors.IsNotFound(err) && u.GetNamespace() != "" {
+				return fmt.Errorf("namespace %s: %w (apply deploy/kubernetes first)", u.GetNamespace(), err)
+			}
+			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
 	return nil
 }
 
