@@ -281,3 +281,72 @@ func catalogScale() int {
 	}
 	return n
 }
+
+// TestKubeCatalogJoinOneSlice: with 1,000 nodes in one site (four
+// slices), a node that joins in the middle of the name order makes the
+// leader write exactly one slice and the base, as a watcher of the
+// catalog sees it. Slices cut by position in name order rewrote every
+// slice after the join.
+func TestKubeCatalogJoinOneSlice(t *testing.T) {
+	const nodes = 1000
+	h := startKube(t)
+	h.createSite(t, "site-j", []string{"10.60.0.0/16"}, []string{"100.64.0.0/12"}, 24, 64)
+	h.createGateway(t, "site-j", "gw1", "10.60.0.1", "192.0.2.60:51820")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for k := w; k < nodes; k += 16 {
+				// node-0000, node-0002, ...: the joining node-0001 sorts
+				// between them.
+				if err := h.createNode(ctx, fmt.Sprintf("node-%04d", 2*k), fmt.Sprintf("10.60.%d.%d", 1+k/250, k%250+1)); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	w := watchCatalog(t, h.cs)
+	in := h.start(t, "bhc-join", nil)
+	waitLeader(t, h, in, 30*time.Second)
+	w.waitFor(t, 60*time.Second, "every node in the catalog", func() bool { return len(w.siteNodes("site-j")) == nodes })
+	time.Sleep(2 * time.Second) // let the last publication's echo settle
+	before := w.writeCounts()
+	if err := h.createNode(ctx, "node-0001", "10.60.9.1"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor(t, 15*time.Second, "node-0001 in the catalog", func() bool { _, ok := hasNode(w.siteNodes("site-j"), "node-0001"); return ok })
+	time.Sleep(2 * time.Second) // any later write of this join would come within the catalog interval
+	var wrote []string
+	for name, n := range w.writeCounts() {
+		if n != before[name] {
+			wrote = append(wrote, fmt.Sprintf("%s x%d", name, n-before[name]))
+		}
+	}
+	slices.Sort(wrote)
+	objs := len(w.store.List())
+	t.Logf("join at %d nodes (%d catalog objects): writes seen %v", nodes, objs, wrote)
+	if len(wrote) != 2 || !strings.HasPrefix(wrote[0], catalog.BaseName+" x1") || !strings.HasSuffix(wrote[1], " x1") {
+		t.Errorf("writes %v, want the base and one slice, once each", wrote)
+	}
+}
+
+// writeCounts is the number of add/update events seen per object.
+func (w *catalogWatch) writeCounts() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for name, ts := range w.writes {
+		out[name] = len(ts)
+	}
+	return out
+}

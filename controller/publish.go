@@ -68,7 +68,10 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 		c.log.Error("catalog not published: the plan fails its checks", "err", err)
 		return nil // retried on the next change
 	}
-	objs, err := catalog.Render(p.sites, catalog.Namespace(c.opts.Namespace), catalog.Relays(p.relays))
+	// Each site keeps the slice count of the publication in force while
+	// its size stays in the band, so a join rewrites one slice.
+	prev := catalog.BucketCounts(c.catalogCurrent(catalog.BaseName))
+	objs, err := catalog.Render(p.sites, catalog.Namespace(c.opts.Namespace), catalog.Relays(p.relays), catalog.PreviousBuckets(prev))
 	if err != nil {
 		c.metrics.catalogPublishes.WithLabelValues("invalid").Inc()
 		c.log.Error("catalog not published", "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,10 @@ func Assemble(base *corev1.ConfigMap, slices map[string]*corev1.ConfigMap, site 
 		}
 		sites[idx].Nodes = append(sites[idx].Nodes, nodes...)
 	}
+	// Slices are buckets of a hash, each in name order: the site's
+	// nodes in name order, whatever the bucket count.
+	ns := sites[idx].Nodes
+	sort.Slice(ns, func(i, j int) bool { return ns[i].Name < ns[j].Name })
 	return sites, nil
 }
 

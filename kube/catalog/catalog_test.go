@@ -134,10 +134,10 @@ func TestRoundTrip(t *testing.T) {
 		{"one node", plan(1, 1), 1},
 		{"single stack", v4only, 2},
 		{"names that are not strings in plain YAML", yamlish, 1},
-		{"exactly one slice", plan(1, MaxNodesPerSlice), 1},
-		{"one over a slice", plan(1, MaxNodesPerSlice+1), 2},
-		{"unsorted input", reversed, 3},
-		{"uneven", plan(7, 2345), 7},
+		{"a slice's worth: two buckets", plan(1, MaxNodesPerSlice), 2},
+		{"one more: four", plan(1, MaxNodesPerSlice+1), 4},
+		{"unsorted input", reversed, 6},
+		{"uneven", plan(7, 2345), 14},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := roundTrip(t, tc.sites, 0)
@@ -149,7 +149,7 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(n) == 0 || len(n) > MaxNodesPerSlice || o.Labels[CatalogLabel] != KindNodes || !strings.HasPrefix(o.Name, SliceName(o.Labels[SiteLabel], 0)[:len(o.Name)-1]) {
+				if len(n) > MaxNodesPerSlice || o.Labels[CatalogLabel] != KindNodes || !strings.HasPrefix(o.Name, SliceName(o.Labels[SiteLabel], 0)[:len(o.Name)-1]) {
 					t.Fatalf("slice %s: %d nodes, labels %v", o.Name, len(n), o.Labels)
 				}
 			}
@@ -175,7 +175,7 @@ func TestDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same sites rendered differently")
 	}
-	sites[1].Nodes[0].PodCIDR = netip.MustParsePrefix("100.127.255.0/24") // node-01597, last slice of site-001
+	sites[1].Nodes[0].PodCIDR = netip.MustParsePrefix("100.127.255.0/24") // node-01597 of site-001 (533 nodes: 4 slices)
 	c, err := Render(sites)
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestDeterministic(t *testing.T) {
 			changed = append(changed, a[i].Name)
 		}
 	}
-	if want := []string{BaseName, SliceName("site-001", 1)}; !slices.Equal(changed, want) {
+	if want := []string{BaseName, SliceName("site-001", bucketOf(sites[1].Nodes[0].Name, 4))}; !slices.Equal(changed, want) {
 		t.Fatalf("changed %v, want %v", changed, want)
 	}
 }
@@ -335,7 +335,7 @@ func TestScale(t *testing.T) {
 		objects      int
 	}{
 		{"200 sites", 200, 10000, 1 + 200},
-		{"one site", 1, 10000, 1 + 20},
+		{"one site", 1, 10000, 1 + 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := roundTrip(t, plan(tc.sites, tc.nodes), 5)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type Option func(*options)
 type options struct {
 	namespace string
 	relays    map[string]*v1.RelaySpec
+	previous  map[string]int
 }
 
 // Namespace sets the namespace of the rendered objects.
@@ -35,6 +37,89 @@ func Namespace(ns string) Option { return func(o *options) { o.namespace = ns } 
 // Relays adds the sites' relay specs (by site name) to the base; a relay
 // of a site not rendered is left out.
 func Relays(r map[string]*v1.RelaySpec) Option { return func(o *options) { o.relays = r } }
+
+// PreviousBuckets gives each site's slice count in the publication in
+// force (BucketCounts of its base): a site keeps its count while its size
+// stays within the band around it (see bucketCount), so its slices stay
+// where they are.
+func PreviousBuckets(counts map[string]int) Option {
+	return func(o *options) { o.previous = counts }
+}
+
+// BucketCounts is the slice count of each site a base lists (nil for a
+// nil or unreadable base), for PreviousBuckets.
+func BucketCounts(base *corev1.ConfigMap) map[string]int {
+	if base == nil {
+		return nil
+	}
+	refs := map[string][]SliceRef{}
+	if err := decodeStrict([]byte(base.Data[SlicesKey]), &refs); err != nil {
+		return nil
+	}
+	out := make(map[string]int, len(refs))
+	for site, list := range refs {
+		out[site] = len(list)
+	}
+	return out
+}
+
+// Bucket bands (see bucketCount): a new count aims at bucketTarget nodes
+// a slice on average; a count in force is kept while the average stays
+// within [bucketShrink, bucketGrow] nodes.
+const (
+	bucketTarget = MaxNodesPerSlice / 2     // 250
+	bucketGrow   = MaxNodesPerSlice * 4 / 5 // 400
+	bucketShrink = MaxNodesPerSlice / 5     // 100
+)
+
+// bucketCount is the number of slices of a site of n nodes whose count in
+// force is prev (0: none): prev while it is a power of two and the
+// average stays within [bucketShrink, bucketGrow] (a site of one slice
+// never shrinks), else the smallest power of two that brings the average
+// to bucketTarget or under. Halving it merges slices k and k+count/2;
+// doubling splits each in two.
+func bucketCount(n, prev int) int {
+	if n == 0 {
+		return 0
+	}
+	if prev > 0 && prev&(prev-1) == 0 && n <= prev*bucketGrow && (prev == 1 || n >= prev*bucketShrink) {
+		return prev
+	}
+	b := 1
+	for b*bucketTarget < n {
+		b *= 2
+	}
+	return b
+}
+
+// bucketOf is the slice of a node in a site of count slices (a power of
+// two): the low bits of the FNV-1a hash of its name. The hash must never
+// change: a different one would move every node once.
+func bucketOf(name string, count int) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() & uint32(count-1))
+}
+
+// buckets splits a site's nodes (sorted by name) into count slices by
+// bucketOf, doubling count while a slice would hold more than
+// MaxNodesPerSlice (names that hash unevenly). Each slice keeps the
+// name order.
+func buckets(nodes []config.Node, count int) [][]config.Node {
+	for {
+		out := make([][]config.Node, count)
+		full := false
+		for _, n := range nodes {
+			k := bucketOf(n.Name, count)
+			out[k] = append(out[k], n)
+			full = full || len(out[k]) > MaxNodesPerSlice
+		}
+		if !full {
+			return out
+		}
+		count *= 2
+	}
+}
 
 // Render renders sites into the base ConfigMap (first) and the node
 // slices of each site, in site order then slice order. The sites go into
@@ -62,8 +147,12 @@ func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
 		nodes := slices.Clone(s.Nodes)
 		slices.SortStableFunc(nodes, func(a, b config.Node) int { return cmp.Compare(a.Name, b.Name) })
 		refs[s.Name] = []SliceRef{}
-		for k := 0; k*MaxNodesPerSlice < len(nodes); k++ {
-			part := nodes[k*MaxNodesPerSlice : min((k+1)*MaxNodesPerSlice, len(nodes))]
+		// Stable buckets: a node's slice depends on its name and the
+		// site's slice count only, so a join or a leave rewrites one
+		// slice (cutting by position in name order rewrote every slice
+		// after it). Every slice of the count is written, empty or not,
+		// so the base's list says the count.
+		for k, part := range buckets(nodes, bucketCount(len(nodes), o.previous[s.Name])) {
 			data := encodeNodes(part)
 			name := SliceName(s.Name, k)
 			cm := configMap(o.namespace, name, map[string]string{CatalogLabel: KindNodes, SiteLabel: s.Name},
