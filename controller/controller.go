@@ -55,6 +55,10 @@ var (
 	GatewaysGVR = v1alpha1.SchemeGroupVersion.WithResource(v1alpha1.GatewaysResource)
 )
 
+// DefaultAuditInterval is the default time between two audits of the
+// Nodes' blocks (Options.AuditInterval, --audit-interval).
+const DefaultAuditInterval = time.Minute
+
 // Options configure a Controller. Client, Dynamic, Logger and Registry are
 // required.
 type Options struct {
@@ -95,7 +99,7 @@ type Options struct {
 	// Clock drives the leader's periodic audit (default the real clock).
 	Clock clock.WithTicker
 	// AuditInterval is the time between two audits of the Nodes' blocks
-	// for double allocations (default 1 min).
+	// for double allocations (default DefaultAuditInterval).
 	AuditInterval time.Duration
 }
 
@@ -192,7 +196,7 @@ func New(o Options) (*Controller, error) {
 		o.Now = o.Clock.Now
 	}
 	if o.AuditInterval <= 0 {
-		o.AuditInterval = time.Minute
+		o.AuditInterval = DefaultAuditInterval
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = time.Second

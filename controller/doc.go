@@ -128,7 +128,7 @@
 // This refuses a stale write to a Node that changed; it cannot refuse two
 // leaders each giving one block to a different Node that neither had
 // written. The leader therefore audits, at the start of its lead and every
-// Options.AuditInterval (default 1 min, no flag yet) of Options.Clock (the
+// Options.AuditInterval (--audit-interval, default 1 min) of Options.Clock (the
 // clock tests inject), the blocks all Nodes record (annotation, else
 // spec.podCIDRs; from the cache), and reports every pair of Nodes whose
 // blocks overlap: the gauge bridgehead_controller_double_allocations, a

@@ -29,7 +29,7 @@ type controllerFlags struct {
 	kubeconfig, namespace, metricsListen, identity string
 	leaderElect                                    bool
 	leaseDuration, renewDeadline, retryPeriod      time.Duration
-	releaseGrace, catalogInterval                  time.Duration
+	releaseGrace, catalogInterval, auditInterval   time.Duration
 	workers                                        int
 	qps                                            float64
 	burst                                          int
@@ -39,6 +39,23 @@ type controllerFlags struct {
 // setupController declares controller, which assigns Nodes to Sites and
 // allocates their pod blocks, leader-elected.
 func setupController(fs *flag.FlagSet) action {
+	f := newControllerFlags(fs)
+	return noArgs(func(std *stdio) error {
+		log, err := newLogger(std.err, f.logFormat, f.logLevel)
+		if err != nil {
+			return err
+		}
+		if err := f.check(); err != nil {
+			return err
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		return runController(ctx, f, log)
+	})
+}
+
+// newControllerFlags declares the flags of `bridgehead controller` on fs.
+func newControllerFlags(fs *flag.FlagSet) *controllerFlags {
 	f := &controllerFlags{}
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig `FILE` (empty: the in-cluster service account)")
 	fs.StringVar(&f.namespace, "namespace", "bridgehead-system", "`NAMESPACE` of the leader Lease and the catalog ConfigMaps (Events about Nodes and Sites go to \"default\", the only namespace the API accepts for them)")
@@ -58,34 +75,46 @@ func setupController(fs *flag.FlagSet) action {
 	fs.DurationVar(&f.retryPeriod, "retry-period", 500*time.Millisecond, "interval of lease renewals and of a standby's tries (`DURATION`; client-go jitters the tries up to 2.2 times it)")
 	fs.DurationVar(&f.releaseGrace, "release-grace", 5*time.Minute, "a deleted node's pod blocks return to the pool after this `DURATION`")
 	fs.DurationVar(&f.catalogInterval, "catalog-interval", time.Second, "least time between two catalog publications that write, and between two writes of the release graces, so no catalog or release ConfigMap is written more often (`DURATION`)")
+	fs.DurationVar(&f.auditInterval, "audit-interval", controller.DefaultAuditInterval, "the leader audits every Node's pod blocks for a block held twice at the start of its lead and every `DURATION` (reads the cache only)")
 	fs.StringVar(&f.identity, "identity", "", "this replica's `NAME` in the Lease (default: hostname and a random suffix)")
 	fs.IntVar(&f.workers, "workers", 4, "node reconcile `WORKERS`")
 	fs.Float64Var(&f.qps, "kube-api-qps", 50, "client-side limit of API requests per second (`QPS`)")
 	fs.IntVar(&f.burst, "kube-api-burst", 100, "client-side burst of API requests (`N`)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `FORMAT`: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
-	return noArgs(func(std *stdio) error {
-		log, err := newLogger(std.err, f.logFormat, f.logLevel)
-		if err != nil {
-			return err
-		}
-		if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
-			return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
-		}
-		if f.leaderElect && f.renewDeadline+f.retryPeriod+time.Second > f.leaseDuration {
-			// A leader that cannot renew leads on for up to RetryPeriod +
-			// RenewDeadline after its last renewal; a standby may take over
-			// LeaseDuration after it (controller.drainTimeout).
-			return usageError{fmt.Errorf("want --renew-deadline + --retry-period + 1s <= --lease-duration (a leader that cannot renew leads on that long after its last renewal), got %s + %s + 1s > %s", f.renewDeadline, f.retryPeriod, f.leaseDuration)}
-		}
-		if f.leaderElect && f.leaseDuration%time.Second != 0 {
-			// The Lease records whole seconds: 4.5s would be 4s to the standby.
-			return usageError{fmt.Errorf("--lease-duration %s: want whole seconds (the Lease records seconds)", f.leaseDuration)}
-		}
-		ctx, stop := signalContext()
-		defer stop()
-		return runController(ctx, f, log)
-	})
+	return f
+}
+
+// check refuses flag values that cannot work together.
+func (f *controllerFlags) check() error {
+	if f.auditInterval <= 0 {
+		return usageError{fmt.Errorf("--audit-interval %s: want a positive duration", f.auditInterval)}
+	}
+	if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
+		return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
+	}
+	if f.leaderElect && f.renewDeadline+f.retryPeriod+time.Second > f.leaseDuration {
+		// A leader that cannot renew leads on for up to RetryPeriod +
+		// RenewDeadline after its last renewal; a standby may take over
+		// LeaseDuration after it (controller.drainTimeout).
+		return usageError{fmt.Errorf("want --renew-deadline + --retry-period + 1s <= --lease-duration (a leader that cannot renew leads on that long after its last renewal), got %s + %s + 1s > %s", f.renewDeadline, f.retryPeriod, f.leaseDuration)}
+	}
+	if f.leaderElect && f.leaseDuration%time.Second != 0 {
+		// The Lease records whole seconds: 4.5s would be 4s to the standby.
+		return usageError{fmt.Errorf("--lease-duration %s: want whole seconds (the Lease records seconds)", f.leaseDuration)}
+	}
+	return nil
+}
+
+// options are the controller's Options the flags set (the clients,
+// logger and registry come on top).
+func (f *controllerFlags) options() controller.Options {
+	return controller.Options{
+		Namespace: f.namespace, Identity: f.identity, LeaderElect: f.leaderElect,
+		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
+		ReleaseGrace: f.releaseGrace, Workers: f.workers, CatalogInterval: f.catalogInterval,
+		AuditInterval: f.auditInterval,
+	}
 }
 
 func runController(ctx context.Context, f *controllerFlags, log *slog.Logger) error {
@@ -111,12 +140,9 @@ func runController(ctx context.Context, f *controllerFlags, log *slog.Logger) er
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	c, err := controller.New(controller.Options{
-		Client: client, Dynamic: dyn, Logger: log, Registry: reg,
-		Namespace: f.namespace, Identity: f.identity, LeaderElect: f.leaderElect,
-		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
-		ReleaseGrace: f.releaseGrace, Workers: f.workers, CatalogInterval: f.catalogInterval,
-	})
+	o := f.options()
+	o.Client, o.Dynamic, o.Logger, o.Registry = client, dyn, log, reg
+	c, err := controller.New(o)
 	if err != nil {
 		return err
 	}
