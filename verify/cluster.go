@@ -392,6 +392,13 @@ func (c *clusterRun) callback(ctx context.Context) {
 		c.rep.add(chk)
 		return
 	}
+	if c.siteOf(c.o.CallbackRelay.Addr()) == c.o.Site {
+		// The API server's egress is in this site: it reaches this
+		// node's kubelet directly, not through the relay (which relays
+		// only to other sites' nodes).
+		c.rep.add(c.callbackDirect(ctx, dst, chk))
+		return
+	}
 	if p := c.siteDown[c.siteOf(c.o.CallbackRelay.Addr())]; p != nil {
 		c.rep.add(p.skip(chk))
 		return
@@ -418,4 +425,20 @@ func (c *clusterRun) callback(ctx context.Context) {
 		chk.Result, chk.Figure = Pass, fmt.Sprintf("CONNECT 200 in %s", ms(took))
 	}
 	c.rep.add(chk)
+}
+
+// callbackDirect: in the site where the API server's egress lives, the
+// kubelet is reached directly from the site's network.
+func (c *clusterRun) callbackDirect(ctx context.Context, dst netip.AddrPort, chk Check) Check {
+	chk.Target = dst.String() + " (direct: the relay's own site)"
+	start := time.Now()
+	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, dst, c.o.Timeout)
+	if err != nil {
+		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
+		chk.Detail = fmt.Sprintf("nothing answers at %s (%v): the API server reaches the kubelets of its own site directly: is the kubelet listening there, and does a firewall on the node let the site's network in?", dst, err)
+		return chk
+	}
+	conn.Close()
+	chk.Result, chk.Figure = Pass, "tcp connect "+ms(time.Since(start))
+	return chk
 }

@@ -327,3 +327,24 @@ func TestClusterPeers(t *testing.T) {
 		t.Fatalf("peers keep their addresses:\n%s", buf.String())
 	}
 }
+
+// TestClusterCallbackDirect: in the site of the callback relay, the API
+// server reaches the kubelet directly; verify connects to it rather than
+// asking the relay, which relays only to other sites' nodes.
+func TestClusterCallbackDirect(t *testing.T) {
+	n := healthyCluster()
+	o := clusterOptions(t, n)
+	o.Site, o.NodeAddr = "site-a", netip.MustParseAddr("10.224.0.11")
+	n.relay = 403
+	n.tcp[netip.MustParseAddrPort("10.224.0.11:10250")] = nil
+	rep := RunCluster(context.Background(), o)
+	var buf bytes.Buffer
+	rep.WriteTable(&buf)
+	if !rep.OK() || !strings.Contains(buf.String(), "10.224.0.11:10250 (direct: the relay's own site)") {
+		t.Errorf("callback in the relay's site:\n%s", buf.String())
+	}
+	delete(n.tcp, netip.MustParseAddrPort("10.224.0.11:10250"))
+	if rep := RunCluster(context.Background(), o); rep.OK() {
+		t.Error("a kubelet that does not answer passed")
+	}
+}

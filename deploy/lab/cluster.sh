@@ -442,6 +442,9 @@ catalog() {
 site: site-a
 gateway: gw-a1
 cluster: {name: bhc, serviceCIDRs: [10.96.0.0/16], dnsServiceIP: 10.96.0.10}
+# Site A's gateways relay API-server callbacks (each on its own address,
+# port 8131), as on AKS; the verify Job checks the path through them.
+relay: {listen: 10.224.0.4:8131, allowedPorts: [10250]}
 sites:
   - name: site-a
     nodeCIDRs: [10.224.0.0/16]
@@ -592,9 +595,25 @@ shell() {
 		CONTAINER_RUNTIME_ENDPOINT=unix:///run/containerd/containerd.sock "$@"
 }
 
+# image DIR: import BRIDGEHEAD_IMAGE (make container's archive) into every
+# node of a running cluster, tagged dev again, for a change to bridgehead
+# without a new cluster; then restart what runs it (kubectl -n kube-system
+# rollout restart daemonset/bridgehead-node).
+image() {
+	dir=$(cd "$1" && pwd)
+	BRIDGEHEAD_IMAGE=${BRIDGEHEAD_IMAGE:?BRIDGEHEAD_IMAGE: the OCI archive of make container}
+	local n holder
+	for n in $NODES; do
+		holder=$(cat "$dir/pids.d/$n-holder" 2>/dev/null) || { echo "cluster: no node $n in $dir" >&2; exit 1; }
+		import_image "$holder" "$n" "$BRIDGEHEAD_IMAGE"
+	done
+	say "$(sed 's/@.*//' "$BRIDGEHEAD_IMAGE.ref") imported into $NODES as :dev"
+}
+
 case "${1:-}" in
 up) shift; up "$@" ;;
+image) shift; image "$@" ;;
 down) shift; down "$@" ;;
 shell) shift; shell "$@" ;;
-*) echo "usage: $0 up STATE_DIR | down STATE_DIR | shell STATE_DIR NODE [CMD...]" >&2; exit 2 ;;
+*) echo "usage: $0 up STATE_DIR | down STATE_DIR | shell STATE_DIR NODE [CMD...] | image STATE_DIR" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@ package kubepeer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,7 +32,12 @@ import (
 // namespace ns, as every gateway and node agent sees them.
 func Sites(ctx context.Context, client kubernetes.Interface, ns string) ([]config.Site, error) {
 	base, err := client.CoreV1().ConfigMaps(ns).Get(ctx, catalog.BaseName, metav1.GetOptions{})
-	if err != nil {
+	var status apierrors.APIStatus
+	switch {
+	case err != nil && !errors.As(err, &status):
+		return nil, fmt.Errorf("cannot reach the API server to read the published catalog (ConfigMap %s/%s): %w: from a pod the way there is the kubernetes Service, from another site than the API server's through the gateways (bridgehead verify on a gateway of this site)",
+			ns, catalog.BaseName, err)
+	case err != nil:
 		return nil, fmt.Errorf("the published catalog (ConfigMap %s/%s): %w", ns, catalog.BaseName, err)
 	}
 	sites, _, err := catalog.DecodeBase(base)
