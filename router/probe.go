@@ -368,8 +368,9 @@ func (pr *prober) send(c *controlBatch) {
 		failed, err := b.SendManyEach(c.out, c.eps, c.errs)
 		if err != nil {
 			// Nothing was sent, or a system call failure stopped the
-			// batch: which messages went out is unknown.
-			pr.failed(c, -1)
+			// batch: which messages went out is unknown, so no
+			// gateway is blamed.
+			pr.r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
 			pr.r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
 			break
 		}
@@ -384,8 +385,9 @@ func (pr *prober) send(c *controlBatch) {
 	case manySender:
 		if err := b.SendMany(c.out, c.eps); err != nil {
 			// Which were refused is not known (a bind without
-			// SendManyEach): the batch counts as failed.
-			pr.failed(c, -1)
+			// SendManyEach): the batch counts as failed, and no
+			// gateway is blamed.
+			pr.r.drops.Add(Inside, ReasonSendError, uint64(len(c.out)))
 			pr.r.log.Debug("control messages not sent", "count", len(c.out), "err", err)
 		} else {
 			for _, p := range c.peers {
@@ -406,17 +408,12 @@ func (pr *prober) send(c *controlBatch) {
 	c.out, c.eps, c.peers = c.out[:0], c.eps[:0], c.peers[:0]
 }
 
-// failed counts message i of c as not sent, or every message for i < 0.
+// failed counts message i of c as refused: a send_error drop and, for
+// our probes, a failed probe of its gateway.
 func (pr *prober) failed(c *controlBatch, i int) {
-	from, to := i, i+1
-	if i < 0 {
-		from, to = 0, len(c.out)
-	}
-	pr.r.drops.Add(Inside, ReasonSendError, uint64(to-from))
+	pr.r.drops.Add(Inside, ReasonSendError, 1)
 	if c.probes {
-		for _, p := range c.peers[from:to] {
-			p.live.probeSendFails.Add(1)
-		}
+		c.peers[i].live.probeSendFails.Add(1)
 	}
 }
 

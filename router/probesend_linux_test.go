@@ -94,6 +94,34 @@ func TestProbesPastRefusedDestination(t *testing.T) {
 			t.Errorf("%s: send noted %v, want %v", p.name, sent, wantSent)
 		}
 	}
+	// A bind that cannot say which datagrams were refused (transit's,
+	// which wraps this one): the others still go out, the batch counts
+	// as not sent, and no gateway is blamed for the refusal.
+	a.bind = manyOnly{bind}
+	for _, p := range st.order {
+		if !a.probe.queue(&a.probe.probes, p, p.current.Load(), control{typ: probeRequest, echo: 1, size: probeLen}) {
+			t.Fatal("probe not sealed")
+		}
+	}
+	a.probe.send(&a.probe.probes)
+	for i, s := range sinks {
+		if n := receiveCount(t, s); n != 1 {
+			t.Errorf("through SendMany: gw-b%d got %d probes, want 1", i+1, n)
+		}
+	}
+	if got := a.drops.Get(Inside, ReasonSendError); got != 1+3 {
+		t.Errorf("through SendMany: %d control messages counted as not sent in all, want 4", got)
+	}
+	for i, p := range st.order {
+		want := uint64(0)
+		if i == 0 {
+			want = 1 // from the first round
+		}
+		if got := p.live.probeSendFails.Load(); got != want {
+			t.Errorf("through SendMany: %s blamed for %d refused probes, want %d", p.name, got, want)
+		}
+	}
+
 	scr := scrape(t, a)
 	for _, series := range []string{
 		`bridgehead_peer_probes_total{gateway="gw-b0",result="send_failed",site="site-b"} 1`,
@@ -149,3 +177,8 @@ func receiveCount(t *testing.T, s *udp.LinuxBind) int {
 		n += k
 	}
 }
+
+// manyOnly is a bind with SendMany but not SendManyEach.
+type manyOnly struct{ *udp.LinuxBind }
+
+func (m manyOnly) SendManyEach() {} // hides LinuxBind's
