@@ -146,7 +146,9 @@ func TestGatewayAdmit(t *testing.T) {
 		t.Helper()
 		tick := make(chan time.Time)
 		p, err := register.New(register.Options{Client: gwDyn, Gateway: "site-b.gw-b2", Log: slog.New(slog.NewTextHandler(&logs, nil)),
-			Source: func() register.Status { return register.Status{PublicKey: key, Endpoint: "203.0.113.7:51820", Ready: true} },
+			Source: func() register.Status {
+				return register.Status{PublicKey: key, Endpoint: "203.0.113.7:51820", Ready: true}
+			},
 			Ticker: func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }})
 		if err != nil {
 			t.Fatal(err)
