@@ -1,8 +1,6 @@
 package netpol
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -13,10 +11,6 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
-
-// TableName is the table the policy rules live in (family inet), beside
-// the agent's "inet bridgehead-node".
-const TableName = "bridgehead-netpol"
 
 // baseChain is the table's one base chain.
 const baseChain = "forward"
@@ -67,13 +61,6 @@ func bigBuffers(c *netlink.Conn) error {
 // element list is one attribute, whose length is 16 bits (64 KiB); an
 // element takes at most some 100 bytes (an IPv6 key, flags, a verdict).
 const elementsPerMessage = 400
-
-// Fingerprint identifies a ruleset's content: Table keeps it in the base
-// chain's first rule's comment.
-func Fingerprint(rs *Ruleset) string {
-	sum := sha256.Sum256([]byte("v1\n" + rs.String()))
-	return "bridgehead netpol " + hex.EncodeToString(sum[:8])
-}
 
 // Current reports the fingerprint of the ruleset in the table ("" when
 // there is no table, or it is not one Table wrote).

@@ -1,10 +1,23 @@
 package netpol
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"strings"
 )
+
+// TableName is the table the policy rules live in (family inet), beside
+// the agent's "inet bridgehead-node".
+const TableName = "bridgehead-netpol"
+
+// Fingerprint identifies a ruleset's content: Table keeps it in the base
+// chain's first rule's comment.
+func Fingerprint(rs *Ruleset) string {
+	sum := sha256.Sum256([]byte("v1\n" + rs.String()))
+	return "bridgehead netpol " + hex.EncodeToString(sum[:8])
+}
 
 // Direction is the side of a connection a policy guards.
 type Direction int
