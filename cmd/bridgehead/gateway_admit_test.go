@@ -305,3 +305,27 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestGatewayAdmitUsage: mistakes in how admit is called are exit 2,
+// said before any API request.
+func TestGatewayAdmitUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gateway"}, "needs the subcommand admit"},
+		{[]string{"gateway", "approve", "a/b"}, "needs the subcommand admit"},
+		{[]string{"gateway", "admit"}, "admit needs one SITE/NAME"},
+		{[]string{"gateway", "admit", "a/b", "c/d"}, "admit needs one SITE/NAME"},
+		{[]string{"gateway", "admit", "site-b.gw-b2"}, "want SITE/NAME"},
+		{[]string{"gateway", "admit", "Site/gw"}, "want SITE/NAME"},
+		{[]string{"gateway", "admit", "a/b", "--pin", admitKey1, "--approve-key", admitKey2}, "one or the other"},
+		{[]string{"gateway", "admit", "a/b", "--approve-key", "not-a-key"}, "--approve-key \"not-a-key\": not a public key"},
+		{[]string{"gateway", "admit", "a/b", "--token-ttl", "9m"}, "10m or more"},
+	} {
+		code, _, stderr := runCLI(t, "", c.args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 saying %q", c.args, code, stderr, c.want)
+		}
+	}
+}
