@@ -137,6 +137,7 @@ func Compile(in Input) *Ruleset {
 
 	rs := &Ruleset{}
 	chains := map[string]*Chain{}
+	counters := map[string]Counter{}
 	localPods := map[*pod]bool{}
 	for pd, keys := range selectedBy {
 		localPods[pd.p] = true
@@ -150,8 +151,14 @@ func Compile(in Input) *Ruleset {
 			for _, k := range keys {
 				ch.Rules = append(ch.Rules, rules[k+suffix]...)
 			}
-			ch.Rules = append(ch.Rules, Rule{Counter: true, Verdict: Drop, Dir: pd.dir})
+			ch.Rules = append(ch.Rules, Rule{Counter: "drop-" + name, Verdict: Drop, Dir: pd.dir})
 			chains[name] = ch
+			counters["drop-"+name] = Counter{Name: "drop-" + name, Dir: pd.dir, Verdict: Drop, Policies: keys}
+			for _, r := range ch.Rules {
+				if r.Policy != "" {
+					counters[r.Counter] = Counter{Name: r.Counter, Dir: pd.dir, Verdict: Accept, Policies: []string{r.Policy}}
+				}
+			}
 		}
 		for _, a := range pd.p.addrs {
 			rs.Dispatch = append(rs.Dispatch, Dispatch{Dir: pd.dir, Addr: a, Chain: name})
@@ -161,6 +168,10 @@ func Compile(in Input) *Ruleset {
 		rs.Chains = append(rs.Chains, *ch)
 		c.stats.Rules += len(ch.Rules)
 	}
+	for _, ctr := range counters {
+		rs.Counters = append(rs.Counters, ctr)
+	}
+	slices.SortFunc(rs.Counters, func(a, b Counter) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(rs.Chains, func(a, b Chain) int { return cmp.Compare(a.Name, b.Name) })
 	slices.SortFunc(rs.Dispatch, func(a, b Dispatch) int {
 		return cmp.Or(cmp.Compare(a.Dir, b.Dir), a.Addr.Compare(b.Addr))
@@ -247,6 +258,13 @@ func policyTypes(np *networkingv1.NetworkPolicy) (ingress, egress bool) {
 		}
 	}
 	return ingress, egress
+}
+
+// allowCounter names the counter of a policy's allow rules in one
+// direction.
+func allowCounter(dir Direction, key string) string {
+	sum := sha256.Sum256([]byte(dir.String() + "\x00" + key))
+	return "allow-" + dir.String()[:2] + "-" + hex.EncodeToString(sum[:8])
 }
 
 // chainName names the chain of a direction and list of policies.
@@ -487,8 +505,13 @@ func famIndex(a netip.Addr) int {
 
 // rules turns one policy rule into nft rules: per family, one per
 // numbered port (or one for every port), and one for the named ports.
-func (c *compiler) rules(dir Direction, key string, v Verdict, ranges [2][]AddrRange, any bool, ports []portSpec, named [2][]AddrPort) []Rule {
-	var out []Rule
+func (c *compiler) rules(dir Direction, key string, v Verdict, ranges [2][]AddrRange, any bool, ports []portSpec, named [2][]AddrPort) (out []Rule) {
+	defer func() {
+		name := allowCounter(dir, key)
+		for i := range out {
+			out[i].Counter = name
+		}
+	}()
 	var numbered []portSpec
 	hasNamed := false
 	for _, p := range ports {

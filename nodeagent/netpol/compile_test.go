@@ -2,11 +2,15 @@ package netpol
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +29,7 @@ func render(rs *Ruleset) string {
 		chains[c.Name] = fmt.Sprintf("%s[%s]", c.Dir, strings.Join(c.Policies, ","))
 	}
 	ref := regexp.MustCompile(`@([an][46]-[0-9a-f]{16})`)
+	counterRef := regexp.MustCompile(`counter name "[^"]+"`)
 	var b strings.Builder
 	for _, d := range rs.Dispatch {
 		fmt.Fprintf(&b, "%s %s -> %s\n", d.Dir, d.Addr, chains[d.Chain])
@@ -32,7 +37,8 @@ func render(rs *Ruleset) string {
 	for _, c := range rs.Chains {
 		fmt.Fprintf(&b, "%s:\n", chains[c.Name])
 		for _, r := range c.Rules {
-			fmt.Fprintf(&b, "  %s\n", ref.ReplaceAllStringFunc(r.String(), func(m string) string { return sets[m[1:]] }))
+			line := ref.ReplaceAllStringFunc(r.String(), func(m string) string { return sets[m[1:]] })
+			fmt.Fprintf(&b, "  %s\n", counterRef.ReplaceAllString(line, "counter"))
 		}
 	}
 	return b.String()
@@ -114,8 +120,8 @@ ingress[web/deny]:
 ingress 10.244.1.11 -> ingress[db/from-web-clients]
 ingress fd00:244:0:1::10 -> ingress[db/from-web-clients]
 ingress[db/from-web-clients]:
-  ip saddr {10.244.1.20, 10.245.1.20} accept
-  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} accept
+  ip saddr {10.244.1.20, 10.245.1.20} counter accept
+  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} counter accept
   counter drop
 `,
 		},
@@ -129,8 +135,8 @@ ingress[db/from-web-clients]:
 			}}, nil)},
 			want: `ingress 10.244.1.11 -> ingress[db/or]
 ingress[db/or]:
-  ip saddr {10.244.1.10-10.244.1.11, 10.245.1.10, 10.245.1.30} accept
-  ip6 saddr {fd00:244:0:1::10} accept
+  ip saddr {10.244.1.10-10.244.1.11, 10.245.1.10, 10.245.1.30} counter accept
+  ip6 saddr {fd00:244:0:1::10} counter accept
   counter drop
 `,
 		},
@@ -144,8 +150,8 @@ ingress[db/or]:
 			}}, nil)},
 			want: `ingress 10.244.1.11 -> ingress[db/blocks]
 ingress[db/blocks]:
-  ip saddr {10.0.0.0-10.243.255.255, 10.245.0.0-10.245.0.255, 10.245.2.0-10.255.255.255} accept
-  ip6 saddr {fd00::-fd00:244:ffff:ffff:ffff:ffff:ffff:ffff, fd00:246::-fd00:ffff:ffff:ffff:ffff:ffff:ffff:ffff} accept
+  ip saddr {10.0.0.0-10.243.255.255, 10.245.0.0-10.245.0.255, 10.245.2.0-10.255.255.255} counter accept
+  ip6 saddr {fd00::-fd00:244:ffff:ffff:ffff:ffff:ffff:ffff, fd00:246::-fd00:ffff:ffff:ffff:ffff:ffff:ffff:ffff} counter accept
   counter drop
 `,
 		},
@@ -161,11 +167,11 @@ ingress[db/blocks]:
 			}}, nil)},
 			want: `ingress 10.244.1.11 -> ingress[db/ports]
 ingress[db/ports]:
-  meta l4proto tcp th dport 5432 accept
-  meta l4proto udp th dport 30000-30100 accept
-  meta l4proto sctp th dport 9000 accept
-  meta l4proto tcp accept
-  ip saddr {10.245.1.30} meta l4proto udp accept
+  meta l4proto tcp th dport 5432 counter accept
+  meta l4proto udp th dport 30000-30100 counter accept
+  meta l4proto sctp th dport 9000 counter accept
+  meta l4proto tcp counter accept
+  ip saddr {10.245.1.30} meta l4proto udp counter accept
   counter drop
 `,
 		},
@@ -181,10 +187,10 @@ ingress[db/ports]:
 ingress 10.244.1.11 -> ingress[db/named]
 ingress fd00:244:0:1::10 -> ingress[db/named]
 ingress[db/named]:
-  ip saddr {10.244.1.20, 10.245.1.20} meta l4proto tcp th dport 8080 accept
-  ip saddr {10.244.1.20, 10.245.1.20} ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432} accept
-  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} meta l4proto tcp th dport 8080 accept
-  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} accept
+  ip saddr {10.244.1.20, 10.245.1.20} meta l4proto tcp th dport 8080 counter accept
+  ip saddr {10.244.1.20, 10.245.1.20} ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432} counter accept
+  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} meta l4proto tcp th dport 8080 counter accept
+  ip6 saddr {fd00:244:0:1::20, fd00:245:0:1::20} ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} counter accept
   counter drop
 `,
 		},
@@ -201,10 +207,10 @@ ingress[db/named]:
 			want: `egress 10.244.1.20 -> egress[web/out]
 egress fd00:244:0:1::20 -> egress[web/out]
 egress[web/out]:
-  ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432, 10.245.1.30 . udp . 9100} return
-  ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} return
-  ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432} return
-  ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} return
+  ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432, 10.245.1.30 . udp . 9100} counter return
+  ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} counter return
+  ip daddr . meta l4proto . th dport {10.244.1.10 . tcp . 5432, 10.244.1.11 . tcp . 6432} counter return
+  ip6 daddr . meta l4proto . th dport {fd00:244:0:1::10 . tcp . 5432} counter return
   counter drop
 `,
 		},
@@ -221,13 +227,23 @@ egress[web/out]:
 ingress 10.244.1.11 -> ingress[db/all,db/replica]
 ingress fd00:244:0:1::10 -> ingress[db/all]
 ingress[db/all]:
-  meta l4proto tcp th dport 22 accept
+  meta l4proto tcp th dport 22 counter accept
   counter drop
 ingress[db/all,db/replica]:
-  meta l4proto tcp th dport 22 accept
-  accept
+  meta l4proto tcp th dport 22 counter accept
+  counter accept
   counter drop
 `,
+			// One allow counter per policy and direction (shared by
+			// both chains), one drop counter per chain.
+			check: func(t *testing.T, rs *Ruleset) {
+				var got []string
+				for _, c := range rs.Counters {
+					got = append(got, fmt.Sprintf("%s %s %v", c.Dir, c.Verdict, c.Policies))
+				}
+				slices.Sort(got)
+				want(t, strings.Join(got, "; "), "ingress accept [db/all]; ingress accept [db/replica]; ingress drop [db/all db/replica]; ingress drop [db/all]")
+			},
 		},
 		{
 			// No policyTypes: Ingress, and Egress because there are
@@ -242,7 +258,7 @@ ingress fd00:244:0:1::20 -> ingress[web/dflt]
 egress 10.244.1.20 -> egress[web/dflt]
 egress fd00:244:0:1::20 -> egress[web/dflt]
 egress[web/dflt]:
-  ip daddr {0.0.0.0-255.255.255.255} return
+  ip daddr {0.0.0.0-255.255.255.255} counter return
   counter drop
 ingress[web/dflt]:
   counter drop
@@ -392,4 +408,48 @@ func TestStripPod(t *testing.T) {
 	if before.String() != after.String() || !strings.Contains(after.String(), "10.0.0.1 . tcp . 9090") {
 		t.Errorf("the stripped pod compiles otherwise:\n%s\n%s", before, after)
 	}
+}
+
+// fakeCounters is a CounterReader.
+type fakeCounters map[string]uint64
+
+func (f fakeCounters) Counters() (map[string]uint64, error) { return f, nil }
+
+// TestVerdicts: the exported counters add up across table rewrites,
+// which start the table's counters from zero under new names.
+func TestVerdicts(t *testing.T) {
+	cur := fakeCounters{}
+	v := &verdicts{read: cur, log: slog.New(slog.DiscardHandler), names: map[string]verdictKey{}, base: map[verdictKey]uint64{}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(v)
+	rs := func(names ...string) *Ruleset {
+		r := &Ruleset{}
+		for _, n := range names {
+			r.Counters = append(r.Counters, Counter{Name: n, Dir: Ingress, Verdict: Accept, Policies: []string{"db/allow"}})
+		}
+		r.Counters = append(r.Counters, Counter{Name: "drop-" + names[0], Dir: Egress, Verdict: Drop, Policies: []string{"web/a", "web/b"}})
+		return r
+	}
+	v.adopt(rs("c1"))
+	cur["c1"], cur["drop-c1"] = 5, 2
+	check := func(allowed, dropped float64) {
+		t.Helper()
+		exp := fmt.Sprintf(`
+# HELP bridgehead_netpol_verdicts_total %s
+# TYPE bridgehead_netpol_verdicts_total counter
+bridgehead_netpol_verdicts_total{direction="egress",policy="web/a,web/b",verdict="dropped"} %v
+bridgehead_netpol_verdicts_total{direction="ingress",policy="db/allow",verdict="allowed"} %v
+`, "Packets decided by a network policy rule (the first packets of new connections): allowed by a policy, or dropped because the pod is isolated by the policies named and none allowed them.", dropped, allowed)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "bridgehead_netpol_verdicts_total"); err != nil {
+			t.Error(err)
+		}
+	}
+	check(5, 2)
+	// A rewrite: counted so far folds into the base; the new table's
+	// counters (other names, same labels) start at zero.
+	v.fold()
+	clear(cur)
+	v.adopt(rs("c2"))
+	cur["c2"] = 3
+	check(8, 2)
 }

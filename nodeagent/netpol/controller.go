@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +25,13 @@ type Writer interface {
 	// Current is the fingerprint of what the table holds ("" for
 	// nothing of ours).
 	Current() (string, error)
+}
+
+// CounterReader is a Writer that can read back the table's named
+// counters (packets by name): *Table. The Controller exports them as
+// bridgehead_netpol_verdicts_total.
+type CounterReader interface {
+	Counters() (map[string]uint64, error)
 }
 
 // Defaults of Options.
@@ -67,6 +76,7 @@ type Controller struct {
 	nss     cache.SharedIndexInformer
 	pols    cache.SharedIndexInformer
 	last    string // fingerprint last written; Run's goroutine's
+	v       *verdicts
 }
 
 // New builds a Controller; Run starts it.
@@ -91,6 +101,12 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{o: o, log: o.Log, m: m, changed: make(chan struct{}, 1)}
+	if cr, ok := o.Writer.(CounterReader); ok {
+		c.v = &verdicts{read: cr, log: o.Log, names: map[string]verdictKey{}, base: map[verdictKey]uint64{}}
+		if err := o.Registry.Register(c.v); err != nil {
+			return nil, err
+		}
+	}
 	c.factory = informers.NewSharedInformerFactory(o.Client, 0)
 	c.pods = c.factory.Core().V1().Pods().Informer()
 	c.nss = c.factory.Core().V1().Namespaces().Informer()
@@ -280,12 +296,28 @@ func (c *Controller) sync() error {
 	c.m.setStats(rs.Stats)
 	if fp == c.last {
 		c.m.syncs.WithLabelValues("unchanged").Inc()
+		if c.v != nil {
+			// The table a previous run wrote: learn its counters.
+			c.v.mu.Lock()
+			if len(c.v.names) == 0 {
+				c.v.adopt(rs)
+			}
+			c.v.mu.Unlock()
+		}
 		return nil
 	}
 	t1 := time.Now()
+	if c.v != nil {
+		c.v.mu.Lock()
+		defer c.v.mu.Unlock()
+		c.v.fold()
+	}
 	if err := c.o.Writer.Write(rs); err != nil {
 		c.m.syncs.WithLabelValues("error").Inc()
 		return err
+	}
+	if c.v != nil {
+		c.v.adopt(rs)
 	}
 	written := time.Since(t1)
 	c.m.seconds.WithLabelValues("write").Observe(written.Seconds())
@@ -354,5 +386,82 @@ func (m *metrics) setStats(s Stats) {
 		"sets": s.Sets, "elements": s.Elements, "dispatch": s.Dispatch,
 	} {
 		m.objects.WithLabelValues(k).Set(float64(v))
+	}
+}
+
+// verdicts exports the table's named counters as
+// bridgehead_netpol_verdicts_total{direction, verdict, policy}: the
+// packets each policy allowed, and the packets dropped because a pod is
+// isolated by the policies named (comma-separated) and none of them
+// allowed them. Only packets that reach the policies are counted: the
+// first packets of new connections (established ones are accepted
+// before). A write replaces the counters with new ones at zero, so the
+// values are folded into base, by labels, just before each write;
+// packets counted between that read and the write are lost. Series of
+// deleted policies stay until the agent restarts.
+type verdicts struct {
+	read CounterReader
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	names map[string]verdictKey // the table's counters' labels
+	base  map[verdictKey]uint64 // counted by tables written before
+}
+
+type verdictKey struct{ dir, verdict, policy string }
+
+var verdictsDesc = prometheus.NewDesc("bridgehead_netpol_verdicts_total",
+	"Packets decided by a network policy rule (the first packets of new connections): allowed by a policy, or dropped because the pod is isolated by the policies named and none allowed them.",
+	[]string{"direction", "verdict", "policy"}, nil)
+
+func (v *verdicts) Describe(ch chan<- *prometheus.Desc) { ch <- verdictsDesc }
+
+func (v *verdicts) Collect(ch chan<- prometheus.Metric) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sum := maps.Clone(v.base)
+	cur, err := v.read.Counters()
+	if err != nil {
+		v.log.Debug("network policy: counters not read", "err", err)
+	}
+	for name, n := range cur {
+		if k, ok := v.names[name]; ok {
+			sum[k] += n
+		}
+	}
+	for k, n := range sum {
+		ch <- prometheus.MustNewConstMetric(verdictsDesc, prometheus.CounterValue, float64(n), k.dir, k.verdict, k.policy)
+	}
+}
+
+// fold adds the table's counters to base, before a write replaces
+// them. v.mu is held.
+func (v *verdicts) fold() {
+	cur, err := v.read.Counters()
+	if err != nil {
+		v.log.Warn("network policy: counters not read before the write: their packets since the last scrape are lost", "err", err)
+		return
+	}
+	for name, n := range cur {
+		if k, ok := v.names[name]; ok {
+			v.base[k] += n
+		}
+	}
+}
+
+// adopt learns the labels of the counters rs's table holds. v.mu is
+// held.
+func (v *verdicts) adopt(rs *Ruleset) {
+	clear(v.names)
+	for _, c := range rs.Counters {
+		verdict := "allowed"
+		if c.Verdict == Drop {
+			verdict = "dropped"
+		}
+		k := verdictKey{dir: c.Dir.String(), verdict: verdict, policy: strings.Join(c.Policies, ",")}
+		v.names[c.Name] = k
+		if _, ok := v.base[k]; !ok {
+			v.base[k] = 0
+		}
 	}
 }

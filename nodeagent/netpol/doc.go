@@ -59,11 +59,12 @@
 //	    ip6 daddr vmap @ingress6
 //	  }
 //	  chain in-<hash> {      # one per distinct list of policies selecting a local pod
-//	    ip saddr @a4-… meta l4proto tcp th dport 5432 accept
-//	    ip saddr @a4-… ip daddr . meta l4proto . th dport @n4-… accept
-//	    counter drop
+//	    ip saddr @a4-… meta l4proto tcp th dport 5432 counter name "allow-in-…" accept
+//	    ip saddr @a4-… ip daddr . meta l4proto . th dport @n4-… counter name "allow-in-…" accept
+//	    counter name "drop-in-<hash>" drop
 //	  }
-//	  chain eg-<hash> { … return (allowed: on to the ingress maps) … counter drop }
+//	  chain eg-<hash> { … counter name "allow-eg-…" return (on to the ingress maps) … drop }
+//	  counter allow-in-…, allow-eg-… (one per policy and direction), drop-… (one per chain)
 //	}
 //
 // Only this node's pods are in the maps: each node enforces ingress and
@@ -176,8 +177,14 @@
 //
 // # Metrics and logs
 //
-// bridgehead_netpol_syncs_total{result}, bridgehead_netpol_sync_seconds
-// {stage=compile|write}, bridgehead_netpol_ruleset{kind},
+// bridgehead_netpol_verdicts_total{direction, verdict=allowed|dropped,
+// policy}: the packets each policy allowed, and those dropped because
+// the pod is isolated by the policies named (comma-separated) and none
+// allowed them, read from the table's named counters at each scrape and
+// carried across rewrites (only the first packets of new connections
+// reach the policies). bridgehead_netpol_syncs_total{result},
+// bridgehead_netpol_sync_seconds{stage=compile|write},
+// bridgehead_netpol_ruleset{kind},
 // bridgehead_netpol_enforcing (1 once a table from the synced view is
 // written), bridgehead_netpol_last_write_timestamp_seconds and
 // bridgehead_netpol_repairs_total, on the registry passed in. Each write

@@ -261,6 +261,16 @@ func TestEnforce(t *testing.T) {
 		// b's own egress is not isolated, and a's ingress neither.
 		{"b", "tcp", hp(addrA, 9000), true},
 	})
+	// The table counted what it allowed and dropped.
+	ctrs, err := tbl.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rs.Counters {
+		if ctrs[c.Name] == 0 {
+			t.Errorf("counter %s (%s %s %v) is 0 after the probes", c.Name, c.Dir, c.Verdict, c.Policies)
+		}
+	}
 
 	// A connection opened under allow-pg survives a deny-all; a new
 	// one is refused.

@@ -106,6 +106,9 @@ func (t *Table) Write(rs *Ruleset) error {
 		}
 		sets[s.Name] = ns
 	}
+	for _, ctr := range rs.Counters {
+		c.AddObj(&nftables.NamedObj{Table: tbl, Name: ctr.Name, Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+	}
 	for _, ch := range rs.Chains {
 		nch := c.AddChain(&nftables.Chain{Name: ch.Name, Table: tbl})
 		for _, r := range ch.Rules {
@@ -201,6 +204,32 @@ func ruleComment(ch Chain, r Rule) string {
 		return fmt.Sprintf("%s isolated by %d policies", ch.Dir, len(ch.Policies))
 	}
 	return "policy " + r.Policy
+}
+
+// Counters reads the table's named counters: packets by counter name.
+// No table: none.
+func (t *Table) Counters() (map[string]uint64, error) {
+	c, err := t.dial()
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
+	}
+	tbl := &nftables.Table{Name: TableName, Family: nftables.TableFamilyINet}
+	objs, err := c.GetNamedObjects(tbl)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nftables: list counters of inet %s: %w", TableName, err)
+	}
+	out := make(map[string]uint64, len(objs))
+	for _, o := range objs {
+		if no, ok := o.(*nftables.NamedObj); ok && no.Type == nftables.ObjTypeCounter && no.Table != nil && no.Table.Name == TableName {
+			if ctr, ok := no.Obj.(*expr.Counter); ok {
+				out[no.Name] = ctr.Packets
+			}
+		}
+	}
+	return out, nil
 }
 
 // Remove deletes the table; a missing table is not an error.
@@ -350,8 +379,8 @@ func ruleExprs(r Rule, sets map[string]*nftables.Set) ([]expr.Any, error) {
 			&expr.Payload{DestRegister: 8 + words + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID})
 	}
-	if r.Counter {
-		out = append(out, &expr.Counter{})
+	if r.Counter != "" {
+		out = append(out, &expr.Objref{Type: int(nftables.ObjTypeCounter), Name: r.Counter})
 	}
 	switch r.Verdict {
 	case Accept:

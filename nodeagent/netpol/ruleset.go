@@ -74,8 +74,22 @@ type Ruleset struct {
 	// kube-proxy sends back to it) is accepted whatever the policies,
 	// as the NetworkPolicy API leaves a pod's traffic to itself alone
 	// (sets self4 and self6 of saddr . daddr).
-	Self  []netip.Addr
-	Stats Stats
+	Self []netip.Addr
+	// Counters are the named counters the rules count in, sorted by
+	// name: one per policy and direction for its allow rules, one per
+	// chain for its drop.
+	Counters []Counter
+	Stats    Stats
+}
+
+// Counter is a named counter object of the table: the packets one
+// policy allowed in one direction, or the packets a chain dropped (its
+// pods are isolated by Policies and none allowed the packet).
+type Counter struct {
+	Name     string
+	Dir      Direction
+	Verdict  Verdict // Accept (allowed; egress allows return) or Drop
+	Policies []string
 }
 
 // Stats counts what a Ruleset holds.
@@ -155,8 +169,10 @@ type Rule struct {
 	PortHi uint16
 	// Named is a SetAddrPorts set matched against
 	// daddr . l4proto . dport.
-	Named   string
-	Counter bool
+	Named string
+	// Counter names the counter object the rule counts its packets in
+	// (Ruleset.Counters).
+	Counter string
 	Verdict Verdict
 	// Policy is the policy the rule comes from ("" for the drop).
 	Policy string
@@ -214,8 +230,8 @@ func (r Rule) String() string {
 	if r.Named != "" {
 		b = append(b, fmt.Sprintf("%s daddr . meta l4proto . th dport @%s", ipKw(r.Family), r.Named))
 	}
-	if r.Counter {
-		b = append(b, "counter")
+	if r.Counter != "" {
+		b = append(b, fmt.Sprintf("counter name %q", r.Counter))
 	}
 	b = append(b, r.Verdict.String())
 	return strings.Join(b, " ")
@@ -257,6 +273,9 @@ func (rs *Ruleset) String() string {
 	}
 	for _, a := range rs.Self {
 		fmt.Fprintf(&b, "self %s\n", a)
+	}
+	for _, c := range rs.Counters {
+		fmt.Fprintf(&b, "counter %s # %s %s %s\n", c.Name, c.Dir, c.Verdict, strings.Join(c.Policies, ","))
 	}
 	for _, c := range rs.Chains {
 		fmt.Fprintf(&b, "chain %s # %s %s\n", c.Name, c.Dir, strings.Join(c.Policies, ","))
