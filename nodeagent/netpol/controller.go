@@ -231,8 +231,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.factory.Shutdown()
 	c.log.Info("network policy: waiting for pods, namespaces and policies", "node", c.o.Node)
 	start := time.Now()
-	if !cache.WaitForCacheSync(ctx.Done(), c.pods.HasSynced, c.nss.HasSynced, c.pols.HasSynced) {
-		return ctx.Err()
+	if !c.waitSynced(ctx) {
+		return nil
 	}
 	c.log.Info("network policy: informers synced", "pods", len(c.pods.GetStore().ListKeys()),
 		"namespaces", len(c.nss.GetStore().ListKeys()), "policies", len(c.pols.GetStore().ListKeys()), "took", time.Since(start).Round(time.Millisecond))
@@ -272,6 +272,36 @@ func (c *Controller) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = time.Second
+	}
+}
+
+// waitSynced waits for the informers, and says every minute what it
+// still waits for: a list refused for want of RBAC shows only in
+// client-go's own log otherwise. False when ctx ended first.
+func (c *Controller) waitSynced(ctx context.Context) bool {
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		var waiting []string
+		for name, inf := range map[string]cache.SharedIndexInformer{"pods": c.pods, "namespaces": c.nss, "networkpolicies": c.pols} {
+			if !inf.HasSynced() {
+				waiting = append(waiting, name)
+			}
+		}
+		if len(waiting) == 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+			slices.Sort(waiting)
+			c.log.Warn("network policy: not enforced yet: still waiting to list and watch; the node agent's ServiceAccount needs list and watch on them cluster-wide",
+				"waiting", strings.Join(waiting, ","))
+		case <-poll.C:
+		}
 	}
 }
 
