@@ -44,7 +44,7 @@ func scale(nsCount, podsPerNS, nodes int) Input {
 				fmt.Sprintf("fd00::%x", k+1))
 			p = withPort(p, "http", corev1.ProtocolTCP, int32(8000+i%10))
 			p = withPort(p, "pg", corev1.ProtocolTCP, 5432)
-			in.Pods = append(in.Pods, p)
+			in.Pods = append(in.Pods, FromPod(p))
 		}
 	}
 	tcp, udp, sctp := corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP

@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// Input is what Compile reads: the cluster's pods (every node's, each
-// stripped to what Strip keeps), namespaces and policies.
+// Input is what Compile reads: the cluster's pods (every node's, as
+// StripPod keeps them), namespaces and policies.
 type Input struct {
 	// Node is this node's name: only its pods' chains are compiled.
 	Node       string
-	Pods       []*corev1.Pod
+	Pods       []*Pod
 	Namespaces []*corev1.Namespace
 	Policies   []*networkingv1.NetworkPolicy
 }
@@ -198,36 +198,27 @@ func Compile(in Input) *Ruleset {
 // networking: hostNetwork pods carry the node's address (policies do
 // not apply to them, and as peers they would stand for the whole node),
 // and a finished pod's address may already be another pod's.
-func readPod(p *corev1.Pod, node string) *pod {
-	if p.Spec.HostNetwork || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+func readPod(p *Pod, node string) *pod {
+	if p.HostNetwork || p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed {
 		return nil
 	}
-	q := &pod{ns: p.Namespace, name: p.Name, labels: labels.Set(p.Labels), local: p.Spec.NodeName == node}
-	for _, ip := range p.Status.PodIPs {
-		if a, err := netip.ParseAddr(ip.IP); err == nil {
-			q.addrs = append(q.addrs, a.Unmap())
-		}
-	}
-	if len(q.addrs) == 0 && p.Status.PodIP != "" {
-		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+	q := &pod{ns: p.Namespace, name: p.Name, labels: labels.Set(p.Labels), local: p.NodeName == node}
+	for _, ip := range p.IPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
 			q.addrs = append(q.addrs, a.Unmap())
 		}
 	}
 	if len(q.addrs) == 0 {
 		return nil
 	}
-	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, ctr := range cs {
-			for _, cp := range ctr.Ports {
-				if cp.Name == "" || cp.ContainerPort <= 0 || cp.ContainerPort > 65535 {
-					continue
-				}
-				if q.ports == nil {
-					q.ports = map[string][]namedPort{}
-				}
-				q.ports[cp.Name] = append(q.ports[cp.Name], namedPort{proto: protoNumber(cp.Protocol), port: uint16(cp.ContainerPort)})
-			}
+	for _, cp := range p.Ports {
+		if cp.Name == "" || cp.ContainerPort <= 0 || cp.ContainerPort > 65535 {
+			continue
 		}
+		if q.ports == nil {
+			q.ports = map[string][]namedPort{}
+		}
+		q.ports[cp.Name] = append(q.ports[cp.Name], namedPort{proto: protoNumber(cp.Protocol), port: uint16(cp.ContainerPort)})
 	}
 	return q
 }

@@ -150,55 +150,13 @@ func (c *Controller) updated(old, cur any) {
 
 func sameButVersion(old, cur any, o, n metav1.Object) bool {
 	switch op := old.(type) {
-	case *corev1.Pod:
-		np := cur.(*corev1.Pod)
-		return maps.Equal(op.Labels, np.Labels) && op.Spec.NodeName == np.Spec.NodeName &&
-			op.Spec.HostNetwork == np.Spec.HostNetwork && op.Status.Phase == np.Status.Phase &&
-			op.Status.PodIP == np.Status.PodIP && slices.Equal(op.Status.PodIPs, np.Status.PodIPs) &&
-			portsEqual(op.Spec.Containers, np.Spec.Containers) && portsEqual(op.Spec.InitContainers, np.Spec.InitContainers)
+	case *Pod:
+		np, ok := cur.(*Pod)
+		return ok && samePod(op, np)
 	case *corev1.Namespace:
 		return maps.Equal(o.GetLabels(), n.GetLabels())
 	}
 	return o.GetGeneration() != 0 && o.GetGeneration() == n.GetGeneration()
-}
-
-func portsEqual(a, b []corev1.Container) bool {
-	return slices.EqualFunc(a, b, func(x, y corev1.Container) bool { return slices.Equal(x.Ports, y.Ports) })
-}
-
-// StripPod keeps of a pod what the compiler reads: its name, namespace,
-// labels, node, hostNetwork, phase, addresses and named container
-// ports. It is the pod informer's transform: the store holds some 300
-// bytes a pod instead of the whole object.
-func StripPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil // a tombstone
-	}
-	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels},
-		Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}
-	out.Spec.Containers = namedPorts(p.Spec.Containers)
-	out.Spec.InitContainers = namedPorts(p.Spec.InitContainers)
-	return out, nil
-}
-
-// namedPorts keeps the containers' named ports, in one container.
-func namedPorts(cs []corev1.Container) []corev1.Container {
-	var ports []corev1.ContainerPort
-	for _, c := range cs {
-		for _, p := range c.Ports {
-			if p.Name != "" {
-				ports = append(ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: p.Protocol})
-			}
-		}
-	}
-	if ports == nil {
-		return nil
-	}
-	return []corev1.Container{{Ports: ports}}
 }
 
 // StripNamespace keeps a namespace's name and labels.
@@ -311,7 +269,9 @@ func (c *Controller) sync() error {
 	t0 := time.Now()
 	in := Input{Node: c.o.Node}
 	for _, o := range c.pods.GetStore().List() {
-		in.Pods = append(in.Pods, o.(*corev1.Pod))
+		if p, ok := o.(*Pod); ok {
+			in.Pods = append(in.Pods, p)
+		}
 	}
 	for _, o := range c.nss.GetStore().List() {
 		in.Namespaces = append(in.Namespaces, o.(*corev1.Namespace))

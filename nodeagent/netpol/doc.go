@@ -134,22 +134,27 @@
 //
 // Peers may be any pod of the cluster, so every agent watches every Pod
 // (with Namespaces and NetworkPolicies, which are few). The informer's
-// transform (StripPod) keeps labels, namespace, addresses, named
-// container ports, node name and phase: the store holds about 2.2 KB a
-// pod instead of 3.9 KB (BenchmarkStoreMemory; most of it is the Go
-// Pod struct itself), so 300,000 pods (10,000 nodes × 30) cost an agent
-// some 650 MB. The transform runs in the agent, after decoding: the API
-// server still sends each agent every Pod change whole, so 10,000
-// agents make every pod update 10,000 watch events (served from the
-// watch cache, a few KB each), and a pod status change (readiness,
-// restarts) reaches every node although the compiler ignores it
-// (Controller.updated drops such updates before any compile). That is
-// the fan-out Calico solves with Typha and Cilium with its own slim
-// CiliumEndpoint objects; EndpointSlices would not do, as they list only
-// pods behind a Service. At a few thousand nodes the plain watch is
-// what kube-proxy and kube-network-policies pay too; beyond that, a
-// fan-out proxy or a slim per-pod object published by the controller is
-// the next step.
+// transform (StripPod) turns each into a Pod of this package that holds
+// labels, namespace, addresses, named container ports, node name and
+// phase: about 800 bytes a pod in the store, where even a modest full
+// corev1.Pod takes 3.9 KB (BenchmarkStoreMemory), so 300,000 pods
+// (10,000 nodes × 30) cost an agent some 240 MB.
+//
+// The transform runs in the agent, after decoding: the API servers
+// still send each agent every Pod change whole (some 4 KB), and a status
+// change the compiler ignores (readiness, restarts) reaches every node
+// too, though Controller.updated drops it before any compile. At 10,000
+// nodes, a churn of 1 % of 300,000 pods a minute is 3,000 updates a
+// minute, fanned out to 10,000 watchers: some 500,000 watch events a
+// second and 2 GB/s leaving the API servers' watch caches, and a full
+// list at each agent restart is 300,000 pods × 4 KB = 1.2 GB. That is
+// why the watch is the right design up to a few thousand nodes (where
+// kube-network-policies and Calico without Typha pay the same) and not
+// at 10,000: there, the fan-out must leave the API servers, through a
+// Typha-like proxy or a slim per-pod object (address, labels, named
+// ports) that the controller publishes, as Cilium does with
+// CiliumEndpoints. EndpointSlices would not do: they list only the pods
+// behind a Service, and peers are any pod.
 //
 // # Limits
 //

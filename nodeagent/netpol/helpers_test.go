@@ -73,3 +73,12 @@ func numPort(proto corev1.Protocol, port, end int32) networkingv1.NetworkPolicyP
 	}
 	return np
 }
+
+// slim is the pods as the informer's store keeps them.
+func slim(ps ...*corev1.Pod) []*Pod {
+	out := make([]*Pod, len(ps))
+	for i, p := range ps {
+		out[i] = FromPod(p)
+	}
+	return out
+}

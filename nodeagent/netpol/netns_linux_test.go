@@ -214,7 +214,7 @@ func TestEnforce(t *testing.T) {
 	pods := []*corev1.Pod{client, server}
 	apply := func(pols ...*networkingv1.NetworkPolicy) *Ruleset {
 		t.Helper()
-		rs := Compile(Input{Node: "n1", Pods: pods, Namespaces: nss, Policies: pols})
+		rs := Compile(Input{Node: "n1", Pods: slim(pods...), Namespaces: nss, Policies: pols})
 		if err := tbl.Write(rs); err != nil {
 			t.Fatalf("Write: %v\n%s", err, rs)
 		}
@@ -370,7 +370,7 @@ func TestServiceTraffic(t *testing.T) {
 	}
 	write := func(pols ...*networkingv1.NetworkPolicy) {
 		t.Helper()
-		if err := tbl.Write(Compile(Input{Node: "n1", Pods: pods, Namespaces: nss, Policies: pols})); err != nil {
+		if err := tbl.Write(Compile(Input{Node: "n1", Pods: slim(pods...), Namespaces: nss, Policies: pols})); err != nil {
 			t.Fatal(err)
 		}
 	}
