@@ -101,7 +101,19 @@ func TestPublisherRealAPIServer(t *testing.T) {
 	// two sends the second returns once the first one's publish is done.
 	sync := func() { tick <- time.Now() }
 
-	sync()
+	// RBAC objects created a moment ago reach the API server's
+	// authorizer through an informer: until then the write is refused,
+	// and the next tick retries it, as a gateway's would.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		sync()
+		if ok() >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write within 30 s (%d failed)", failed())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	st := status(t, gwRes)
 	if st.PublicKey != key1 || st.Endpoint != "203.0.113.5:51820" || st.RemoteGatewaysUp != 2 || st.RemoteGateways != 3 {
 		t.Errorf("published status %+v", st)
@@ -154,11 +166,20 @@ func TestPublisherRealAPIServer(t *testing.T) {
 	if err := env.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	sync()
-	sync()
-	st = status(t, gwRes)
-	if c := cond(st, v1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("after the API server came back: %+v", st)
+	// A restarted API server may refuse for a moment after /readyz (its
+	// RBAC and admission caches filling): the next ticks retry, as a
+	// gateway's would, until the write lands (the bound is a failure's).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		sync()
+		sync()
+		st = status(t, gwRes)
+		if c := cond(st, v1.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the API server came back: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("writes: %d ok, %d failed", ok(), failed())
 }
