@@ -243,7 +243,8 @@ func New(o Options) (*Controller, error) {
 			ConstLabels: prometheus.Labels{"queue": "sites"}}, func() float64 { return float64(c.siteQueue.Len()) }),
 	)
 
-	c.nodeFactory = informers.NewSharedInformerFactory(o.Client, 0)
+	// The caches keep only what the controller reads (handlers.go).
+	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(transformNode))
 	ni := c.nodeFactory.Core().V1().Nodes()
 	c.nodes, c.nodesSynced = ni.Lister(), ni.Informer().HasSynced
 	if _, err := ni.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -255,6 +256,9 @@ func New(o Options) (*Controller, error) {
 	}
 	c.dynFactory = dynamicinformer.NewDynamicSharedInformerFactory(o.Dynamic, 0)
 	si := c.dynFactory.ForResource(SitesGVR)
+	if err := si.Informer().SetTransform(stripManagedFields); err != nil {
+		return nil, err
+	}
 	c.sites, c.sitesSynced = si.Lister(), si.Informer().HasSynced
 	if _, err := si.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.siteChanged(obj) },
@@ -264,6 +268,9 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	gi := c.dynFactory.ForResource(GatewaysGVR)
+	if err := gi.Informer().SetTransform(stripManagedFields); err != nil {
+		return nil, err
+	}
 	c.gws, c.gwsSynced = gi.Lister(), gi.Informer().HasSynced
 	if _, err := gi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.gatewayChanged(obj) },
@@ -273,7 +280,8 @@ func New(o Options) (*Controller, error) {
 		return nil, err
 	}
 	c.cmFactory = informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithNamespace(o.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = catalog.CatalogLabel }))
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = catalog.CatalogLabel }),
+		informers.WithTransform(stripManagedFields))
 	ci := c.cmFactory.Core().V1().ConfigMaps()
 	c.configMaps, c.cmSynced = ci.Lister(), ci.Informer().HasSynced
 	if _, err := ci.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

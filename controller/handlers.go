@@ -3,6 +3,7 @@ package controller
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -149,4 +150,87 @@ func metaName(obj any) (string, error) {
 		return "", err
 	}
 	return m.GetName(), nil
+}
+
+// Informer transforms: the caches keep only what the controller reads.
+// A kubelet's Node is mostly what the controller never looks at
+// (managedFields, status.images, nodeInfo, capacity, the kubelet's
+// conditions); at 10,000 Nodes those are most of the controller's heap
+// (BenchmarkNodeCacheHeap). The transforms run on the informers'
+// goroutines before an object reaches the cache or a handler, and build
+// new objects (they never modify the one decoded, and are idempotent).
+// Every write of a Node is a patch carrying only its own fields, and
+// writes of a Site or ConfigMap from a cached copy keep the server's
+// managedFields (an update without them keeps them), so nothing stripped
+// is ever written back.
+
+// transformNode keeps of a Node its name, UID, resourceVersion, creation
+// and deletion times, the bridgehead.io/ labels and annotations (the
+// controller reads LabelSite and AnnotationPodCIDRs, nothing else),
+// spec.podCIDR(s), status.addresses and the controller's own condition
+// (NodeConditionSite). Tombstones and other types pass unchanged.
+func transformNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Node{
+		TypeMeta: n.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
+			Labels: ownKeys(n.Labels), Annotations: ownKeys(n.Annotations)},
+		Spec: corev1.NodeSpec{PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs},
+	}
+	out.Status.Addresses = n.Status.Addresses
+	for _, c := range n.Status.Conditions {
+		if c.Type == NodeConditionSite {
+			out.Status.Conditions = append(out.Status.Conditions, c)
+		}
+	}
+	return out, nil
+}
+
+// ownPrefix: the labels and annotations transformNode keeps.
+const ownPrefix = "bridgehead.io/"
+
+// ownKeys is the entries of m whose keys start with ownPrefix (nil when
+// none).
+func ownKeys(m map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if strings.HasPrefix(k, ownPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// stripManagedFields is the transform of the Site, Gateway and ConfigMap
+// informers: the object without metadata.managedFields (a shallow copy
+// for a typed object; an unstructured one is copied before the field is
+// removed).
+func stripManagedFields(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		md, _ := o.Object["metadata"].(map[string]any)
+		if _, ok := md["managedFields"]; !ok {
+			return o, nil
+		}
+		cp := &unstructured.Unstructured{Object: maps.Clone(o.Object)}
+		md = maps.Clone(md)
+		delete(md, "managedFields")
+		cp.Object["metadata"] = md
+		return cp, nil
+	case *corev1.ConfigMap:
+		if o.ManagedFields == nil {
+			return o, nil
+		}
+		cp := *o
+		cp.ManagedFields = nil
+		return &cp, nil
+	}
+	return obj, nil
 }

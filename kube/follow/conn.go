@@ -253,8 +253,25 @@ func (c *conn) observe(source string, w watch.Interface) watch.Interface {
 }
 
 // newInformer is a ConfigMap informer over lw, indexed by namespace as
-// the informer factory's are.
+// the informer factory's are. Its cache holds the ConfigMaps without
+// managedFields (stripManagedFields): the follower reads names, labels
+// and data only.
 func newInformer(lw cache.ListerWatcher) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0,
+	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = inf.SetTransform(stripManagedFields) // fails only once started
+	return inf
+}
+
+// stripManagedFields is a ConfigMap without metadata.managedFields (a
+// shallow copy: the decoded object is not modified); anything else
+// passes unchanged.
+func stripManagedFields(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok || cm.ManagedFields == nil {
+		return obj, nil
+	}
+	cp := *cm
+	cp.ManagedFields = nil
+	return &cp, nil
 }

@@ -27,7 +27,10 @@
 //   - Cheap at scale: the agent watches its own Node (a field selector
 //     on its name) for its site label, the catalog's base ConfigMap and
 //     its own site's node slices; never every Node of the cluster. A
-//     join rewrites one slice of its site (kube/catalog).
+//     join rewrites one slice of its site (kube/catalog). The caches
+//     hold no more than the agent reads: its Node's name, UID and labels
+//     (transformNode drops the kubelet's status and managedFields), and
+//     the catalog ConfigMaps without managedFields (kube/follow).
 //
 // # Waiting, never exiting
 //

@@ -112,6 +112,9 @@ func New(ctx context.Context, o Options) (*Source, error) {
 	}
 	s := &Source{o: o, log: o.Log, changed: make(chan struct{}, 1), ctx: ctx}
 	s.node = cache.NewSharedIndexInformer(nodeListWatch(o.Client, o.Node), &corev1.Node{}, 10*time.Minute, cache.Indexers{})
+	if err := s.node.SetTransform(transformNode); err != nil {
+		return nil, err
+	}
 	if _, err := s.node.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.nodeChanged(obj) },
 		UpdateFunc: func(_, obj any) { s.nodeChanged(obj) },
@@ -124,6 +127,20 @@ func New(ctx context.Context, o Options) (*Source, error) {
 		o.Log.Warn("catalog changes will not be noticed", "path", o.Catalog, "err", err)
 	}
 	return s, nil
+}
+
+// transformNode is the Node informer's transform: the agent reads its
+// own Node's name, UID and site label only, so the cache keeps its
+// name, UID, resourceVersion and labels, not the kubelet's status
+// (images, nodeInfo, conditions) or managedFields. It builds a new Node
+// (the decoded one is not modified) and passes anything else unchanged.
+func transformNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID,
+		ResourceVersion: n.ResourceVersion, Labels: n.Labels}}, nil
 }
 
 // nodeListWatch lists and watches one Node by name: the agent's own,
