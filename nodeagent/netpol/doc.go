@@ -170,6 +170,10 @@
 //   - A pod is isolated once its address is in the API and the table is
 //     written (debounce, compile and write, well under a second on a
 //     node); its first packets may come earlier.
+//   - The periodic check (RepairInterval) compares the fingerprint in
+//     the base chain: a table deleted or replaced is written again; an
+//     element or rule edited by hand inside it stays until the next
+//     change of the policies, pods or namespaces rewrites the table.
 //   - Policies whose selectors do not parse are left out and counted
 //     (bridgehead_netpol_ruleset{kind="invalid_policies"}); the API
 //     server refuses them, so this is defence only.

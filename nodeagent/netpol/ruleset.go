@@ -12,10 +12,15 @@ import (
 // the agent's "inet bridgehead-node".
 const TableName = "bridgehead-netpol"
 
+// encoding names the way Table encodes a Ruleset: bump it when that
+// changes, so that a new agent rewrites a table an older one wrote from
+// the same policies.
+const encoding = "v2"
+
 // Fingerprint identifies a ruleset's content: Table keeps it in the base
 // chain's first rule's comment.
 func Fingerprint(rs *Ruleset) string {
-	sum := sha256.Sum256([]byte("v1\n" + rs.String()))
+	sum := sha256.Sum256([]byte(encoding + "\n" + rs.String()))
 	return "bridgehead netpol " + hex.EncodeToString(sum[:8])
 }
 
