@@ -28,15 +28,17 @@ import (
 // nodeAdmission holds the Node admission policies (node agent, kubelet).
 const nodeAdmission = "kubernetes/node-admission.yaml"
 
-// waitRefused retries do until it is refused with 403 (the API server
-// loads admission policies through an informer: a policy created a
-// moment ago is in force once it refuses), or fails t after 15 s.
+// waitRefused retries do until an admission policy refuses it (the API
+// server loads policies, and RBAC objects, through informers: a policy
+// created a moment ago is in force once it refuses, and since admission
+// comes after authorization, the identity's RBAC is in force then too),
+// or fails t after 30 s.
 func waitRefused(t *testing.T, what string, do func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := do()
-		if apierrors.IsForbidden(err) {
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 			return
 		}
 		if time.Now().After(deadline) {

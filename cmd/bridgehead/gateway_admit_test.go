@@ -163,8 +163,18 @@ func TestGatewayAdmit(t *testing.T) {
 		<-done
 		return statusKeyIs(t, admin, "site-b.gw-b2", key)
 	}
-	if err := publish(admitKey1); err != nil {
-		t.Fatalf("first registration: %v\n%s", err, logs.String())
+	// The credential's ClusterRole, created a moment ago, reaches the
+	// API server's authorizer through an informer: the register code
+	// retries a refused write, as here (the bound is a failure's).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := publish(admitKey1)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("first registration: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// Another Gateway's status: RBAC refuses it.
 	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "bridgehead.io/v1alpha1", "kind": "Gateway",
@@ -228,6 +238,10 @@ func TestGatewayAdmit(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw3 := dynamic.NewForConfigOrDie(rc3).Resource(gatewaysGVR)
+	waitPolicy(t, func() error { // gw-b3's RBAC in force: the policy is what refuses
+		_, err := gw3.Patch(ctx, "site-b.gw-b3", types.MergePatchType, []byte(`{"status":{"publicKey":"`+admitKey3+`"}}`), metav1.PatchOptions{}, "status")
+		return err
+	})
 	if _, err := gw3.Patch(ctx, "site-b.gw-b3", types.MergePatchType, []byte(`{"status":{"publicKey":"`+admitKey2+`"}}`), metav1.PatchOptions{}, "status"); !apierrors.IsForbidden(err) ||
 		!strings.Contains(err.Error(), "--approve-key "+admitKey2) {
 		t.Errorf("gw-b3 registers a key other than its pinned one: %v, want 403 naming the approving command", err)
@@ -240,14 +254,20 @@ func TestGatewayAdmit(t *testing.T) {
 	}
 }
 
-// waitPolicy retries do until the API server refuses it (the admission
-// policy applied a moment ago is loaded through an informer).
+// waitPolicy retries do until the key-pin admission policy refuses it
+// (policies and RBAC objects applied a moment ago are loaded through
+// informers; admission comes after authorization, so the caller's RBAC
+// is in force then too).
 func waitPolicy(t *testing.T, do func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !apierrors.IsForbidden(do()) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := do()
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "bridgehead-gateway-key-pin") {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the key-pin admission policy is not in force after 15 s")
+			t.Fatalf("the key-pin admission policy is not in force after 30 s: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
