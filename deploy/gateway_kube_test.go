@@ -411,8 +411,18 @@ func checkSiteGatewayCredential(t *testing.T, env *kubetest.Env) {
 	if _, err := gw.List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("site gateway lists Gateways: %v", err)
 	}
-	if _, err := gw.Patch(ctx, gwAdmitted, types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
-		t.Errorf("site gateway writes an admitted Gateway's status: %v", err)
+	// The grant admit made a moment ago reaches the authorizer through an
+	// informer, and the gateway retries a refused write: so does this.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := gw.Patch(ctx, gwAdmitted, types.MergePatchType, status, metav1.PatchOptions{}, "status")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("site gateway writes an admitted Gateway's status: %v", err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	// The API server loads admission policies through an informer: the
 	// policy applied a moment ago is in force once it refuses.
