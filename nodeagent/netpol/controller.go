@@ -59,8 +59,6 @@ type Options struct {
 	// Debounce gathers the changes of a burst into one compile.
 	// Default DefaultDebounce.
 	Debounce time.Duration
-	// Synced, when set, is called after each successful write (tests).
-	Synced func(*Ruleset)
 }
 
 // Controller keeps the table equal to the compiled policy set:
@@ -320,9 +318,6 @@ func (c *Controller) sync() error {
 		"policies", s.Policies, "localPolicies", s.LocalPolicies, "invalid", s.Invalid, "pods", s.Pods, "localPods", s.LocalPods,
 		"chains", s.Chains, "rules", s.Rules, "sets", s.Sets, "elements", s.Elements, "dispatch", s.Dispatch,
 		"compile", compiled.Round(time.Microsecond), "write", written.Round(time.Microsecond))
-	if c.o.Synced != nil {
-		c.o.Synced(rs)
-	}
 	return nil
 }
 

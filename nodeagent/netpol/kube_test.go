@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/internal/netnstest"
 )
 
 // RBACRules are the rules the node agent's ServiceAccount needs for
@@ -208,5 +211,91 @@ func TestRealAPIServer(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "bridgehead_netpol_syncs_total", "bridgehead_netpol_ruleset"); err != nil || n == 0 {
 		t.Errorf("metrics: %d series, %v", n, err)
+	}
+}
+
+// TestRestartKeepsTable: the table outlives the controller. A stopped
+// agent leaves it enforcing, and a restarted one, once synced, finds
+// its own fingerprint and writes nothing (a refused client stays
+// refused throughout), then keeps counting verdicts in the same
+// counters.
+func TestRestartKeepsTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network namespace and API server; skipped with -short")
+	}
+	name := netnstest.New(t, "bhnprst")
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tbl := NewTable(func(o ...nftables.ConnOption) (*nftables.Conn, error) {
+		return nftables.New(append(o, nftables.WithNetNSFd(int(h)))...)
+	})
+	env := kubetest.Start(t)
+	client := env.Clientset(t)
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "db"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().ServiceAccounts("db").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := mkPod("db", "pg", "a1", map[string]string{"app": "db"})
+	p.Spec.Containers = []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}
+	created, err := client.CoreV1().Pods("db").Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.PodIPs, created.Status.PodIP, created.Status.Phase = []corev1.PodIP{{IP: "10.244.1.10"}}, "10.244.1.10", corev1.PodRunning
+	if _, err := client.CoreV1().Pods("db").UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.NetworkingV1().NetworkPolicies("db").Create(ctx, policy("db", "deny", map[string]string{}, nil, nil, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func() (*prometheus.Registry, *Controller, func()) {
+		reg := prometheus.NewRegistry()
+		c, err := New(Options{Client: client, Node: "a1", Writer: tbl, Log: slog.New(slog.DiscardHandler), Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); c.Run(cctx) }()
+		// Written or unchanged: the first sync happened.
+		deadline := time.Now().Add(20 * time.Second) // a failure bound
+		for testutil.ToFloat64(c.m.syncs.WithLabelValues("written"))+testutil.ToFloat64(c.m.syncs.WithLabelValues("unchanged")) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no sync")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return reg, c, func() { cancel(); <-done }
+	}
+	_, _, stop := run()
+	fp, err := tbl.Current()
+	if err != nil || fp == "" {
+		t.Fatalf("no table after the first run: %q %v", fp, err)
+	}
+	stop()
+	if after, _ := tbl.Current(); after != fp {
+		t.Fatalf("the table went with the controller: %q, was %q", after, fp)
+	}
+
+	reg, c2, stop := run()
+	defer stop()
+	if got, _ := tbl.Current(); got != fp {
+		t.Errorf("restart: table %q, want %q untouched", got, fp)
+	}
+	// The informers' first events may wake another compile: still
+	// nothing to write.
+	time.Sleep(2 * DefaultDebounce)
+	if n := testutil.ToFloat64(c2.m.syncs.WithLabelValues("written")); n != 0 {
+		t.Errorf("restart wrote the table %v times, want 0", n)
+	}
+	if n, err := testutil.GatherAndCount(reg, "bridgehead_netpol_verdicts_total"); err != nil || n != 1 {
+		t.Errorf("verdict series after the restart: %d %v, want the drop counter of db/deny", n, err)
 	}
 }
