@@ -150,8 +150,8 @@
 //     counters are also written by the outside loop (a confirmed
 //     session) and read by anyone. It reads the Router's wiring through
 //     a back pointer and owns:
-//   - handshakeGate (gate.go): mac1 (checked in the outside loop),
-//     cookies, the per-source limit under load, the pace of our own
+//   - handshakeGate (gate.go): mac1 (checked in the outside loops, each
+//     batch with its own MAC1Checker, which keeps hash state), cookies, the per-source limit under load, the pace of our own
 //     initiations, and the under-load decision with its holdover
 //     (lastLoaded, handshake loop only). Behind it:
 //   - sourceBlocker (blocker.go): sources of bad mac1s, blocked in the

@@ -17,11 +17,12 @@ import (
 // each source other than a configured peer endpoint is held to
 // HandshakeRate. Our own new initiations are paced to InitiationRate.
 //
-// The outside loop calls checkMAC1; everything else runs in the handshake
-// loop, which owns lastLoaded. mac1, cookies and the limiters are safe for
-// concurrent use.
+// The outside loops call checkMAC1, each with its own checker (newMAC1:
+// a MAC1Checker keeps hash state, so one shared between the lanes'
+// loops would race); everything else runs in the handshake loop, which
+// owns lastLoaded. Cookies and the limiters are safe for concurrent use.
 type handshakeGate struct {
-	mac1     *bhcrypto.MAC1Checker
+	own      bhcrypto.PublicKey // the key mac1 is keyed by
 	cookies  *bhcrypto.CookieChecker
 	limiter  *ratelimit.Limiter // handshakes per source under load
 	initPace *ratelimit.Limiter // our new handshake attempts (one bucket)
@@ -32,7 +33,7 @@ type handshakeGate struct {
 
 func newHandshakeGate(own bhcrypto.PublicKey, rand io.Reader, now func() time.Time, blocker *sourceBlocker) *handshakeGate {
 	return &handshakeGate{
-		mac1:     bhcrypto.NewMAC1Checker(own),
+		own:      own,
 		cookies:  bhcrypto.NewCookieChecker(own, rand, now),
 		limiter:  ratelimit.New(HandshakeRate, HandshakeBurst, 65536, now),
 		initPace: ratelimit.New(InitiationRate, InitiationBurst, 1, now),
@@ -40,11 +41,16 @@ func newHandshakeGate(own bhcrypto.PublicKey, rand io.Reader, now func() time.Ti
 	}
 }
 
+// newMAC1 returns a mac1 checker for one outside loop; it must not be
+// shared with another loop.
+func (g *handshakeGate) newMAC1() *bhcrypto.MAC1Checker { return bhcrypto.NewMAC1Checker(g.own) }
+
 // checkMAC1 reports whether msg (an initiation or response of the right
-// size) carries a valid mac1; a source sending bad ones is noted by the
-// blocker. It runs in the outside loop and allocates nothing.
-func (g *handshakeGate) checkMAC1(msg []byte, from netip.AddrPort) bool {
-	if g.mac1.Check(msg) {
+// size) carries a valid mac1, checked with mac1, the calling loop's own
+// checker; a source sending bad ones is noted by the blocker. It runs in
+// an outside loop and allocates nothing.
+func (g *handshakeGate) checkMAC1(mac1 *bhcrypto.MAC1Checker, msg []byte, from netip.AddrPort) bool {
+	if mac1.Check(msg) {
 		return true
 	}
 	g.blocker.note(from)

@@ -57,13 +57,14 @@ func TestHandshakeGatePart(t *testing.T) {
 	}
 
 	t.Run("mac1", func(t *testing.T) {
+		mac1 := g.newMAC1()
 		msg := initiation(nil)
-		if !g.checkMAC1(msg, from) {
+		if !g.checkMAC1(mac1, msg, from) {
 			t.Fatal("a good mac1 refused")
 		}
 		msg[len(msg)-17] ^= 1 // the last byte of mac1 (mac2 is the last 16)
 		for range BadMACBurst + 1 {
-			if g.checkMAC1(msg, from) {
+			if g.checkMAC1(mac1, msg, from) {
 				t.Fatal("a bad mac1 passed")
 			}
 		}

@@ -89,8 +89,9 @@ func newHandshaker(r *Router, rand io.Reader, queueLen int, gate *handshakeGate)
 // receive hands a handshake message to the handshake loop, or drops
 // it when the loop is behind. Sizes and mac1 are checked here, before any
 // copy, without allocating: it runs in the outside loop, which a flood
-// of handshake-shaped garbage must not slow down or grow.
-func (h *handshaker) receive(msg []byte, from netip.AddrPort) {
+// of handshake-shaped garbage must not slow down or grow. mac1 is the
+// calling loop's own checker (outsideBatch.mac1).
+func (h *handshaker) receive(msg []byte, from netip.AddrPort, mac1 *bhcrypto.MAC1Checker) {
 	want := bhcrypto.InitiationSize
 	switch msg[0] {
 	case bhcrypto.MsgResponse:
@@ -104,7 +105,7 @@ func (h *handshaker) receive(msg []byte, from netip.AddrPort) {
 	}
 	// mac1 needs only our public key: whoever lacks it is dropped here,
 	// before taking a queue slot, and never costs Diffie-Hellman.
-	if msg[0] != bhcrypto.MsgCookieReply && !h.gate.checkMAC1(msg, from) {
+	if msg[0] != bhcrypto.MsgCookieReply && !h.gate.checkMAC1(mac1, msg, from) {
 		h.r.drops.Add(Outside, ReasonBadMAC, 1)
 		return
 	}

@@ -30,6 +30,9 @@ type outsideBatch struct {
 	// src and dst cache openTransport's lookups of the inner addresses
 	// (siteCache).
 	src, dst siteCache
+	// mac1 checks handshake messages; a batch's own, since the hasher
+	// keeps state and the batches of different loops run at once.
+	mac1 *bhcrypto.MAC1Checker
 }
 
 func (r *Router) newOutsideBatch() *outsideBatch {
@@ -43,6 +46,7 @@ func (r *Router) newOutsideBatch() *outsideBatch {
 	}
 	b.replies.init(n)
 	b.lane = r.lanes[0]
+	b.mac1 = r.hs.gate.newMAC1()
 	// A TUN that coalesces writes (GRO) appends the following segments of
 	// a flow into the first packet's buffer: give each buffer the spare
 	// capacity it needs. The pages are touched only when used.
@@ -131,7 +135,7 @@ func (r *Router) receiveBatch(b *outsideBatch, n int, now time.Time) {
 				b.out = append(b.out, b.bufs[i][:bufHeadroom+len(pkt)])
 			}
 		case bhcrypto.MsgInitiation, bhcrypto.MsgResponse, bhcrypto.MsgCookieReply:
-			r.hs.receive(msg, b.eps[i])
+			r.hs.receive(msg, b.eps[i], b.mac1)
 		default:
 			r.drops.Add(Outside, ReasonUnknownType, 1)
 		}
