@@ -61,8 +61,12 @@
 // every forward filter chain of the ip, ip6, inet and bridge families
 // with policy drop and counts it as fine when one of its rules, or of a
 // chain it jumps to, accepts on a source match covering the node's block
-// and nothing else (the rule the error message proposes). Chains of
-// iptables-legacy are invisible to nftables and not checked.
+// and nothing else (the rule the error message proposes). iptables-legacy
+// is invisible to nftables: its FORWARD chains (IPv4 and IPv6 filter
+// tables) are read from the kernel as iptables-legacy -S reads them
+// (getsockopt IPT_SO_GET_ENTRIES), with the same rule for accepts,
+// jumps followed; only a table already listed in
+// /proc/net/ip_tables_names is asked for, as asking loads it otherwise.
 //
 // Each failing stage sets the Node condition False with its reason
 // (kubenode: BridgeNetfilterMissing, ForwardBlocked) and one Warning

@@ -31,8 +31,9 @@ const (
 //     not) and net.bridge.bridge-nf-call-iptables (and -ip6tables for a
 //     node with an IPv6 block) set to 1, so a pod's packet to a Service
 //     whose endpoint is on the same bridge passes conntrack both ways.
-//   - CheckForward: no forward base chain of another table drops the
-//     node's pod traffic (policy drop without a rule that accepts it). It
+//   - CheckForward: no forward base chain of another table, nor
+//     iptables-legacy's FORWARD chain, drops the node's pod traffic
+//     (policy drop without a rule that accepts it). It
 //     only reports: an accept in the agent's own table cannot overrule a
 //     drop in another table's chain, and the agent leaves other owners'
 //     tables alone.
@@ -144,10 +145,10 @@ func sysctlName(k string) string { return strings.ReplaceAll(k, "/", ".") }
 // filter, of the ip, ip6, inet and bridge families) whose policy is drop
 // and that accept none of the node's pod traffic: no rule of the chain,
 // or of a chain it jumps or goes to, accepts on a source address match
-// that covers the node's block. Such a chain drops what the node's pods
-// send to other nodes and sites, and, with bridge-nf-call-iptables, to
-// each other. Chains of iptables-legacy are not visible to nftables and
-// are not checked.
+// that covers the node's block, and the same of iptables-legacy's
+// FORWARD chains (legacyForward), which nftables does not show. Such a
+// chain drops what the node's pods send to other nodes and sites, and,
+// with bridge-nf-call-iptables, to each other.
 func (h *HostNet) CheckForward(d *Desired) error {
 	c, err := h.dial()
 	if err != nil {
@@ -176,6 +177,23 @@ func (h *HostNet) CheckForward(d *Desired) error {
 					familyName(ch.Table.Family), ch.Table.Name, ch.Name, pod))
 			}
 		}
+	}
+	// iptables-legacy is not in nftables: its FORWARD chains are read
+	// from the kernel apart.
+	err = h.inNetns(func() error {
+		for _, pod := range d.PodCIDRs() {
+			p, err := legacyForward(pod)
+			if err != nil {
+				return err
+			}
+			if p != "" {
+				problems = append(problems, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(problems) == 0 {
 		return nil

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // TestHostNetBridgeNetfilter: in a namespace whose bridge-nf-call
@@ -220,5 +222,98 @@ func TestAgentHostStages(t *testing.T) {
 	}
 	if n := rig.metric(t, "bridgehead_node_errors_total", "stage", "bridge-netfilter"); n != 0 {
 		t.Errorf("bridge-netfilter errors %v, want 0 (br_netfilter is loaded, the sysctl settable)", n)
+	}
+}
+
+// TestHostNetForwardLegacy: iptables-legacy's FORWARD chains, which
+// nftables does not show, are read from the kernel: policy DROP is
+// reported unless a rule (directly, or in a chain FORWARD jumps to)
+// accepts the node's block on a source match alone.
+func TestHostNetForwardLegacy(t *testing.T) {
+	ipt, err := exec.LookPath("iptables-legacy")
+	ip6t, err6 := exec.LookPath("ip6tables-legacy")
+	if err != nil || err6 != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("iptables-legacy not found; CI installs iptables")
+		}
+		t.Skip("iptables-legacy not found")
+	}
+	d, err := FromConfig(loadCatalog(t), "a1") // 10.244.1.0/24, fd00:244:0:1::/64
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		cmds    [][]string // each: the binary ("4" or "6") and its arguments
+		blocked []string
+	}{
+		{"no legacy table", nil, nil},
+		{"policy accept", [][]string{{"4", "-P", "FORWARD", "ACCEPT"}}, nil},
+		{"policy drop", [][]string{{"4", "-P", "FORWARD", "DROP"}},
+			[]string{"iptables-legacy table filter chain FORWARD has policy DROP and no rule accepting 10.244.1.0/24"}},
+		{"policy drop, the proposed fix", [][]string{{"4", "-P", "FORWARD", "DROP"},
+			{"4", "-A", "FORWARD", "-i", "eth9", "-j", "ACCEPT"},
+			{"4", "-A", "FORWARD", "-s", "10.244.1.0/24", "-j", "ACCEPT"}, {"4", "-A", "FORWARD", "-d", "10.244.1.0/24", "-j", "ACCEPT"}}, nil},
+		{"policy drop, accept in a jumped-to chain (Docker's DOCKER-USER)", [][]string{{"4", "-P", "FORWARD", "DROP"},
+			{"4", "-N", "DOCKER-USER"}, {"4", "-N", "OTHER"}, {"4", "-A", "OTHER", "-s", "10.9.0.0/16", "-j", "ACCEPT"},
+			{"4", "-A", "FORWARD", "-j", "OTHER"}, {"4", "-A", "FORWARD", "-j", "DOCKER-USER"},
+			{"4", "-A", "DOCKER-USER", "-s", "10.244.0.0/16", "-j", "ACCEPT"}, {"4", "-A", "DOCKER-USER", "-j", "RETURN"}}, nil},
+		{"policy drop, accept with a condition or inverted", [][]string{{"4", "-P", "FORWARD", "DROP"},
+			{"4", "-A", "FORWARD", "-s", "10.244.1.0/24", "-i", "eth9", "-j", "ACCEPT"},
+			{"4", "-A", "FORWARD", "!", "-s", "10.244.1.0/24", "-j", "ACCEPT"},
+			{"4", "-A", "FORWARD", "-s", "10.244.1.0/24", "-p", "tcp", "-j", "ACCEPT"}},
+			[]string{"iptables-legacy table filter chain FORWARD has policy DROP and no rule accepting 10.244.1.0/24"}},
+		{"policy drop, accepts for other ranges only", [][]string{{"4", "-P", "FORWARD", "DROP"}, {"4", "-N", "X"},
+			{"4", "-A", "FORWARD", "-s", "10.244.2.0/24", "-j", "ACCEPT"}, {"4", "-A", "FORWARD", "-j", "X"}, {"4", "-A", "X", "-s", "10.244.1.0/25", "-j", "ACCEPT"}},
+			[]string{"iptables-legacy table filter chain FORWARD has policy DROP and no rule accepting 10.244.1.0/24"}},
+		{"an accept after an unconditional drop", [][]string{{"4", "-A", "FORWARD", "-j", "DROP"},
+			{"4", "-A", "FORWARD", "-s", "10.244.1.0/24", "-j", "ACCEPT"}}, nil}, // policy ACCEPT: only policies are read
+		{"ip6tables policy drop", [][]string{{"6", "-P", "FORWARD", "DROP"}},
+			[]string{"ip6tables-legacy table filter chain FORWARD has policy DROP and no rule accepting fd00:244:0:1::/64"}},
+		{"ip6tables policy drop, accepted", [][]string{{"6", "-P", "FORWARD", "DROP"}, {"6", "-A", "FORWARD", "-s", "fd00:244::/56", "-j", "ACCEPT"}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, _ := testNetns(t)
+			h := NewHostNet(&ns, func() (*nftables.Conn, error) { return nftables.New(nftables.WithNetNSFd(int(ns))) })
+			for _, c := range tt.cmds {
+				bin := ipt
+				if c[0] == "6" {
+					bin = ip6t
+				}
+				nsenterRun(t, ns, bin, c[1:]...)
+			}
+			err := h.CheckForward(d)
+			if len(tt.blocked) == 0 {
+				if err != nil {
+					t.Errorf("CheckForward: %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CheckForward: nil, want %q", tt.blocked)
+			}
+			for _, s := range tt.blocked {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// nsenterRun runs bin with args in ns.
+func nsenterRun(t *testing.T, ns netns.NsHandle, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("nsenter", append([]string{"--net=/proc/self/fd/3", bin}, args...)...)
+	fd, err := unix.Dup(int(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "netns")
+	defer f.Close()
+	cmd.ExtraFiles = []*os.File{f}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 	}
 }
