@@ -28,6 +28,7 @@ func relayConfig(c *config.Config) (*relay.Config, error) {
 		LocalSite: c.Site, AllowPodCIDRs: rl.AllowPodCIDRs,
 		MaxConnections: rl.MaxConnections, MaxConnectionsPerDestination: rl.MaxConnectionsPerDestination,
 		IdleTimeout: rl.IdleTimeout, HeaderTimeout: rl.HeaderTimeout, TLS: tlsConf,
+		MaxPendingPerSource: rl.MaxPendingPerSource, AllowedClients: rl.AllowedClients,
 	}
 	for _, p := range rl.AllowedPorts {
 		rc.AllowedPorts = append(rc.AllowedPorts, uint16(p))
@@ -66,7 +67,8 @@ func startRelay(c *config.Config, reg prometheus.Registerer, log *slog.Logger) (
 		tlsNote = "TLS, client certificates required"
 	}
 	log.Info("relay listening", "addr", ln.Addr().String(), "transport", tlsNote,
-		"allowed_ports", rc.AllowedPorts, "allow_pod_cidrs", rc.AllowPodCIDRs)
+		"allowed_ports", rc.AllowedPorts, "allow_pod_cidrs", rc.AllowPodCIDRs,
+		"allowed_clients", rc.AllowedClients)
 	return r, nil
 }
 

@@ -2,13 +2,19 @@ package daemon
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -143,4 +149,92 @@ func TestReloadRelay(t *testing.T) {
 	if got := connectStatus(t, addr2, "10.1.0.9:10250"); got != 0 {
 		t.Errorf("the relay still answers after it was turned off: %d", got)
 	}
+}
+
+// TestRelayConfigLimits: the relay section's allowedClients and
+// maxPendingPerSource reach the relay. A client outside allowedClients
+// is closed without an answer and counted as client_not_allowed; one
+// inside is answered.
+func TestRelayConfigLimits(t *testing.T) {
+	dir := t.TempDir()
+	keys := newLabKeys(t, dir)
+	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
+	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	path := keys.write(t, dir, "a", sa, sb)
+	plain, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	text := strings.Replace(string(plain), "sites:\n", "relay:\n  listen: "+addr+
+		"\n  maxPendingPerSource: 5\n  allowedClients: [127.0.0.2/32]\nsites:\n", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := relayConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.MaxPendingPerSource != 5 || len(rc.AllowedClients) != 1 {
+		t.Errorf("relay config: maxPendingPerSource %d, allowedClients %v; want 5 and [127.0.0.2/32]", rc.MaxPendingPerSource, rc.AllowedClients)
+	}
+	reg := prometheus.NewRegistry()
+	rl, err := startRelay(c, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+
+	dial := func(src string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		conn, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	outside := dial("127.0.0.1")
+	fmt.Fprintf(outside, "CONNECT 10.1.0.9:10250 HTTP/1.1\r\n\r\n")
+	outside.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := outside.Read(make([]byte, 64)); err == nil || n != 0 || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a client outside allowedClients read %d bytes (%v), want the connection closed", n, err)
+	}
+	inside := dial("127.0.0.2")
+	fmt.Fprintf(inside, "CONNECT 10.1.0.9:10250 HTTP/1.1\r\n\r\n")
+	inside.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(inside), &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 403 {
+		t.Errorf("a client inside allowedClients: %v, %v; want 403 (the local site)", resp, err)
+	}
+	if got := counterValue(t, reg, "bridgehead_relay_refused_total", "reason", "client_not_allowed"); got != 1 {
+		t.Errorf("refused{client_not_allowed} = %v, want 1", got)
+	}
+}
+
+// counterValue is the counter name{label="value"} in reg, -1 when absent.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
