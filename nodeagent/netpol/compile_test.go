@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -457,4 +459,33 @@ bridgehead_netpol_verdicts_total{direction="ingress",policy="db/allow",verdict="
 	v.adopt(rs("c2"))
 	cur["c2"] = 3
 	check(8, 2)
+}
+
+// TestCheckBridge: the br_netfilter sysctls read into the gauge, and a
+// missing or zero one is reported.
+func TestCheckBridge(t *testing.T) {
+	dir := t.TempDir()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	c := &Controller{o: Options{ProcSys: dir}, m: m, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	c.checkBridge()
+	want(t, testutil.ToFloat64(m.bridge.WithLabelValues("ipv4")), 0.0)
+	if !strings.Contains(logs.String(), "br_netfilter is not loaded") {
+		t.Errorf("log: %s", logs.String())
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "net", "bridge"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "net", "bridge", "bridge-nf-call-iptables"), []byte("1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "net", "bridge", "bridge-nf-call-ip6tables"), []byte("0\n"), 0o644)
+	logs.Reset()
+	c.checkBridge()
+	want(t, testutil.ToFloat64(m.bridge.WithLabelValues("ipv4")), 1.0)
+	want(t, testutil.ToFloat64(m.bridge.WithLabelValues("ipv6")), 0.0)
+	if !strings.Contains(logs.String(), "again") || strings.Contains(logs.String(), "ip6tables is not 1") {
+		t.Errorf("log: %s (want ipv4 back, ipv6 not repeated)", logs.String())
+	}
 }

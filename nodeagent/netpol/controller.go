@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +61,9 @@ type Options struct {
 	// Debounce gathers the changes of a burst into one compile.
 	// Default DefaultDebounce.
 	Debounce time.Duration
+	// ProcSys is where the br_netfilter sysctls are read (default
+	// /proc/sys).
+	ProcSys string
 }
 
 // Controller keeps the table equal to the compiled policy set:
@@ -75,6 +80,8 @@ type Controller struct {
 	pols    cache.SharedIndexInformer
 	last    string // fingerprint last written; Run's goroutine's
 	v       *verdicts
+	// bridgeOK: the last checkBridge's finding, per family; Run's.
+	bridgeOK map[string]bool
 }
 
 // New builds a Controller; Run starts it.
@@ -93,6 +100,9 @@ func New(o Options) (*Controller, error) {
 	}
 	if o.Debounce <= 0 {
 		o.Debounce = DefaultDebounce
+	}
+	if o.ProcSys == "" {
+		o.ProcSys = "/proc/sys"
 	}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
@@ -195,6 +205,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if fp, err := c.o.Writer.Current(); err == nil {
 		c.last = fp
 	}
+	c.checkBridge()
 	repair := time.NewTicker(c.o.RepairInterval)
 	defer repair.Stop()
 	retry := time.NewTimer(0) // the first sync
@@ -212,6 +223,7 @@ func (c *Controller) Run(ctx context.Context) error {
 				return nil
 			}
 		case <-repair.C:
+			c.checkBridge()
 			if fp, err := c.o.Writer.Current(); err != nil || fp != c.last {
 				if err == nil {
 					c.log.Warn("network policy: the table is not the one written last: rewriting it", "table", "inet "+TableName, "found", fp)
@@ -258,6 +270,36 @@ func (c *Controller) waitSynced(ctx context.Context) bool {
 				"waiting", strings.Join(waiting, ","))
 		case <-poll.C:
 		}
+	}
+}
+
+// checkBridge reads br_netfilter's sysctls: without them, packets
+// between two pods on this node's bridge are bridged past the forward
+// hook, and no policy applies to them. The agent sets them
+// (nodeagent.HostNet); this says so, once per change, when they are
+// not, and keeps bridgehead_netpol_bridge_netfilter.
+func (c *Controller) checkBridge() {
+	if c.bridgeOK == nil {
+		c.bridgeOK = map[string]bool{}
+	}
+	for fam, name := range map[string]string{"ipv4": "bridge-nf-call-iptables", "ipv6": "bridge-nf-call-ip6tables"} {
+		b, err := os.ReadFile(filepath.Join(c.o.ProcSys, "net", "bridge", name))
+		ok := err == nil && strings.TrimSpace(string(b)) == "1"
+		if was, seen := c.bridgeOK[fam]; (!seen || was) && !ok {
+			why := "net.bridge." + name + " is not 1"
+			if errors.Is(err, os.ErrNotExist) {
+				why = "br_netfilter is not loaded"
+			}
+			c.log.Warn("network policy: not enforced between pods of this node's bridge", "family", fam, "why", why)
+		} else if seen && !was && ok {
+			c.log.Info("network policy: enforced between pods of this node's bridge again", "family", fam)
+		}
+		c.bridgeOK[fam] = ok
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		c.m.bridge.WithLabelValues(fam).Set(v)
 	}
 }
 
@@ -329,6 +371,7 @@ type metrics struct {
 	enforcing prometheus.Gauge
 	lastWrite prometheus.Gauge
 	repairs   prometheus.Counter
+	bridge    *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -352,11 +395,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		repairs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bridgehead_netpol_repairs_total", Help: "Rewrites of a table someone else deleted or replaced.",
 		}),
+		bridge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridgehead_netpol_bridge_netfilter", Help: "1 when br_netfilter passes bridged packets of the family through the forward hook (net.bridge.bridge-nf-call-ip(6)tables=1): without it, policies do not apply between pods of one node.",
+		}, []string{"family"}),
 	}
 	for _, r := range []string{"written", "unchanged", "error"} {
 		m.syncs.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.syncs, m.seconds, m.objects, m.enforcing, m.lastWrite, m.repairs} {
+	for _, c := range []prometheus.Collector{m.syncs, m.seconds, m.objects, m.enforcing, m.lastWrite, m.repairs, m.bridge} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -77,7 +77,9 @@
 // hook sees Service traffic after kube-proxy's DNAT (prerouting), so a
 // policy holds on a ClusterIP's endpoint; and it sees traffic between
 // pods on one bridge because the agent keeps br_netfilter's
-// bridge-nf-call-ip(6)tables on (nodeagent.HostNet).
+// bridge-nf-call-ip(6)tables on (nodeagent.HostNet); the controller
+// reads them back, warns when they are off, and exports
+// bridgehead_netpol_bridge_netfilter{family}.
 //
 // A pod reaching itself through its own Service (kube-proxy sends the
 // packet back to it, hairpin) is accepted whatever its policies: the
@@ -195,8 +197,9 @@
 // bridgehead_netpol_sync_seconds{stage=compile|write},
 // bridgehead_netpol_ruleset{kind},
 // bridgehead_netpol_enforcing (1 once a table from the synced view is
-// written), bridgehead_netpol_last_write_timestamp_seconds and
-// bridgehead_netpol_repairs_total, on the registry passed in. Each write
+// written), bridgehead_netpol_last_write_timestamp_seconds,
+// bridgehead_netpol_repairs_total and
+// bridgehead_netpol_bridge_netfilter{family}, on the registry passed in. Each write
 // logs one line with the ruleset's size and the compile and write
 // times; nothing is logged per packet.
 package netpol
