@@ -193,13 +193,15 @@
 // the pod is isolated by the policies named (comma-separated) and none
 // allowed them, read from the table's named counters at each scrape and
 // carried across rewrites (only the first packets of new connections
-// reach the policies). bridgehead_netpol_syncs_total{result},
+// reach the policies). Beside it, on the registry passed in:
+// bridgehead_netpol_syncs_total{result},
 // bridgehead_netpol_sync_seconds{stage=compile|write},
-// bridgehead_netpol_ruleset{kind},
-// bridgehead_netpol_enforcing (1 once a table from the synced view is
-// written), bridgehead_netpol_last_write_timestamp_seconds,
+// bridgehead_netpol_ruleset{kind}, bridgehead_netpol_enforcing (1 once
+// a table from the synced view is written),
+// bridgehead_netpol_last_write_timestamp_seconds,
 // bridgehead_netpol_repairs_total and
-// bridgehead_netpol_bridge_netfilter{family}, on the registry passed in. Each write
-// logs one line with the ruleset's size and the compile and write
-// times; nothing is logged per packet.
+// bridgehead_netpol_bridge_netfilter{family}. Each write logs one line
+// with the ruleset's size and the compile and write times; the
+// controller logs its state changes (waiting, synced, table not
+// written, bridge unfiltered); nothing is logged per packet.
 package netpol
