@@ -100,7 +100,9 @@ func transitPlan(c *config.Config) (*transit.Plan, transit.GatewayID, error) {
 			if s.Name == c.Site && g.Name == c.Gateway {
 				self = transit.GatewayID(len(gws))
 			}
-			gws = append(gws, transit.Gateway{Site: s.Name, Name: g.Name, Key: key})
+			// The configured endpoint: a hub's hint naming it for
+			// another gateway is refused (transit/direct.go).
+			gws = append(gws, transit.Gateway{Site: s.Name, Name: g.Name, Key: key, Endpoint: g.EndpointAddr})
 		}
 	}
 	plan, err := transit.NewPlan(gws, c.Hubs())

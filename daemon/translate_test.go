@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 
@@ -49,5 +50,35 @@ func TestNATKeepalive(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTransitPlanEndpoints: the relay plan carries each gateway's
+// configured endpoint, which transit uses to refuse a hub's hint naming
+// another gateway's endpoint; a gateway without one has none.
+func TestTransitPlanEndpoints(t *testing.T) {
+	const (
+		keyA = "Wo7vmKLHELWcx9ZwOYMvcGa65oyEhxdw0wWX+scW8Uw="
+		keyB = "6AW+BSks3nW8Q0PyZle1TunW366L+puG38nEpGJnoB8="
+		keyC = "4Uv6D/dIndy4UDhhCCFQpyOzELD5xZODaCGabWoj0H0="
+	)
+	epA := netip.MustParseAddrPort("203.0.113.1:51820")
+	c := &config.Config{Site: "e1", Gateway: "gw", Sites: []config.Site{
+		{Name: "a", Gateways: []config.Gateway{{Name: "gw", Endpoint: epA.String(), EndpointAddr: epA, PublicKey: keyA}}},
+		{Name: "e1", Gateways: []config.Gateway{{Name: "gw", PublicKey: keyB}}},
+		{Name: "e2", Gateways: []config.Gateway{{Name: "gw", PublicKey: keyC}}},
+	}}
+	plan, self, err := transitPlan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self != 1 {
+		t.Errorf("self %d, want 1", self)
+	}
+	want := []netip.AddrPort{epA, {}, {}}
+	for id := range plan.Len() {
+		if got := plan.Gateway(transit.GatewayID(id)).Endpoint; got != want[id] {
+			t.Errorf("gateway %d (%s): endpoint %v, want %v", id, plan.Gateway(transit.GatewayID(id)).Site, got, want[id])
+		}
 	}
 }
