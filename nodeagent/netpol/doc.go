@@ -118,16 +118,25 @@
 // address of each pod it selects. Every change recompiles the whole
 // policy set from the informers' stores and, if the fingerprint changed,
 // replaces the whole table in one transaction. Measured on this
-// 2-core machine (`nice -n 19 go test -run XXX -bench . -benchtime 3x
-// ./nodeagent/netpol/`), 1,000 policies over 10,000 pods
-// (BenchmarkCompile, BenchmarkWrite):
+// shared 2-core machine with `nice -n 19 go test -run XXX -bench
+// 'Compile|Write' -benchtime 10x ./nodeagent/netpol/`, 1,000 policies
+// over 10,000 pods (BenchmarkCompile, BenchmarkWrite). Other work kept
+// the load average between 9 and 17, so wall times spread by a factor
+// of two to five between runs; the CPU time per operation (user and
+// system, the kernel's share of a write included) is the steadier
+// figure:
 //
-//	                        compile   write (netlink, kernel)   chains  rules  sets  elements  map elements
-//	a node (100 pods)         35 ms    124 ms                     200    1020    26      715        400
-//	all 10,000 pods local    109 ms    1.5 s                     1080    5870  1026    22715      40000
+//	                        compile            write (netlink, kernel)
+//	                        CPU     wall       CPU     wall
+//	a node (100 pods)       36 ms   35–110 ms   67 ms   75–190 ms
+//	all 10,000 pods local  124 ms  110–700 ms  761 ms  1.1–1.5 s
 //
-// Writing costs about 50 µs a rule and 125 µs a verdict-map element
-// (the kernel validates each jump); a change therefore takes 0.1–0.2 s
+//	                        chains  rules  sets  set elements  map elements
+//	a node (100 pods)          200   1020    26           715           400
+//	all 10,000 pods local     1080   5870  1026         22715         40000
+//
+// Writing costs some 50 µs a rule and 125 µs a verdict-map element
+// (the kernel validates each jump); a change therefore takes 0.1–0.3 s
 // to apply on a node of 100 pods, coalesced over DefaultDebounce.
 // Established connections never notice a write: conntrack is outside
 // the table, and the first rule of the new table accepts them.
