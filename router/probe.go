@@ -346,9 +346,10 @@ type manySender interface {
 }
 
 // eachSender is a manySender that says which datagrams the kernel
-// refused (udp.LinuxBind.SendManyEach): a refused destination (a
-// prohibit or blackhole route, an unreachable network) costs its own
-// messages only, and the others are known to have gone out.
+// refused (udp.LinuxBind.SendManyEach, and transit.Bind around it): a
+// refused destination (a prohibit or blackhole route, an unreachable
+// network) costs its own messages only, and the others are known to
+// have gone out.
 type eachSender interface {
 	SendManyEach(bufs [][]byte, eps []netip.AddrPort, errs []error) (failed int, err error)
 }

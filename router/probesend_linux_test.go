@@ -10,6 +10,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/internal/netnstest"
+	"github.com/bridgehead/bridgehead/transit"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -122,9 +123,41 @@ func TestProbesPastRefusedDestination(t *testing.T) {
 		}
 	}
 
+	// transit.Bind, the daemon's bind around this socket: it passes
+	// SendManyEach through and says which datagram was refused, so the
+	// refused gateway, and only it, is blamed again.
+	relay, err := transit.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.bind = transit.NewBind(bind, a, relay, 1420)
+	for _, p := range st.order {
+		if !a.probe.queue(&a.probe.probes, p, p.current.Load(), control{typ: probeRequest, echo: 2, size: probeLen}) {
+			t.Fatal("probe not sealed")
+		}
+	}
+	a.probe.send(&a.probe.probes)
+	for i, s := range sinks {
+		if n := receiveCount(t, s); n != 1 {
+			t.Errorf("through transit.Bind: gw-b%d got %d probes, want 1", i+1, n)
+		}
+	}
+	if got := a.drops.Get(Inside, ReasonSendError); got != 1+3+1 {
+		t.Errorf("through transit.Bind: %d control messages counted as not sent in all, want 5", got)
+	}
+	for i, p := range st.order {
+		want := uint64(0)
+		if i == 0 {
+			want = 2 // the first round's and this one's
+		}
+		if got := p.live.probeSendFails.Load(); got != want {
+			t.Errorf("through transit.Bind: %s blamed for %d refused probes, want %d", p.name, got, want)
+		}
+	}
+
 	scr := scrape(t, a)
 	for _, series := range []string{
-		`bridgehead_peer_probes_total{gateway="gw-b0",result="send_failed",site="site-b"} 1`,
+		`bridgehead_peer_probes_total{gateway="gw-b0",result="send_failed",site="site-b"} 2`,
 		`bridgehead_peer_probes_total{gateway="gw-b1",result="send_failed",site="site-b"} 0`,
 	} {
 		if !strings.Contains(scr, series+"\n") {

@@ -1,6 +1,7 @@
 package transit
 
 import (
+	"errors"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -146,10 +147,20 @@ type manySender interface {
 	SendMany(bufs [][]byte, eps []netip.AddrPort) error
 }
 
+// eachSender is a manySender that says which datagrams were refused
+// (udp.LinuxBind.SendManyEach).
+type eachSender interface {
+	SendManyEach(bufs [][]byte, eps []netip.AddrPort, errs []error) (failed int, err error)
+}
+
 // sendScratch is one Send's wrapped copies.
 type sendScratch struct {
-	bufs  [][]byte
-	eps   []netip.AddrPort
+	bufs [][]byte
+	eps  []netip.AddrPort
+	// pos is, for SendMany, each of bufs' position in the caller's
+	// batch, and errs the inner bind's answer for each of bufs.
+	pos   []int
+	errs  []error
 	mem   [][]byte
 	cands []hubCand
 	by    hopGroups
@@ -277,17 +288,55 @@ func (b *Bind) put(s *sendScratch) {
 	clear(s.bufs)
 	clear(s.cands)
 	s.cands = s.cands[:0]
-	s.bufs, s.eps = s.bufs[:0], s.eps[:0]
+	s.bufs, s.eps, s.pos = s.bufs[:0], s.eps[:0], s.pos[:0]
 	b.pool.Put(s)
 }
 
 // SendMany sends bufs[i] to eps[i], wrapping those for pseudo endpoints,
-// in one call of the inner bind where it can.
+// in one call of the inner bind where it can. It returns the first error
+// of any datagram, after trying them all.
 func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
+	_, first, err := b.sendMany(bufs, eps, nil)
+	return cmpErr(first, err)
+}
+
+// SendManyEach is SendMany that reports each datagram, as
+// udp.LinuxBind.SendManyEach does: errs[i] is set to nil if bufs[i] went
+// out and to why not otherwise, whether the relay path refused it (no
+// hub for the pair, errNoHub) or the inner bind did. It returns how many
+// were refused; err is an error of the whole call, after which which
+// datagrams went out is unknown (the inner bind's call failed, or it
+// sends many datagrams at once without saying which it refused). errs
+// must be at least as long as bufs. It allocates nothing once its
+// scratch has grown to the batch.
+func (b *Bind) SendManyEach(bufs [][]byte, eps []netip.AddrPort, errs []error) (failed int, err error) {
+	if len(errs) < len(bufs) {
+		return 0, errors.New("transit: SendManyEach: one error slot per datagram")
+	}
+	if len(eps) != len(bufs) {
+		return 0, errors.New("transit: SendManyEach: one endpoint per datagram")
+	}
+	clear(errs[:len(bufs)])
+	failed, _, err = b.sendMany(bufs, eps, errs)
+	return failed, err
+}
+
+// sendMany is SendMany and SendManyEach. It returns how many datagrams
+// were refused, the first refusal, and err, an error of the inner call
+// that does not say which datagrams it refused (only with errs; without,
+// such an error is first). errs, if not nil, gets each refused
+// datagram's error at its position in bufs.
+func (b *Bind) sendMany(bufs [][]byte, eps []netip.AddrPort, errs []error) (failed int, first, err error) {
 	ms, many := b.inner.(manySender)
 	s := b.pool.Get().(*sendScratch)
 	defer b.put(s)
-	var firstErr error
+	refused := func(i int, e error) {
+		failed++
+		first = cmpErr(first, e)
+		if errs != nil {
+			errs[i] = e
+		}
+	}
 	used := 0
 	for i, m := range bufs {
 		to := eps[i]
@@ -301,7 +350,7 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 			}
 			s.cands = b.candidates(dst, s.cands)
 			if len(s.cands) == 0 {
-				firstErr = cmpErr(firstErr, errNoHub)
+				refused(i, errNoHub)
 				continue
 			}
 			c := &s.cands[pickHub(s.cands, 0)]
@@ -310,7 +359,7 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 			}
 			w, err := b.wrap(s.mem[used], m, c.kp, dst)
 			if err != nil {
-				firstErr = cmpErr(firstErr, err)
+				refused(i, err)
 				continue
 			}
 			used++
@@ -322,18 +371,40 @@ func (b *Bind) SendMany(bufs [][]byte, eps []netip.AddrPort) error {
 	send:
 		if !many {
 			if err := b.inner.Send([][]byte{m}, to); err != nil {
-				firstErr = cmpErr(firstErr, err)
+				refused(i, err)
 			}
 			continue
 		}
-		s.bufs, s.eps = append(s.bufs, m), append(s.eps, to)
+		s.bufs, s.eps, s.pos = append(s.bufs, m), append(s.eps, to), append(s.pos, i)
 	}
-	if many && len(s.bufs) > 0 {
-		if err := ms.SendMany(s.bufs, s.eps); err != nil {
-			firstErr = cmpErr(firstErr, err)
+	if !many || len(s.bufs) == 0 {
+		return failed, first, nil
+	}
+	if es, each := b.inner.(eachSender); each && errs != nil {
+		for len(s.errs) < len(s.bufs) {
+			s.errs = append(s.errs, nil)
+		}
+		n, e := es.SendManyEach(s.bufs, s.eps, s.errs)
+		if e != nil {
+			err = e
+		} else if n > 0 {
+			for j, e := range s.errs[:len(s.bufs)] {
+				if e != nil {
+					refused(s.pos[j], e)
+				}
+			}
+		}
+		clear(s.errs)
+		return failed, first, err
+	}
+	if e := ms.SendMany(s.bufs, s.eps); e != nil {
+		if errs != nil {
+			err = e // which were refused is not known
+		} else {
+			first = cmpErr(first, e)
 		}
 	}
-	return firstErr
+	return failed, first, err
 }
 
 func cmpErr(first, err error) error {
