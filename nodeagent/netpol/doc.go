@@ -137,7 +137,11 @@
 //
 // Writing costs some 50 µs a rule and 125 µs a verdict-map element
 // (the kernel validates each jump); a change therefore takes 0.1–0.3 s
-// to apply on a node of 100 pods, coalesced over DefaultDebounce.
+// to apply on a node of 100 pods, coalesced over DefaultDebounce
+// (250 ms). Any pod's change anywhere may change the peers, so under a
+// constant churn the node compiles at most four times a second (a
+// seventh of a core at 10,000 pods) and writes only when the result
+// differs.
 // Established connections never notice a write: conntrack is outside
 // the table, and the first rule of the new table accepts them.
 //
