@@ -61,7 +61,7 @@ const (
 	ReasonStaleProbeReply                // probe reply that answers no probe in flight (late, a second answer, never asked; inflight.go)
 	ReasonRoamRefused                    // authenticated, but from a stand-in the gateway may not move to (delivered; its endpoint kept; outside.go roam)
 	ReasonResponseLimited                // handshake response for a pending index that already had too many failed ones (handshake.go)
-	ReasonExpressOverflow                // express socket: over the express lane's budget, or not an express transport message, while the spill loop was behind (outside_express.go)
+	ReasonExpressOverflow                // express socket: over the express lane's budget, or not an express transport message, while the spill loop was behind (outside_express.go); what it took is bridgehead_express_spilled_total, the over-budget express datagrams among that bridgehead_express_policed_total
 	numReasons
 )
 

@@ -70,10 +70,15 @@ type expressPart struct {
 // expressCounts counts the express lane's datagrams for the metrics:
 // sent, sealed with lane byte udp.ExpressLane by any inside reader;
 // received, read from this gateway's express socket by its outside loop
-// (with what the kernel hashes there: handshakes, keepalives). Sparse
-// flows send little, so these shared atomics stay off the bulk path.
+// (with what the kernel hashes there: handshakes, keepalives); spilled,
+// those of them the outside loop left to its spill loop, and policed,
+// the express transport messages among those, over the express budget
+// (outside_express.go; written by the express outside loop, across its
+// guards). Sparse flows send little, so these shared atomics stay off
+// the bulk path.
 type expressCounts struct {
-	sent, received atomic.Uint64
+	sent, received   atomic.Uint64
+	spilled, policed atomic.Uint64
 }
 
 // configure checks and takes the express options; New calls it after

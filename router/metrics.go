@@ -46,6 +46,8 @@ type Collector struct {
 	express        *prometheus.Desc
 	expressSteered *prometheus.Desc
 	expressRT      *prometheus.Desc
+	expressSpilled *prometheus.Desc
+	expressPoliced *prometheus.Desc
 }
 
 // NewCollector returns a collector for r.
@@ -75,6 +77,8 @@ func NewCollector(r *Router) *Collector {
 		downs:          prometheus.NewDesc("bridgehead_peer_down_total", "Times a remote gateway went down; each moved its flows to the site's other gateways.", peer, nil),
 		express:        prometheus.NewDesc("bridgehead_express_datagrams_total", "Datagrams of the express lane: sent, sparse flows' packets sealed for a remote gateway's express lane; received, read from this gateway's express socket (with the handshakes and keepalives the kernel hashes there).", []string{"direction"}, nil),
 		expressSteered: prometheus.NewDesc("bridgehead_express_steered", "1 while the kernel's steering program puts sparse flows on the express lane's TUN queue, which the express lane reads; 0 when the lanes' readers sort flows (no CAP_BPF) or there is no express lane.", nil, nil),
+		expressSpilled: prometheus.NewDesc("bridgehead_express_spilled_total", "Datagrams read from the express socket that its outside loop did not handle itself but left, in order, to the spill loop on an ordinary goroutine: handshakes, relay messages and other lanes' transport messages the kernel hashed there, and express ones over the budget (bridgehead_express_policed_total). When the spill loop is behind they are dropped instead (reason express_overflow).", nil, nil),
+		expressPoliced: prometheus.NewDesc("bridgehead_express_policed_total", "Transport messages with the express lane byte read from the express socket beyond the express loop's budget (ExpressRate a second, ExpressBurst at once), left to the spill loop: forged express datagrams, or a peer sending more than sparse flows on the express lane.", nil, nil),
 		expressRT:      prometheus.NewDesc("bridgehead_express_realtime_threads", "Express lane loops running on a SCHED_FIFO thread of their own (expressPriority): 2 with steering, 1 without; fewer means the priority was refused (CAP_SYS_NICE; the gateway logs why).", nil, nil),
 		laneStrays:     prometheus.NewDesc("bridgehead_lane_strays_total", "Transport messages a lane's socket received with another lane's lane byte: the receiver's GRO joined two lanes' runs from the same port and the kernel steered them whole by the first. The lane opens them; their flows may be reordered by up to a batch.", nil, nil),
 		fragMisses:     prometheus.NewDesc("bridgehead_fragments_unmatched_total", "Later IP fragments whose first fragment was not seen (reordered, or too many fragmented datagrams at once): hashed by addresses and protocol, they may take another of the site's gateways than their flow.", nil, nil),
@@ -94,7 +98,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.drops, c.txPackets, c.txBytes, c.rxPackets, c.rxBytes,
 		c.lastHandshake, c.sessionAge, c.lastReceive, c.queued, c.endpoint, c.handshakes, c.handshakeQueue,
 		c.dhOps, c.cookieReplies, c.peerUp, c.peerHandshakes, c.filterAttached,
-		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.laneStrays, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT, c.features} {
+		c.probeRTT, c.probes, c.downs, c.stateChanged, c.unreachable, c.laneStrays, c.fragMisses, c.cannotDeliver, c.downReason, c.canDeliver, c.pathMTU, c.mtuDegraded, c.express, c.expressSteered, c.expressRT, c.expressSpilled, c.expressPoliced, c.features} {
 		ch <- d
 	}
 }
@@ -175,6 +179,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.received.Load()), "received")
 	ch <- prometheus.MustNewConstMetric(c.expressSteered, prometheus.GaugeValue, boolGauge(c.r.express.steered))
 	ch <- prometheus.MustNewConstMetric(c.expressRT, prometheus.GaugeValue, float64(c.r.express.realtime.Load()))
+	ch <- prometheus.MustNewConstMetric(c.expressSpilled, prometheus.CounterValue, float64(c.r.express.count.spilled.Load()))
+	ch <- prometheus.MustNewConstMetric(c.expressPoliced, prometheus.CounterValue, float64(c.r.express.count.policed.Load()))
 }
 
 func boolGauge(b bool) float64 {

@@ -3,7 +3,6 @@ package router
 import (
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -61,9 +60,10 @@ type expressGuard struct {
 	queue chan spillWork
 	done  sync.WaitGroup
 
-	// spilled counts datagrams the spill loop handled, policed those
-	// of them that carried the express lane byte (over budget).
-	spilled, policed atomic.Uint64
+	// count is the router's express counts: spilled counts datagrams
+	// given to the spill loop, policed those of them that carried the
+	// express lane byte (over budget).
+	count *expressCounts
 }
 
 type spillWork struct {
@@ -76,6 +76,7 @@ type spillWork struct {
 func (r *Router) newExpressGuard(l *lane) *expressGuard {
 	g := &expressGuard{
 		tokens: ExpressBurst,
+		count:  &r.express.count,
 		free:   make(chan *outsideBatch, expressSpillBatches),
 		queue:  make(chan spillWork, expressSpillBatches),
 	}
@@ -130,7 +131,7 @@ func (r *Router) expressSort(g *expressGuard, b *outsideBatch, n int, now time.T
 			continue
 		}
 		if express {
-			g.policed.Add(1)
+			g.count.policed.Add(1)
 		}
 		buf := sb.bufs[spill][:cap(sb.bufs[spill])]
 		sb.sizes[spill] = copy(buf, msg)
@@ -138,7 +139,7 @@ func (r *Router) expressSort(g *expressGuard, b *outsideBatch, n int, now time.T
 		spill++
 	}
 	if sb != nil {
-		g.spilled.Add(uint64(spill))
+		g.count.spilled.Add(uint64(spill))
 		g.queue <- spillWork{sb, spill, now} // never blocks: queue holds every batch of free
 	}
 	return kept

@@ -2,6 +2,7 @@ package router
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +74,8 @@ func TestExpressSocketPoliced(t *testing.T) {
 		}
 		sent += n
 	}
-	if kept != ExpressBurst || g.policed.Load() != 10 {
-		t.Fatalf("at one instant: kept %d, policed %d; want %d and 10", kept, g.policed.Load(), ExpressBurst)
+	if policed := h.b.express.count.policed.Load(); kept != ExpressBurst || policed != 10 {
+		t.Fatalf("at one instant: kept %d, policed %d; want %d and 10", kept, policed, ExpressBurst)
 	}
 	// The bucket refills at ExpressRate.
 	later := h.now.Add(100 * time.Millisecond)
@@ -178,5 +179,58 @@ func TestExpressDefersRelay(t *testing.T) {
 		}
 	default:
 		t.Fatal("the spill loop did not have the relay message processed")
+	}
+}
+
+// TestExpressSpillMetrics: what the express socket's real-time loop
+// leaves to the spill loop is exported as bridgehead_express_spilled_total,
+// and the express transport messages among them that were over budget as
+// bridgehead_express_policed_total, both from zero; they count across the
+// lifetimes of the loop's guards (a lane restarts its loop with a new one).
+func TestExpressSpillMetrics(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	l := &lane{tun: &h.b.tun, bind: newCaptureBind("192.0.2.2:51821"), health: new(loopHealth), index: -1}
+	h.b.express.lane = l
+	for _, series := range []string{"bridgehead_express_spilled_total 0", "bridgehead_express_policed_total 0"} {
+		if !strings.Contains(scrape(t, h.b), series+"\n") {
+			t.Errorf("scrape lacks %s", series)
+		}
+	}
+	peerB := h.a.state.Load().peers[h.b.id.Public]
+	kpA := peerB.current.Load()
+	seal := func(lane byte) []byte {
+		t.Helper()
+		pkt := udpPacket(t, podA, podB, []byte("ping"))
+		buf := make([]byte, bhcrypto.TransportOverhead+len(pkt)+bhcrypto.PaddingMultiple)
+		copy(buf[bhcrypto.TransportHeaderSize:], pkt)
+		m, err := kpA.SealLane(buf, len(pkt), lane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	out := h.b.newOutsideBatch()
+	out.lane = l
+	put := func(i int, msg []byte) {
+		out.sizes[i] = copy(out.bufs[i][:cap(out.bufs[i])], msg)
+		out.eps[i] = h.bindA.local
+	}
+	for range 2 { // two guards, as after a restarted loop
+		g := h.b.newExpressGuard(l)
+		put(0, seal(0))
+		put(1, seal(udp.ExpressLane))
+		put(2, seal(udp.ExpressLane))
+		g.tokens, g.last = 1, h.b.mono.ns(h.now) // room for one express datagram
+		if kept := h.b.expressSort(g, out, 3, h.now); kept != 1 {
+			t.Fatalf("kept %d, want 1", kept)
+		}
+		w := <-g.queue
+		g.free <- w.b
+	}
+	scr := scrape(t, h.b)
+	for _, series := range []string{"bridgehead_express_spilled_total 4", "bridgehead_express_policed_total 2"} {
+		if !strings.Contains(scr, series+"\n") {
+			t.Errorf("scrape lacks %s", series)
+		}
 	}
 }
