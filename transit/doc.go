@@ -9,9 +9,10 @@
 // an endpoint and keeps them open (Keepalive below); that covers traffic
 // between it and every public site. Two sites that are both behind NAT
 // still have no path: neither can send the first datagram. They reach each
-// other through a hub site, one whose gateways have an endpoint (config:
-// a site's `via`, or by default every site with a gateway endpoint; see
-// config.Config.HubsOf), and directly once the NATs allow it.
+// other through a hub site, one whose gateways have an endpoint and that
+// both name (config: a site's `via`, or by default every other site with
+// a gateway endpoint; see config.Config.HubsOf; `check` refuses two sites
+// behind NAT that share no hub), and directly once the NATs allow it.
 //
 // # End to end, sealed once
 //
