@@ -140,6 +140,11 @@ type rxState struct {
 	// it was kept for (a new Plan may give the ids to other gateways).
 	hinted   map[[2]GatewayID]int64
 	hintedIn *view
+	// signalled is when this hub last told a sender (first) it has no
+	// session with a destination (second), by their ids in
+	// signalledIn (nosession.go).
+	signalled   map[[2]GatewayID]int64
+	signalledIn *view
 }
 
 // manySender is a bind that sends to several endpoints in one call.
@@ -505,9 +510,16 @@ func (b *Bind) receiveRelay(s *rxState, msg []byte, size *int, ep *netip.AddrPor
 		s.fwdBufs, s.fwdEps = append(s.fwdBufs, res.Out), append(s.fwdEps, res.To)
 		b.hint(s, v, res.From, res.Dst, from, res.To)
 		return false
+	case ReasonNoSession:
+		b.signalNoSession(s, v, res.From, res.Dst)
+		return false
 	case Control:
 		if res.Via == None {
 			b.receiveDirect(s, v, res.Origin, res.Inner, *ep)
+		} else if isNoSession(res.Inner) {
+			if !b.takeNoSession(v, res.Via, res.Origin) {
+				b.relay.counts.add(ReasonHintRefused, 0)
+			}
 		} else if addr, ok := parseHint(res.Inner); ok && b.hintAllowed(v, res.Via, res.Origin, addr) {
 			v.setCandidate(res.Origin, addr)
 		} else {

@@ -104,6 +104,16 @@
 // (below): denial of service, which the spoke's health probes notice and
 // fail over from, to another hub gateway or hub site.
 //
+// # A hub gateway without a session to the destination
+//
+// A spoke spreads its flows toward a gateway over the hub gateways it
+// may use, but probes the gateway through one of them. A hub gateway
+// that is up but has no session with the destination tells the sender
+// so (a no-session message in its session with the sender, naming the
+// destination; NoSessionInterval apart per pair), and the sender keeps
+// that destination's flows off it for NoSessionHold while another hub
+// gateway has a session (nosession.go).
+//
 // # Anti-spoofing stays per site, end to end
 //
 // The receiving spoke checks each inner packet's source address against

@@ -69,6 +69,9 @@ type view struct {
 	hubs [][]GatewayID // by destination
 	// direct is the direct path to each gateway (direct.go).
 	direct []directState
+	// noSession is, by destination, which of its hubs said they have
+	// no session with it, until when (nosession.go).
+	noSession []noSessionMarks
 	// cands maps each gateway's candidate address (directState.cand) to
 	// the gateway, for Receive's lookup of a datagram's source: nil
 	// until one has a candidate. Copy on write by setCandidate, under
@@ -100,8 +103,12 @@ func New(sessions Sessions, reg prometheus.Registerer) (*Relay, error) {
 // view while SetPlan copies it are lost; the next probe repeats them.
 func (r *Relay) SetPlan(p *Plan, self GatewayID) {
 	v := &view{plan: p, self: self, hubs: make([][]GatewayID, p.Len()), direct: make([]directState, p.Len())}
+	v.noSession = make([]noSessionMarks, p.Len())
 	for dst := range v.hubs {
 		v.hubs[dst] = p.Hubs(self, GatewayID(dst))
+		if len(v.hubs[dst]) > 0 {
+			v.noSession[dst] = make(noSessionMarks, len(v.hubs[dst]))
+		}
 	}
 	if old := r.view.Load(); old != nil {
 		v.keepDirect(old)
@@ -206,7 +213,7 @@ func (r *Relay) Receive(msg []byte) Result {
 		}
 		kp, to, ok := r.sessions.Current(named)
 		if !ok {
-			res.Reason = ReasonNoSession
+			res.Reason, res.Dst = ReasonNoSession, named
 			break
 		}
 		out, err := kp.SealRelay(msg, len(inner), v.plan.KeyID(sender))

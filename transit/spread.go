@@ -19,6 +19,8 @@ import (
 //  1. those with a usable session that are up (they answered our probes
 //     within router.ProbeMisses intervals),
 //  2. else those with a usable session,
+//  3. else those that said, within NoSessionHold, that they have no
+//     session with the destination (nosession.go),
 //
 // and none without a session (nothing can be sealed for them). A flow
 // stays on its hub gateway while the tier's members stay the same; when
@@ -49,15 +51,24 @@ func (b *Bind) candidates(dst GatewayID, out []hubCand) []hubCand {
 	if v == nil || dst < 0 || int(dst) >= len(v.hubs) {
 		return out
 	}
-	best := 0
-	for _, h := range v.hubs[dst] {
+	best := -2    // below every tier
+	var now int64 // Relay.ns, read once a hub gateway said no session
+	for i, h := range v.hubs[dst] {
 		kp, to, ok := b.sess.Current(h)
 		if !ok {
 			continue
 		}
 		key := v.plan.Gateway(h).Key
 		tier := 1
-		if b.sess.table.PeerUp(key) {
+		if until := v.noSession[dst][i].Load(); until != 0 {
+			if now == 0 {
+				now = b.relay.ns()
+			}
+			if now < until {
+				tier = -1 // it said it cannot forward to dst (nosession.go)
+			}
+		}
+		if tier > 0 && b.sess.table.PeerUp(key) {
 			tier = 2
 		}
 		if tier < best {
