@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,13 +9,19 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // dialFrom connects to addr from the loopback address src.
@@ -220,5 +227,62 @@ func TestRelayTLSReload(t *testing.T) {
 		t.Logf("reported: %v", err)
 	default:
 		t.Error("the broken rewrite was not reported")
+	}
+}
+
+// TestRelayReloadRevokesClients: a reload that narrows allowedClients
+// closes the relayed connections of clients now outside it (revoked),
+// keeps those inside, and refuses a connection that passed the policy
+// check before the reload but registers after it.
+func TestRelayReloadRevokesClients(t *testing.T) {
+	up := echoServer(t, "127.0.1.5:0")
+	cfg := baseConfig(up.Port())
+	f := startRelay(t, cfg)
+	tunnel := func(src string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c := dialFrom(t, src, f.addr)
+		if _, err := io.WriteString(c, connectTo(up.String())); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(c)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT from %s: %v, %v", src, resp, err)
+		}
+		c.SetReadDeadline(time.Time{})
+		return c, br
+	}
+	gone, goneR := tunnel("127.0.0.1")
+	kept, keptR := tunnel("127.0.0.2")
+	next := cfg
+	next.AllowedClients = []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}
+	if err := f.r.SetConfig(next); err != nil {
+		t.Fatal(err)
+	}
+	gone.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := goneR.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection of a client no longer allowed survived the reload (%v)", err)
+	}
+	echoRound(t, kept, keptR, 64<<10)
+	waitFor(t, func() bool { return testutil.ToFloat64(f.r.m.closed.WithLabelValues(CloseRevoked)) == 1 })
+
+	// Past the policy check before the reload, registered after it.
+	g := startRelay(t, cfg, func(r *Relay) {
+		r.beforeRegister = sync.OnceFunc(func() {
+			if err := r.SetConfig(next); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	c := dialFrom(t, "127.0.0.1", g.addr)
+	io.WriteString(c, connectTo(up.String()))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err == nil && resp.StatusCode == 200 {
+		t.Fatal("a client removed from allowedClients before registration was relayed")
+	}
+	if st := g.r.Status(); st.Active != 0 {
+		t.Errorf("%d connections registered after the client was removed", st.Active)
 	}
 }

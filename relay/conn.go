@@ -26,7 +26,8 @@ const maxHeaderBytes = 16 << 10
 // set before it is registered and read-only after, except those noted.
 type conn struct {
 	r      *Relay
-	client net.Conn // *tls.Conn with TLS
+	client net.Conn   // *tls.Conn with TLS
+	src    netip.Addr // the client's address (allowedClients)
 	dst    netip.AddrPort
 	site   string
 
@@ -126,7 +127,7 @@ func (r *Relay) handle(nc net.Conn, cfg *Config, key netip.Prefix) {
 		r.reject(cc, client, dst.String(), v.reason, v.why, start)
 		return
 	}
-	c := &conn{r: r, client: cc, dst: dst, site: v.site}
+	c := &conn{r: r, client: cc, src: remoteAddr(nc), dst: dst, site: v.site}
 	ctx, cancel := context.WithTimeout(r.ctx, dialTimeout(cfg))
 	c.cancel = cancel
 	defer cancel()
@@ -140,6 +141,9 @@ func (r *Relay) handle(nc net.Conn, cfg *Config, key netip.Prefix) {
 	r.mu.Lock()
 	cfg = r.cfg.Load()
 	v = cfg.decide(dst)
+	if v.reason == ReasonNone && !cfg.clientAllowed(c.src) {
+		v.reason, v.why = ReasonClientNotAllowed, "no longer in allowedClients"
+	}
 	if v.reason != ReasonNone {
 		r.mu.Unlock()
 		r.reject(cc, client, dst.String(), v.reason, v.why, start)

@@ -77,7 +77,7 @@ func (r Reason) status() int {
 const (
 	CloseDone     = "done"     // both sides finished (half-closes both ways)
 	CloseIdle     = "idle"     // no bytes either way for idleTimeout
-	CloseRevoked  = "revoked"  // a reload removed the destination from the allow-list
+	CloseRevoked  = "revoked"  // a reload removed the destination from the allow-list, or the client from allowedClients
 	CloseShutdown = "shutdown" // the relay stopped
 	CloseError    = "error"    // a read or write failed (reset, timeout)
 )

@@ -266,7 +266,8 @@ func (r *Relay) refuse(reason Reason) {
 
 // SetConfig replaces the policy and limits. Connections the new allow-
 // list no longer admits (their site was removed, their port or pod CIDRs
-// disallowed) are closed with reason "revoked"; all others continue.
+// disallowed, their client left outside AllowedClients) are closed with
+// reason "revoked"; all others continue.
 // A changed TLS config applies to new clients.
 func (r *Relay) SetConfig(c Config) error {
 	if err := c.validate(); err != nil {
@@ -276,7 +277,7 @@ func (r *Relay) SetConfig(c Config) error {
 	r.mu.Lock()
 	var revoke []*conn
 	for cn := range r.conns {
-		if v := c.decide(cn.dst); v.reason != ReasonNone {
+		if v := c.decide(cn.dst); v.reason != ReasonNone || !c.clientAllowed(cn.src) {
 			revoke = append(revoke, cn)
 		}
 	}
