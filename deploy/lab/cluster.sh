@@ -479,13 +479,10 @@ install() {
 		site=site-$(lan_of "$g")
 		local gd=$dir/gateways/$g
 		local kcfg=$gd/gateway.kubeconfig
-		local token
-		token=$(kc -n bridgehead-gateways create token "$site.$g" --duration 24h)
-		kcg() { "$CLUSTER_BIN/kubectl" --kubeconfig "$kcfg" config "$@" >/dev/null; }
-		kcg set-cluster bhc --server https://198.18.0.10:6443 --certificate-authority "$pki/ca.crt" --embed-certs
-		kcg set-credentials "$site.$g" --token "$token"
-		kcg set-context bhc --cluster bhc --user "$site.$g"
-		kcg use-context bhc
+		# Its credential as deploy/README.md step 6 says: one command, a
+		# short-lived token beside the kubeconfig.
+		"$BRIDGEHEAD" gateway admit "$site/$g" --kubeconfig "$dir/kubeconfig" \
+			--server https://198.18.0.10:6443 --token-ttl 24h -o "$kcfg" >>"$dir/logs/apply.log"
 		cat >"$gd/bridgehead.yaml" <<YAML
 site: $site
 gateway: $g
