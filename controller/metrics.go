@@ -18,7 +18,7 @@ type metrics struct {
 	writes       *prometheus.CounterVec // object (node, node_status, site_status, configmap), result
 	rebuildNodes prometheus.Gauge
 	rebuildSecs  prometheus.Gauge
-	doubleAllocs prometheus.Gauge   // pairs of Nodes recording overlapping blocks (the audit)
+	doubleAllocs prometheus.Gauge       // pairs of Nodes recording overlapping blocks (the audit)
 	conflicts    *prometheus.CounterVec // kind (node, site): writes refused because the object changed since it was read
 
 	catalogPublishes    *prometheus.CounterVec // result: ok, error, invalid
