@@ -156,8 +156,11 @@ func relayFromConfig(c *config.Config, s config.Site) (*v1.RelaySpec, error) {
 	for _, p := range rl.AllowedPorts {
 		out.AllowedPorts = append(out.AllowedPorts, int32(p))
 	}
+	out.MaxPendingPerSource = int32(rl.MaxPendingPerSource)
+	out.AllowedClients = cidrs(rl.AllowedClients)
 	if rl.TLS != nil {
-		out.TLS = &v1.RelayTLS{CertFile: rl.TLS.CertFile, KeyFile: rl.TLS.KeyFile, ClientCAFile: rl.TLS.ClientCAFile}
+		out.TLS = &v1.RelayTLS{CertFile: rl.TLS.CertFile, KeyFile: rl.TLS.KeyFile, ClientCAFile: rl.TLS.ClientCAFile,
+			ClientNames: slices.Clone(rl.TLS.ClientNames)}
 	}
 	return out, nil
 }
@@ -366,8 +369,17 @@ func RelayToConfig(rl *v1.RelaySpec, gw config.Gateway) *config.Relay {
 	for _, p := range rl.AllowedPorts {
 		out.AllowedPorts = append(out.AllowedPorts, int(p))
 	}
+	out.MaxPendingPerSource = int(rl.MaxPendingPerSource)
+	for _, c := range rl.AllowedClients {
+		// The CRD admits CIDRs only; one that does not parse is left
+		// out, which narrows the list, never widens it.
+		if p, err := netip.ParsePrefix(string(c)); err == nil {
+			out.AllowedClients = append(out.AllowedClients, p)
+		}
+	}
 	if rl.TLS != nil {
-		out.TLS = &config.RelayTLS{CertFile: rl.TLS.CertFile, KeyFile: rl.TLS.KeyFile, ClientCAFile: rl.TLS.ClientCAFile}
+		out.TLS = &config.RelayTLS{CertFile: rl.TLS.CertFile, KeyFile: rl.TLS.KeyFile, ClientCAFile: rl.TLS.ClientCAFile,
+			ClientNames: slices.Clone(rl.TLS.ClientNames)}
 	}
 	return out
 }

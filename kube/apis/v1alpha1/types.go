@@ -159,6 +159,17 @@ type RelaySpec struct {
 	// HeaderTimeout cuts off a client that has not sent its CONNECT.
 	// +optional
 	HeaderTimeout *metav1.Duration `json:"headerTimeout,omitempty"`
+	// MaxPendingPerSource bounds the connections one client address (an
+	// IPv6 /64) may hold before its CONNECT is read (default 64).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxPendingPerSource int32 `json:"maxPendingPerSource,omitempty"`
+	// AllowedClients, when set, are the only client prefixes the relay
+	// answers; others are closed before TLS.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	AllowedClients []CIDR `json:"allowedClients,omitempty"`
 }
 
 // RelayTLS names the relay's certificate, key and client CA files on the
@@ -170,6 +181,14 @@ type RelayTLS struct {
 	KeyFile string `json:"keyFile"`
 	// +kubebuilder:validation:MinLength=1
 	ClientCAFile string `json:"clientCAFile"`
+	// ClientNames, when set, pins the clients: a certificate signed by
+	// the client CA must also name one of these (common name, DNS name
+	// or URI).
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	ClientNames []string `json:"clientNames,omitempty"`
 }
 
 // SiteStatus is written by the controller.
