@@ -250,8 +250,17 @@ NODE_DIRS="/etc/cni/net.d /opt/cni/bin /var/lib/kubelet /var/lib/containerd /run
 
 cgroup_make() { # NODE
 	if cgroup_v2; then
-		mkdir -p "/sys/fs/cgroup/$P-$1/system"
-		echo "/sys/fs/cgroup/$P-$1" >>"$dir/cgroups"
+		# One tree: the node's cgroup holds no process itself (the node's
+		# daemons go to system/, the kubelet's pods beside it), so it may
+		# hand its controllers down, as the root must hand them to it.
+		local g=/sys/fs/cgroup/$P-$1 ctl
+		mkdir -p "$g/system"
+		echo "$g" >>"$dir/cgroups"
+		for ctl in cpuset cpu io memory pids; do
+			grep -qw "$ctl" /sys/fs/cgroup/cgroup.controllers || continue
+			grep -qw "$ctl" /sys/fs/cgroup/cgroup.subtree_control || echo "+$ctl" >/sys/fs/cgroup/cgroup.subtree_control
+			echo "+$ctl" >"$g/cgroup.subtree_control"
+		done
 		return
 	fi
 	local c
@@ -305,7 +314,8 @@ TOML
 	cat >"$nd/root/etc/kubernetes/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-# cgroup v1 here; the kubelet refuses it unless told.
+# cgroup v1 on the machine this was built on: the kubelet refuses it
+# unless told (harmless on cgroup v2).
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: /$P-$n
