@@ -96,6 +96,7 @@ type gatewayAdmitOptions struct {
 	server     string
 	tokenTTL   time.Duration
 	inCluster  bool
+	behindNAT  bool
 	now        func() time.Time
 }
 
@@ -104,6 +105,7 @@ func setupGateway(fs *flag.FlagSet) action {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "the admin's kubeconfig `FILE` (default: $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&o.address, "address", "", "a new Gateway's LAN `IP` (spec.address; needed when the Gateway does not exist)")
 	fs.StringVar(&o.endpoint, "endpoint", "", "a new Gateway's `HOST:PORT` (spec.endpoint; empty: the gateway registers it)")
+	fs.BoolVar(&o.behindNAT, "behind-nat", false, "a new Gateway behind NAT with no endpoint of its own (spec.behindNAT): its site is reached through a hub site (its Site's via)")
 	fs.StringVar(&o.pin, "pin", "", "pin the gateway's public `KEY` (spec.publicKey) from the start: no trust on first use")
 	fs.StringVar(&o.approveKey, "approve-key", "", "approve a new public `KEY` for an admitted Gateway (a reimaged gateway; its log names the key)")
 	fs.StringVar(&o.out, "o", "", "write the gateway's kubeconfig to `FILE` (mode 0600) and its token to FILE.token (default SITE.NAME.kubeconfig)")
@@ -139,6 +141,9 @@ func setupGateway(fs *flag.FlagSet) action {
 		}
 		if o.pin != "" && o.approveKey != "" {
 			return usageError{errors.New("--pin and --approve-key: one or the other")}
+		}
+		if o.behindNAT && (o.endpoint != "" || o.inCluster) {
+			return usageError{errors.New("--behind-nat: a gateway behind NAT has no endpoint (not with --endpoint or --in-cluster)")}
 		}
 		for flagName, k := range map[string]string{"--pin": o.pin, "--approve-key": o.approveKey} {
 			if k == "" {
@@ -233,6 +238,9 @@ func gatewayAdmit(ctx context.Context, std *stdio, cfg *rest.Config, o gatewayAd
 		spec := map[string]any{"site": o.site, "address": o.address}
 		if o.endpoint != "" {
 			spec["endpoint"] = o.endpoint
+		}
+		if o.behindNAT {
+			spec["behindNAT"] = true
 		}
 		if o.pin != "" {
 			spec["publicKey"] = o.pin

@@ -252,6 +252,19 @@ func TestGatewayAdmit(t *testing.T) {
 	if code, _, stderr := admit("site-b/gw-b3", "--address", "192.168.50.5"); code == 0 || !strings.Contains(stderr, "spec.address") {
 		t.Errorf("admitting gw-b3 with another address: exit %d %q, want a refusal", code, stderr)
 	}
+
+	// A gateway behind NAT: no endpoint, spec.behindNAT, so the
+	// controller publishes it for the hub to relay.
+	if code, stdout, stderr := admit("site-b/gw-b4", "--address", "192.168.50.6", "--behind-nat", "-o", filepath.Join(dir, "gw-b4.kubeconfig")); code != 0 {
+		t.Fatalf("admit --behind-nat: exit %d\n%s%s", code, stdout, stderr)
+	}
+	gw4, err := admin.Resource(gatewaysGVR).Get(ctx, "site-b.gw-b4", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nat, _, _ := unstructured.NestedBool(gw4.Object, "spec", "behindNAT"); !nat {
+		t.Errorf("Gateway site-b.gw-b4 spec %v: want behindNAT", gw4.Object["spec"])
+	}
 }
 
 // waitPolicy retries do until the key-pin admission policy refuses it
@@ -342,6 +355,7 @@ func TestGatewayAdmitUsage(t *testing.T) {
 		{[]string{"gateway", "admit", "a/b", "--pin", admitKey1, "--approve-key", admitKey2}, "one or the other"},
 		{[]string{"gateway", "admit", "a/b", "--approve-key", "not-a-key"}, "--approve-key \"not-a-key\": not a public key"},
 		{[]string{"gateway", "admit", "a/b", "--token-ttl", "9m"}, "10m or more"},
+		{[]string{"gateway", "admit", "a/b", "--behind-nat", "--endpoint", "203.0.113.7:51820"}, "a gateway behind NAT has no endpoint"},
 	} {
 		code, _, stderr := runCLI(t, "", c.args...)
 		if code != 2 || !strings.Contains(stderr, c.want) {
