@@ -150,7 +150,8 @@ conformance: cluster
 # cluster-test: a fresh cluster, the tests of e2e/cluster against it (nodes
 # Ready through the DaemonSet, pod to pod within and across sites with
 # the source address kept, Services and NodePorts across sites, DNS,
-# egress, logs/exec/port-forward across sites, the node agent restarted),
+# egress, logs/exec/port-forward across sites, the node agent restarted,
+# the verify Job passing and failing the check of each broken piece),
 # then the cluster removed whatever the result.
 cluster-test: cluster
 	$(GO) test -tags cluster -count=1 -timeout 20m -v ./e2e/cluster -args -state $(abspath $(CLUSTER_STATE)); \
