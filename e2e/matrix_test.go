@@ -17,13 +17,17 @@ import (
 // addr (in namespace ns, e.g. gateway A's LAN address: the API server
 // lives in site A, site B reaches it through the gateways). It returns
 // the env and a kubeconfig for the lab that acts as verify's
-// ServiceAccount (kube-system/bridgehead-verify).
+// ServiceAccount (bridgehead-verify/bridgehead-verify).
 func (l *lab) labAPIServer(ns, addr string) (*kubetest.Env, string) {
 	t := l.t
 	t.Helper()
 	env := kubetest.Start(t)
-	if out, err := exec.Command("kubectl", "--kubeconfig", env.Kubeconfig, "apply", "-f",
-		filepath.Join(l.root, "deploy/kubernetes/verify-rbac.yaml")).CombinedOutput(); err != nil {
+	// verify-rbac.yaml reaches into the controller's namespace (its
+	// account reads the published catalog there), which namespace.yaml
+	// makes.
+	if out, err := exec.Command("kubectl", "--kubeconfig", env.Kubeconfig, "apply",
+		"-f", filepath.Join(l.root, "deploy/kubernetes/namespace.yaml"),
+		"-f", filepath.Join(l.root, "deploy/kubernetes/verify-rbac.yaml")).CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply verify-rbac.yaml: %v\n%s", err, out)
 	}
 	ln, err := listenIn(l.ns(ns), addr) // follow_test.go
@@ -40,7 +44,7 @@ func (l *lab) labAPIServer(ns, addr string) (*kubetest.Env, string) {
 		c.Server = "https://" + addr
 		c.TLSServerName = "127.0.0.1" // the serving certificate's address
 	}
-	user, groups := kubetest.ServiceAccount("kube-system", "bridgehead-verify")
+	user, groups := kubetest.ServiceAccount("bridgehead-verify", "bridgehead-verify")
 	for _, a := range kc.AuthInfos {
 		a.Impersonate, a.ImpersonateGroups = user, groups
 	}
