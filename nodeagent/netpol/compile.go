@@ -430,23 +430,7 @@ func (c *compiler) ingressRules(np *networkingv1.NetworkPolicy, key string, sele
 			return nil, err
 		}
 		// Named ports: resolved on the selected (destination) pods.
-		var named [2][]AddrPort
-		for _, ps := range ports {
-			if ps.name == "" {
-				continue
-			}
-			for _, p := range selected {
-				for _, np := range p.ports[ps.name] {
-					if np.proto != ps.proto {
-						continue
-					}
-					for _, a := range p.addrs {
-						named[famIndex(a)] = append(named[famIndex(a)], AddrPort{Addr: a, Proto: np.proto, Port: np.port})
-					}
-				}
-			}
-		}
-		out = append(out, c.rules(Ingress, key, Accept, ranges, any, ports, named)...)
+		out = append(out, c.rules(Ingress, key, Accept, ranges, any, ports, namedPorts(ports, selected))...)
 	}
 	return out, nil
 }
@@ -466,25 +450,32 @@ func (c *compiler) egressRules(np *networkingv1.NetworkPolicy, key string) ([]Ru
 		}
 		// Named ports: resolved on the peer (destination) pods; an
 		// ipBlock peer has no named ports.
-		var named [2][]AddrPort
-		for _, ps := range ports {
-			if ps.name == "" {
-				continue
-			}
-			for _, p := range pods {
-				for _, np := range p.ports[ps.name] {
-					if np.proto != ps.proto {
-						continue
-					}
-					for _, a := range p.addrs {
-						named[famIndex(a)] = append(named[famIndex(a)], AddrPort{Addr: a, Proto: np.proto, Port: np.port})
-					}
+		out = append(out, c.rules(Egress, key, Return, ranges, any, ports, namedPorts(ports, pods))...)
+	}
+	return out, nil
+}
+
+// namedPorts resolves the named ports among ports on the destination
+// pods dst: each address of a pod that has the name, with its protocol
+// and number, by address family.
+func namedPorts(ports []portSpec, dst []*pod) [2][]AddrPort {
+	var named [2][]AddrPort
+	for _, ps := range ports {
+		if ps.name == "" {
+			continue
+		}
+		for _, p := range dst {
+			for _, np := range p.ports[ps.name] {
+				if np.proto != ps.proto {
+					continue
+				}
+				for _, a := range p.addrs {
+					named[famIndex(a)] = append(named[famIndex(a)], AddrPort{Addr: a, Proto: np.proto, Port: np.port})
 				}
 			}
 		}
-		out = append(out, c.rules(Egress, key, Return, ranges, any, ports, named)...)
 	}
-	return out, nil
+	return named
 }
 
 func famIndex(a netip.Addr) int {
