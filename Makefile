@@ -203,9 +203,16 @@ image-deps:
 # image: the gateway disk image (root): $(OUT)/image/bridgehead.{qcow2,vhd}.
 # The Debian base is cached in $(OUT)/image-cache; an unchanged package
 # and overlay make it a no-op.
+# After a successful build from committed inputs, it records their hash in
+# .ci/image-built (commit it with the change): .ci/run builds the image only
+# when its inputs differ from that record (hack/image/inputs.sh says which).
+IMAGE_INPUTS := deploy/image deploy/package deploy/systemd deploy/build-common.sh go.mod go.sum
 image: image-deps
 	deb=$$(deploy/package/build-deb.sh -o $(OUT)) && \
 	  deploy/image/build-image.sh -d "$$deb" -o $(OUT)/image -c $(OUT)/image-cache
+	@if git diff --quiet HEAD -- $(IMAGE_INPUTS); then \
+	  hack/image/inputs.sh >.ci/image-built; echo "make image: recorded inputs $$(cat .ci/image-built) in .ci/image-built"; \
+	else echo "make image: inputs have uncommitted changes; .ci/image-built not updated"; fi
 
 # image-test: boot two gateway VMs from the image under QEMU/KVM (root).
 image-test: image

@@ -47,9 +47,10 @@ build() { # part module-dir ldflags tags pkg...  (CGO_ENABLED from the environme
 	fi
 	rm -f "$dir/$part.stamp"
 	local start=$(date +%s)
-	for pkg in "$@"; do
-		(cd "$here/$mod" && GOFLAGS=-mod=mod CGO_ENABLED=${CGO_ENABLED:-0} go build -trimpath -tags "$tags" -ldflags "$ld" -o "$dir/bin/" "$pkg")
-	done
+	# One go build for all of a part's commands: one link runs while the
+	# next command's packages compile, where a build per command left a
+	# core idle through every link.
+	(cd "$here/$mod" && GOFLAGS=-mod=mod CGO_ENABLED=${CGO_ENABLED:-0} go build -trimpath -tags "$tags" -ldflags "$ld" -o "$dir/bin/" "$@")
 	stamp "$mod" >"$dir/$part.stamp"
 	echo "cluster-build: $part built in $(($(date +%s) - start)) s"
 }
