@@ -14,11 +14,17 @@
 # the static routes `bridgehead routes` prints for their site. Each gateway
 # namespace runs `bridgehead run` with a generated key and config.
 #
-# BRIDGEHEAD (default ./bin/bridgehead) names the binary. Everything lab.sh
-# creates is recorded in STATE_DIR so `down` removes exactly that.
+# BRIDGEHEAD (default ./bin/bridgehead) names the binary. BRIDGEHEAD_A and
+# BRIDGEHEAD_B (default BRIDGEHEAD) name the binary that gateway A (B)
+# checks its config with and runs, e.g. a previous release's
+# (e2e/compat_test.go); keys, the catalog and node routes come from
+# BRIDGEHEAD. Everything lab.sh creates is recorded in STATE_DIR so `down`
+# removes exactly that.
 set -euo pipefail
 
 BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
+BRIDGEHEAD_A=${BRIDGEHEAD_A:-$BRIDGEHEAD}
+BRIDGEHEAD_B=${BRIDGEHEAD_B:-$BRIDGEHEAD}
 CIPHER=${CIPHER:-aesgcm}
 TUN_MTU=${TUN_MTU:-1420}
 WAN_MTU=${WAN_MTU:-1500}
@@ -113,9 +119,9 @@ up() {
 		} >"$dir/$s.yaml"
 	done
 
-	say "checking both configs"
-	run "$BRIDGEHEAD" check --config "$dir/a.yaml"
-	run "$BRIDGEHEAD" check --config "$dir/b.yaml"
+	say "checking both configs, each with the binary that runs it"
+	run "$BRIDGEHEAD_A" check --config "$dir/a.yaml"
+	run "$BRIDGEHEAD_B" check --config "$dir/b.yaml"
 
 	say "installing node routes from 'bridgehead routes' (nodes run nothing of ours)"
 	for s in a b; do
@@ -126,8 +132,10 @@ up() {
 
 	say "starting gateways"
 	for s in a b; do
+		local bin=$BRIDGEHEAD_A
+		if [ "$s" = b ]; then bin=$BRIDGEHEAD_B; fi
 		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
-		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
+		ip netns exec "$p-$s-gw" "$bin" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
 		echo $! >>"$dir/pids"
 		echo "    gw-${s}1 pid $! (log $dir/$s.log)"
 	done
