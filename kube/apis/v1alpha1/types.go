@@ -117,6 +117,11 @@ type SiteSpec struct {
 	// +listType=atomic
 	// +optional
 	Via []string `json:"via,omitempty"`
+	// AllowedSources names the remote sites whose pods may reach this
+	// site through the gateways; absent means every site, empty means
+	// none (SiteSources).
+	// +optional
+	AllowedSources *SiteSources `json:"allowedSources,omitempty"`
 	// Relay is the HTTP CONNECT relay that the site's gateways run for
 	// API-server callbacks; absent means off.
 	// +optional
