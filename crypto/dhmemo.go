@@ -33,6 +33,12 @@ type firstMessageDH struct {
 	memo     [2]dhResult
 	n        int
 	recorded bool // message 1 is written: record no more
+	// resp keeps the X25519 results of reading one response, between
+	// beginResponse and endResponse, so trying the response with a
+	// second preshared key costs none (Initiation.ConsumeResponse).
+	resp   [2]dhResult
+	nResp  int
+	inResp bool
 	// ops counts the X25519 operations done (not answered from memo).
 	ops int
 }
@@ -62,16 +68,38 @@ func (m *firstMessageDH) DH(priv, pub []byte) ([]byte, error) {
 			return slices.Clone(r.out), nil
 		}
 	}
+	for i := range m.nResp {
+		r := &m.resp[i]
+		if subtle.ConstantTimeCompare(r.priv, priv)&subtle.ConstantTimeCompare(r.pub, pub) == 1 {
+			return slices.Clone(r.out), nil
+		}
+	}
 	m.ops++
 	out, err := noise.DH25519.DH(priv, pub)
 	if err != nil {
 		return nil, err
 	}
-	if !m.recorded && m.n < len(m.memo) {
+	switch {
+	case !m.recorded && m.n < len(m.memo):
 		m.memo[m.n] = dhResult{slices.Clone(priv), slices.Clone(pub), slices.Clone(out)}
 		m.n++
+	case m.recorded && m.inResp && m.nResp < len(m.resp):
+		m.resp[m.nResp] = dhResult{slices.Clone(priv), slices.Clone(pub), slices.Clone(out)}
+		m.nResp++
 	}
 	return out, nil
+}
+
+// beginResponse starts keeping the results of one response's read.
+func (m *firstMessageDH) beginResponse() { m.inResp = true }
+
+// endResponse forgets them: the next response has another ephemeral.
+func (m *firstMessageDH) endResponse() {
+	for i := range m.nResp {
+		clear(m.resp[i].priv)
+		clear(m.resp[i].out)
+	}
+	m.nResp, m.inResp = 0, false
 }
 
 func (m *firstMessageDH) DHLen() int     { return noise.DH25519.DHLen() }
@@ -88,4 +116,5 @@ func (m *firstMessageDH) wipe() {
 		clear(m.memo[i].out)
 	}
 	m.n, m.haveEph = 0, false
+	m.endResponse()
 }

@@ -39,7 +39,8 @@
 //
 //	offset size field
 //	0      1    type = 1
-//	1      3    reserved = 0
+//	1      1    flags: 0, or FlagPSK (see Preshared keys)
+//	2      2    reserved = 0
 //	4      4    sender index (initiator's)
 //	8      108  Noise IK message 1:
 //	              8    32  ephemeral public key (clear)
@@ -169,6 +170,36 @@
 //
 // The Noise prologue is "bridgehead/1" || 0x00 || cluster name (see
 // Prologue). It is not sent; both sides must already agree on it.
+//
+// # Preshared keys
+//
+// Two sites may share a PresharedKey on top of their static keys. Their
+// handshakes then run Noise_IKpsk2 (the key is mixed in at the end of
+// the response, as WireGuard does), and the initiator sets FlagPSK in
+// byte 1 of the initiation, the one reserved byte that may be non-zero:
+// the responder must know the protocol name to read the initiation,
+// before it knows who sent it. mac1 covers the flag. Without a preshared
+// key nothing changes on the wire. A responder refuses an initiation
+// whose mode differs from what it has for the initiator (ErrPSK from the
+// caller's check), so a pair configured with a key is never reached
+// without it.
+//
+// Rotation: a pair may have two keys at once (MaxPresharedKeys), listed
+// in order. The responder mixes in its first; the initiator, which cannot
+// know which one the responder has first, tries each on the response.
+// The response's Diffie-Hellman results are kept across the tries, so a
+// second key costs hashes and one AEAD open. A response that fails with
+// every key returns ErrPSK (wrapped in ErrHandshake): the pair's keys
+// differ, or the response was forged.
+//
+// # Key rollover
+//
+// A KeyRing holds a gateway's current static identity and, for an
+// overlap after a rotation (DefaultKeyOverlap), its previous one. An
+// initiation's mac1 names the key it was made for, so KeyRing.Select
+// finds the identity with two BLAKE2s passes at most and no trial
+// Diffie-Hellman; a message for the previous key after the overlap is
+// ErrKeyExpired. New handshakes are initiated with the current key only.
 //
 // # Replay of initiations
 //

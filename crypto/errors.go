@@ -38,4 +38,7 @@ const (
 	ErrCounterExhausted Error = "crypto: message counter exhausted"
 	// ErrBufferSize: the buffer passed to Seal is too small.
 	ErrBufferSize Error = "crypto: buffer too small"
+	// ErrKeyExpired: a handshake message made for a previous static key
+	// whose overlap is over (KeyRing).
+	ErrKeyExpired Error = "crypto: previous static key expired"
 )

@@ -21,7 +21,11 @@ type Initiation struct {
 	senderIndex uint32
 	ephemeral   [KeySize]byte // to rebuild hs after a failed response
 	timestamp   Timestamp
-	hs          *noise.HandshakeState // nil after a failed read; rebuilt on demand
+	// psks are the preshared keys a response is tried with, in order
+	// (none: plain IK). pskUsed is the one that completed it.
+	psks    []PresharedKey
+	pskUsed int
+	hs      *noise.HandshakeState // nil after a failed read; rebuilt on demand
 	// dh keeps message 1's X25519 results, so a rebuild of hs after a
 	// failed read costs none (dhmemo.go).
 	dh   firstMessageDH
@@ -36,14 +40,27 @@ type Initiation struct {
 // The returned Initiation keeps a reference to id; id must not change while
 // the handshake is pending.
 func (id *Identity) CreateInitiation(peer PublicKey, senderIndex uint32, now time.Time) (*Initiation, []byte, error) {
+	return id.CreateInitiationPSK(peer, nil, senderIndex, now)
+}
+
+// CreateInitiationPSK is CreateInitiation for a peer this gateway shares
+// preshared keys with (Noise IKpsk2, FlagPSK set in the message): the
+// response is tried with each of psks in order (at most
+// MaxPresharedKeys, copied). With no psks it is CreateInitiation, byte
+// for byte.
+func (id *Identity) CreateInitiationPSK(peer PublicKey, psks []PresharedKey, senderIndex uint32, now time.Time) (*Initiation, []byte, error) {
 	if err := id.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if len(psks) > MaxPresharedKeys {
+		return nil, nil, fmt.Errorf("%w: %d preshared keys, at most %d", ErrHandshake, len(psks), MaxPresharedKeys)
 	}
 	in := &Initiation{
 		id:          id,
 		peer:        peer,
 		senderIndex: senderIndex,
 		timestamp:   NewTimestamp(now),
+		psks:        append([]PresharedKey(nil), psks...),
 	}
 	if _, err := io.ReadFull(id.rand(), in.ephemeral[:]); err != nil {
 		return nil, nil, fmt.Errorf("%w: reading ephemeral key: %v", ErrHandshake, err)
@@ -60,12 +77,18 @@ func (id *Identity) CreateInitiation(peer PublicKey, senderIndex uint32, now tim
 // deterministic, so a rebuilt state matches the message already sent.
 func (in *Initiation) start() ([]byte, error) {
 	cfg := in.id.noiseConfigDH(true, append([]byte(nil), in.peer[:]...), bytes.NewReader(in.ephemeral[:]), &in.dh)
+	if len(in.psks) > 0 {
+		cfg.PresharedKeyPlacement = 2 // set per try (ConsumeResponse)
+	}
 	hs, err := noise.NewHandshakeState(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	msg := make([]byte, InitiationSize)
 	msg[0] = MsgInitiation
+	if len(in.psks) > 0 {
+		msg[1] = FlagPSK
+	}
 	binary.LittleEndian.PutUint32(msg[initSenderOff:], in.senderIndex)
 	out, _, _, err := hs.WriteMessage(msg[initNoiseOff:initNoiseOff], in.timestamp[:])
 	if err != nil {
@@ -90,8 +113,16 @@ func (in *Initiation) Abandon() {
 	in.done = true
 	in.hs = nil
 	clear(in.ephemeral[:])
+	clear(in.psks)
 	in.dh.wipe()
 }
+
+// PSK reports whether the initiation runs IKpsk2.
+func (in *Initiation) PSK() bool { return len(in.psks) > 0 }
+
+// PSKUsed is the position, in the keys given to CreateInitiationPSK, of
+// the preshared key that completed the handshake (0 before that).
+func (in *Initiation) PSKUsed() int { return in.pskUsed }
 
 // SenderIndex returns the index this initiation announced (our LocalIndex
 // once it completes).
@@ -128,18 +159,43 @@ func (in *Initiation) ConsumeResponse(msg []byte, now time.Time) (*Keypair, erro
 	if binary.LittleEndian.Uint32(msg[respReceiverOff:]) != in.senderIndex {
 		return nil, ErrIndexMismatch
 	}
-	if in.hs == nil {
-		if _, err := in.start(); err != nil {
-			return nil, err
+	// With preshared keys the response is tried with each in turn. The
+	// response's two X25519 (ee, se) are the same for every try, so the
+	// memo answers them after the first: a second key costs hashes and
+	// one AEAD open, no Diffie-Hellman.
+	tries := max(1, len(in.psks))
+	in.dh.beginResponse()
+	defer in.dh.endResponse()
+	var cs1, cs2 *noise.CipherState
+	var err error
+	for i := range tries {
+		if in.hs == nil {
+			if _, err := in.start(); err != nil {
+				return nil, err
+			}
 		}
-	}
-	payload, cs1, cs2, err := in.hs.ReadMessage(nil, msg[respNoiseOff:respMAC1Off])
-	if err != nil || cs1 == nil || cs2 == nil || len(payload) != 0 {
+		if len(in.psks) > 0 {
+			if err := in.hs.SetPresharedKey(in.psks[i][:]); err != nil {
+				in.hs = nil
+				return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
+			}
+		}
+		var payload []byte
+		payload, cs1, cs2, err = in.hs.ReadMessage(nil, msg[respNoiseOff:respMAC1Off])
+		if err == nil && cs1 != nil && cs2 != nil && len(payload) == 0 {
+			in.pskUsed = i
+			break
+		}
 		// A failed read can leave the Noise state half-updated, so
 		// drop it and rebuild from the stored ephemeral next time.
 		in.hs = nil
 		if err == nil {
 			err = fmt.Errorf("unexpected handshake state")
+		}
+	}
+	if in.hs == nil {
+		if len(in.psks) > 0 {
+			return nil, fmt.Errorf("%w: %w (%d tried): %v", ErrHandshake, ErrPSK, tries, err)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
@@ -151,6 +207,7 @@ func (in *Initiation) ConsumeResponse(msg []byte, now time.Time) (*Keypair, erro
 	in.done = true
 	in.hs = nil
 	clear(in.ephemeral[:])
+	clear(in.psks)
 	in.dh.wipe()
 	kp.LocalIndex = in.senderIndex
 	kp.RemoteIndex = binary.LittleEndian.Uint32(msg[respSenderOff:])

@@ -19,16 +19,38 @@ type ReceivedInitiation struct {
 	PeerStatic  PublicKey // the initiator's static key, authenticated by the handshake
 	SenderIndex uint32    // the initiator's index: becomes our RemoteIndex
 	Timestamp   Timestamp
+	// PSK: the initiator runs IKpsk2 (FlagPSK). The caller must then
+	// SetPresharedKey before CreateResponse, and should refuse an
+	// initiation whose PSK differs from what it has for PeerStatic
+	// (a peer with a preshared key must not be reached without it).
+	PSK bool
+	// Previous: the initiation was made for the previous identity of a
+	// KeyRing (KeyRing.ConsumeInitiation).
+	Previous bool
 
 	hs     *noise.HandshakeState
 	cipher CipherKind
 	used   bool
+	pskSet bool
+}
+
+// SetPresharedKey sets the preshared key the response mixes in. Only for
+// an initiation with PSK set; the key is copied.
+func (ri *ReceivedInitiation) SetPresharedKey(psk PresharedKey) error {
+	if !ri.PSK || ri.hs == nil {
+		return fmt.Errorf("%w: %w", ErrHandshake, ErrPSK)
+	}
+	if err := ri.hs.SetPresharedKey(psk[:]); err != nil {
+		return fmt.Errorf("%w: %v", ErrHandshake, err)
+	}
+	ri.pskSet = true
+	return nil
 }
 
 // ConsumeInitiation reads an initiation addressed to id. Cheap checks run
 // first, before any Diffie-Hellman: size (ErrMessageSize), type
-// (ErrMessageType), reserved bytes (ErrReserved), mac1 keyed by id.Public
-// (ErrMAC1). Then the Noise message is read, which decrypts and
+// (ErrMessageType), reserved bytes (ErrReserved; byte 1 may be FlagPSK,
+// which sets ri.PSK), mac1 keyed by id.Public (ErrMAC1). Then the Noise message is read, which decrypts and
 // authenticates the initiator's static key and timestamp (ErrHandshake on
 // failure). It does not decide whether the initiator is allowed; that is
 // the caller's job. msg is only read.
@@ -36,7 +58,7 @@ func (id *Identity) ConsumeInitiation(msg []byte) (*ReceivedInitiation, error) {
 	if len(msg) != InitiationSize {
 		return nil, ErrMessageSize
 	}
-	if err := checkHeader(msg, MsgInitiation); err != nil {
+	if err := checkInitiationHeader(msg); err != nil {
 		return nil, err
 	}
 	if !CheckMAC1(msg, id.Public) {
@@ -45,7 +67,12 @@ func (id *Identity) ConsumeInitiation(msg []byte) (*ReceivedInitiation, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
-	hs, err := noise.NewHandshakeState(id.noiseConfig(false, nil, id.rand()))
+	psk := msg[1]&FlagPSK != 0
+	cfg := id.noiseConfig(false, nil, id.rand())
+	if psk {
+		cfg.PresharedKeyPlacement = 2 // the key is set once the peer is known
+	}
+	hs, err := noise.NewHandshakeState(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
@@ -58,6 +85,7 @@ func (id *Identity) ConsumeInitiation(msg []byte) (*ReceivedInitiation, error) {
 	}
 	ri := &ReceivedInitiation{
 		SenderIndex: binary.LittleEndian.Uint32(msg[initSenderOff:]),
+		PSK:         psk,
 		hs:          hs,
 		cipher:      id.Cipher,
 	}
@@ -73,7 +101,9 @@ func (id *Identity) ConsumeInitiation(msg []byte) (*ReceivedInitiation, error) {
 // LocalIndex=senderIndex, RemoteIndex=ri.SenderIndex, Created=now. A
 // second call on the same ri returns ErrUsed.
 //
-// id must be the Identity that produced ri.
+// id must be the Identity that produced ri (for an ri of a KeyRing, either
+// identity of the ring: ri keeps the one that read it). For an ri with PSK
+// set, SetPresharedKey must have been called (ErrPSK otherwise).
 func (id *Identity) CreateResponse(ri *ReceivedInitiation, senderIndex uint32, now time.Time) (*Keypair, []byte, error) {
 	if ri == nil {
 		return nil, nil, ErrHandshake
@@ -86,6 +116,9 @@ func (id *Identity) CreateResponse(ri *ReceivedInitiation, senderIndex uint32, n
 	}
 	if id.Cipher != ri.cipher {
 		return nil, nil, ErrIdentity
+	}
+	if ri.PSK && !ri.pskSet {
+		return nil, nil, fmt.Errorf("%w: %w", ErrHandshake, ErrPSK)
 	}
 	ri.used = true // any failure below leaves the Noise state unusable
 	hs := ri.hs

@@ -92,6 +92,18 @@ func checkHeader(b []byte, typ byte) error {
 	return nil
 }
 
+// checkInitiationHeader is checkHeader for an initiation, whose byte 1 may
+// be FlagPSK.
+func checkInitiationHeader(b []byte) error {
+	if b[0] != MsgInitiation {
+		return ErrMessageType
+	}
+	if b[1]&^FlagPSK|b[2]|b[3] != 0 {
+		return ErrReserved
+	}
+	return nil
+}
+
 // parseTransport validates a transport message header and returns its
 // fields, or the sentinel error saying what is wrong.
 func parseTransport(b []byte) (receiver uint32, counter uint64, err error) {
