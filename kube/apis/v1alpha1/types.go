@@ -319,6 +319,9 @@ type GatewayStatus struct {
 	RemoteGateways int32 `json:"remoteGateways,omitempty"`
 	// +optional
 	RemoteGatewaysUp int32 `json:"remoteGatewaysUp,omitempty"`
+	// Mesh is how this gateway reaches every remote site (MeshStatus).
+	// +optional
+	Mesh *MeshStatus `json:"mesh,omitempty"`
 	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type
