@@ -25,6 +25,13 @@ import "time"
 //     last down, so a gateway that flapped an hour ago comes back after
 //     RecoverProbes answers again.
 //
+// A gateway that went down because it said it is draining (a planned
+// stop: DownDraining) needs RecoverProbes answers like any other, but
+// the stop is not a flap: it neither doubles the count nor counts
+// toward the next down's, so its replacement process is back after
+// about RecoverProbes intervals however many rolling upgrades came
+// before.
+//
 // A gateway that was never up (LiveConnecting) comes up on its first
 // evidence, as before: there is nothing to damp.
 const (
@@ -54,6 +61,11 @@ func (d *damper) down(mono int64, replies uint64) {
 	d.lastDown = mono
 	d.base = replies
 }
+
+// drained notes that the gateway went down because it is draining,
+// having answered replies probes so far: the streak starts over, and
+// the recent downs stay as they were.
+func (d *damper) drained(replies uint64) { d.base = replies }
 
 // recent is the count of recent downs at mono, decayed.
 func (d *damper) recent(mono int64) int {

@@ -96,6 +96,8 @@ func TestDamper(t *testing.T) {
 		}, 40 + RecoverProbes<<maxFlapShift, RecoverProbes << maxFlapShift, true},
 		{"a down two decays later", func() { d.down(13+2*decay, 50) }, 50, 2 * RecoverProbes, false},
 		{"a down long after", func() { d.down(13+100*decay, 60) }, 63, RecoverProbes, true},
+		{"a drain is not a flap", func() { d.drained(70) }, 70 + RecoverProbes, RecoverProbes, true},
+		{"nor counts toward the next down", func() { d.down(14+100*decay, 80) }, 80 + 2*RecoverProbes, 2 * RecoverProbes, true},
 	}
 	for _, s := range steps {
 		s.do()

@@ -78,7 +78,10 @@
 // routes to the node CIDRs) says so in a flag of every probe and probe
 // reply, and sends a probe to every gateway at once when that changes;
 // they take it down (DownCannotDeliver) within a round trip and a probe
-// tick. Gateways that carry none of our traffic are
+// tick. A gateway that is shutting down (SetDraining: the daemon's drain
+// on SIGTERM) says so the same way with flagDraining, and they take it
+// down (DownDraining) while it keeps forwarding what still reaches it;
+// that planned stop is not counted as a flap. Gateways that carry none of our traffic are
 // probed IdleProbeFactor times less often. Selection, metrics, status
 // and readiness all read that one state.
 //

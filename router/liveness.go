@@ -65,6 +65,11 @@ const (
 	// to its own site (flagCannotDeliver: LAN link down, no route to a
 	// node CIDR).
 	DownCannotDeliver
+	// DownDraining: it answers, but says it is shutting down
+	// (flagDraining: a rolling upgrade, a SIGTERM). It still forwards
+	// what reaches it; a planned stop does not count as a flap
+	// (damping.go).
+	DownDraining
 )
 
 func (d DownReason) String() string {
@@ -73,6 +78,8 @@ func (d DownReason) String() string {
 		return "no answer"
 	case DownCannotDeliver:
 		return "cannot deliver"
+	case DownDraining:
+		return "draining"
 	}
 	return ""
 }
@@ -81,7 +88,7 @@ func (d DownReason) String() string {
 func (d DownReason) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 func (d *DownReason) UnmarshalText(b []byte) error {
-	for _, r := range []DownReason{DownNone, DownNoAnswer, DownCannotDeliver} {
+	for _, r := range []DownReason{DownNone, DownNoAnswer, DownCannotDeliver, DownDraining} {
 		if r.String() == string(b) {
 			*d = r
 			return nil
@@ -161,6 +168,9 @@ type liveness struct {
 	// cannotDeliver is the gateway's flagCannotDeliver as its newest
 	// control message said; written by the outside loop.
 	cannotDeliver atomic.Bool
+	// draining is the gateway's flagDraining as its newest control
+	// message said; written by the outside loop.
+	draining atomic.Bool
 	// reason is why the state is LiveDown (a DownReason); written by
 	// the handshake loop.
 	reason atomic.Uint32
@@ -240,7 +250,7 @@ type probeAction struct {
 func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAction {
 	var a probeAction
 	replies := l.probeReplies.Load()
-	if l.inflight.expire(mono, l.timeout()) > 0 || l.cannotDeliver.Load() {
+	if l.inflight.expire(mono, l.timeout()) > 0 || l.cannotDeliver.Load() || l.draining.Load() {
 		l.damp.restart(replies)
 	}
 	if tx != l.lastTx {
@@ -276,6 +286,11 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		if cur == LiveUp {
 			next, reason = LiveDown, DownCannotDeliver
 		}
+	case l.draining.Load():
+		// It answers but is shutting down: no flows for it.
+		if cur == LiveUp {
+			next, reason = LiveDown, DownDraining
+		}
 	case session && acked > l.changedMono.Load() && (cur != LiveDown || l.damp.recovered(replies)):
 		// Proved since the last change (or ever), with a session to
 		// send on, and, after a down, answering steadily again.
@@ -287,7 +302,11 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		l.changedMono.Store(mono)
 		if next == LiveDown {
 			l.downs.Add(1)
-			l.damp.down(mono, replies)
+			if reason == DownDraining {
+				l.damp.drained(replies)
+			} else {
+				l.damp.down(mono, replies)
+			}
 		}
 		a.changed, a.from = true, cur
 	}
@@ -321,6 +340,9 @@ type LivenessStats struct {
 	// CannotDeliver is set while the gateway reports that it cannot
 	// deliver to its own site (its LAN side is broken).
 	CannotDeliver bool `json:"cannotDeliver,omitempty"`
+	// Draining is set while the gateway reports that it is shutting
+	// down.
+	Draining bool `json:"draining,omitempty"`
 	// PathMTU is the largest inner packet the path to the gateway is
 	// known to carry, from padded probes (0: not checked yet); the
 	// tunnel MTU while the path is whole.
@@ -344,6 +366,7 @@ func (l *liveness) stats(mono monoEpoch) LivenessStats {
 		State:             l.State(),
 		Reason:            DownReason(l.reason.Load()),
 		CannotDeliver:     l.cannotDeliver.Load(),
+		Draining:          l.draining.Load(),
 		PathMTU:           int(l.pmtu.mtu.Load()),
 		MTUDegraded:       l.pmtu.degraded.Load(),
 		ProbeInterval:     time.Duration(l.interval.Load()),

@@ -85,7 +85,7 @@ func NewCollector(r *Router) *Collector {
 		unreachable:    prometheus.NewDesc("bridgehead_gateways_unreachable", "Remote gateways this one cannot reach: sending to them failed or their handshakes gave up, with no session set up since.", nil, nil),
 		stateChanged:   prometheus.NewDesc("bridgehead_peer_state_change_timestamp_seconds", "Unix time a remote gateway last went up or down (0: never).", peer, nil),
 		cannotDeliver:  prometheus.NewDesc("bridgehead_peer_cannot_deliver", "1 while a remote gateway reports that it cannot deliver to its own site (its LAN side is broken); it gets no flows.", peer, nil),
-		downReason:     prometheus.NewDesc("bridgehead_peer_down_reason", "1 for the reason a remote gateway is down (no_answer, cannot_deliver), 0 for the others.", append(peer, "reason"), nil),
+		downReason:     prometheus.NewDesc("bridgehead_peer_down_reason", "1 for the reason a remote gateway is down (no_answer, cannot_deliver, draining), 0 for the others.", append(peer, "reason"), nil),
 		pathMTU:        prometheus.NewDesc("bridgehead_peer_path_mtu_bytes", "Largest inner packet the path to a remote gateway is known to carry, from padded probes (0: not checked yet); the tunnel MTU while the path is whole.", peer, nil),
 		mtuDegraded:    prometheus.NewDesc("bridgehead_peer_mtu_degraded", "1 while full-size probes to a remote gateway go unanswered and small ones pass: it gets no flows while a whole gateway of its site is up.", peer, nil),
 		features:       prometheus.NewDesc("bridgehead_peer_session_features", "1 while a remote gateway has said, on the session in use, that it reads lane bytes (feature lane_bytes: our flows spread over its lanes' sockets) or has an express lane (express: sparse flows go there); 0 until it says so on a new session (within a probe's round trip) and toward gateways that predate them.", append(peer, "feature"), nil),
@@ -151,7 +151,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.mtuDegraded, prometheus.GaugeValue, boolGauge(s.Live.MTUDegraded), l...)
 		ch <- prometheus.MustNewConstMetric(c.features, prometheus.GaugeValue, boolGauge(s.LaneBytes), s.Site, s.Name, "lane_bytes")
 		ch <- prometheus.MustNewConstMetric(c.features, prometheus.GaugeValue, boolGauge(s.Express), s.Site, s.Name, "express")
-		for _, reason := range []DownReason{DownNoAnswer, DownCannotDeliver} {
+		for _, reason := range []DownReason{DownNoAnswer, DownCannotDeliver, DownDraining} {
 			ch <- prometheus.MustNewConstMetric(c.downReason, prometheus.GaugeValue,
 				boolGauge(s.Live.State == LiveDown && s.Live.Reason == reason), s.Site, s.Name, strings.ReplaceAll(reason.String(), " ", "_"))
 		}

@@ -14,7 +14,7 @@ import (
 // instead of an IP packet:
 //
 //	byte 0     probeRequest or probeReply (high nibble 1: never an IP version)
-//	byte 1     flags about the sender (flagCannotDeliver, flagLanes); unknown ones ignored
+//	byte 1     flags about the sender (flagCannotDeliver, flagLanes, flagExpress, flagDraining); unknown ones ignored
 //	bytes 2-7  reserved, zero; ignored
 //	bytes 8-15 echo: opaque to the answerer, copied into the reply
 //	bytes 16-  padding, any length, ignored (path MTU probes, see pathMTU)
@@ -44,7 +44,12 @@ const (
 	// so it may get lane byte udp.ExpressLane on this session, which its
 	// kernel steers to a socket of its own (sparse.go).
 	flagExpress = 0x04
-	knownFlags  = flagCannotDeliver | flagLanes | flagExpress
+	// flagDraining: the sender is shutting down (Router.SetDraining):
+	// it still forwards what reaches it, but must get no new flows, and
+	// its flows move to its site's other gateways now. Gateways that
+	// predate it ignore it, and notice the stop by missed probes.
+	flagDraining = 0x08
+	knownFlags   = flagCannotDeliver | flagLanes | flagExpress | flagDraining
 )
 
 // control is a parsed control message.
@@ -86,7 +91,7 @@ func sealControl(kp *bhcrypto.Keypair, buf []byte, c control) ([]byte, error) {
 // the liveness state machine and path MTU checks of every gateway (run,
 // in the handshake loop), the answers to their probes (handleControl, in
 // the outside loop), and what this gateway says of itself in every
-// control message (cannotDeliver). Each Peer's liveness holds the state
+// control message (cannotDeliver, draining). Each Peer's liveness holds the state
 // per gateway (liveness.go names its writers); the Router wires it (r:
 // bind, drops, clock, log, MTU, and the handshaker's reach log).
 type prober struct {
@@ -95,6 +100,10 @@ type prober struct {
 	// site (Router.SetCanDeliver, any goroutine); every control message
 	// says so.
 	cannotDeliver atomic.Bool
+	// draining is set once this gateway is shutting down
+	// (Router.SetDraining, any goroutine); every control message says
+	// so.
+	draining atomic.Bool
 
 	// Owned by the handshake loop (run).
 	probes     controlBatch // probes of one run
@@ -121,6 +130,9 @@ func (pr *prober) flags() byte {
 	if pr.cannotDeliver.Load() {
 		f |= flagCannotDeliver
 	}
+	if pr.draining.Load() {
+		f |= flagDraining
+	}
 	return f
 }
 
@@ -132,6 +144,18 @@ func (pr *prober) flags() byte {
 // probe to every gateway at its next tick after a change, so they learn
 // within a round trip. Safe from any goroutine.
 func (r *Router) SetCanDeliver(ok bool) { r.probe.cannotDeliver.Store(!ok) }
+
+// SetDraining says whether this gateway is draining: shutting down, so
+// remote gateways must move its flows to its site's other gateways now
+// (LiveDown, DownDraining) while it keeps forwarding what still reaches
+// it. As for SetCanDeliver, the handshake loop sends a probe to every
+// gateway with a session at its next tick after a change, so they learn
+// within a round trip instead of after ProbeMisses silent intervals.
+// Safe from any goroutine.
+func (r *Router) SetDraining(on bool) { r.probe.draining.Store(on) }
+
+// Draining reports what SetDraining last set (false until it is called).
+func (r *Router) Draining() bool { return r.probe.draining.Load() }
 
 // CanDeliver reports what SetCanDeliver last set (true until it is
 // called).
@@ -155,6 +179,7 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		return
 	}
 	p.live.cannotDeliver.Store(c.flags&flagCannotDeliver != 0)
+	p.live.draining.Store(c.flags&flagDraining != 0)
 	// What the peer reads is learned for the session we send on, from
 	// messages on that session only. After both gateways initiated at
 	// once, each sends on the session it confirmed last: the peer's own
@@ -423,6 +448,9 @@ func (pr *prober) failed(c *controlBatch, i int) {
 // of gateways down at once).
 func (pr *prober) logChange(p *Peer, from LiveState, now time.Time) {
 	switch to := p.live.State(); {
+	case to == LiveDown && p.live.reason.Load() == uint32(DownDraining):
+		pr.r.log.Info("gateway draining: it is shutting down, flows move to the site's other gateways",
+			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint())
 	case to == LiveDown && p.live.reason.Load() == uint32(DownCannotDeliver):
 		pr.r.log.Warn("gateway down: it reports that it cannot deliver to its site (its LAN side), flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint())

@@ -26,6 +26,11 @@ func TestProberPart(t *testing.T) {
 		t.Fatal("SetCanDeliver(false) not in the flags")
 	}
 	r.SetCanDeliver(true)
+	r.SetDraining(true)
+	if pr.flags() != flagDraining|flagLanes || !r.Draining() {
+		t.Fatal("SetDraining(true) not in the flags")
+	}
+	r.SetDraining(false)
 
 	reply := func(flags byte, echo uint64, size int) []byte {
 		b := make([]byte, size)
