@@ -82,7 +82,11 @@ func handshakeMAC1(msg []byte) ([]byte, error) {
 	default:
 		return nil, ErrMessageSize
 	}
-	if err := checkHeader(msg, typ); err != nil {
+	check := checkHeader
+	if typ == MsgInitiation {
+		check = func(b []byte, _ byte) error { return checkInitiationHeader(b) }
+	}
+	if err := check(msg, typ); err != nil {
 		return nil, err
 	}
 	return msg[len(msg)-2*macSize : len(msg)-macSize], nil
@@ -227,6 +231,19 @@ func (c *CookieChecker) CheckMAC2(msg []byte, src netip.AddrPort) bool {
 // source gives ErrRandom. The reply is never larger than msg. msg is only
 // read; the caller owns the returned slice.
 func (c *CookieChecker) CreateReply(msg []byte, src netip.AddrPort) ([]byte, error) {
+	return c.createReply(msg, src, &c.key)
+}
+
+// CreateReplyAs is CreateReply for a message addressed to local, another
+// static key of this node (the previous one of a KeyRing): the sender
+// decrypts the reply with the key it addressed. It derives that key's
+// reply key per call (one BLAKE2s pass).
+func (c *CookieChecker) CreateReplyAs(msg []byte, src netip.AddrPort, local PublicKey) ([]byte, error) {
+	key := cookieKey(local)
+	return c.createReply(msg, src, &key)
+}
+
+func (c *CookieChecker) createReply(msg []byte, src netip.AddrPort, key *[blake2s.Size]byte) ([]byte, error) {
 	mac1, err := handshakeMAC1(msg)
 	if err != nil {
 		return nil, err
@@ -234,7 +251,7 @@ func (c *CookieChecker) CreateReply(msg []byte, src netip.AddrPort) ([]byte, err
 	if !src.Addr().IsValid() {
 		return nil, ErrAddress
 	}
-	aead, err := chacha20poly1305.NewX(c.key[:])
+	aead, err := chacha20poly1305.NewX(key[:])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCookie, err)
 	}

@@ -63,6 +63,10 @@ func writeMAC1(msg []byte, recipient PublicKey) {
 type MAC1Checker struct {
 	h   hash.Hash
 	sum [blake2s.Size]byte
+	// ring is the KeyRing h and prev are keyed for (CheckRing): nil
+	// for a checker of one key.
+	ring *KeyRing
+	prev hash.Hash
 }
 
 // NewMAC1Checker returns a checker for messages addressed to recipient.
@@ -76,13 +80,31 @@ func NewMAC1Checker(recipient PublicKey) *MAC1Checker {
 }
 
 // Check reports what CheckMAC1 reports, without allocating.
-func (c *MAC1Checker) Check(msg []byte) bool {
+func (c *MAC1Checker) Check(msg []byte) bool { return c.check(c.h, msg) }
+
+func (c *MAC1Checker) check(h hash.Hash, msg []byte) bool {
 	if len(msg) < 2*macSize {
 		return false
 	}
-	c.h.Reset()
-	c.h.Write(msg[:len(msg)-2*macSize])
-	want := c.h.Sum(c.sum[:0])
+	h.Reset()
+	h.Write(msg[:len(msg)-2*macSize])
+	want := h.Sum(c.sum[:0])
 	got := msg[len(msg)-2*macSize : len(msg)-macSize]
 	return subtle.ConstantTimeCompare(want[:macSize], got) == 1
+}
+
+// CheckRing reports whether msg's mac1 is valid for ring's Current or
+// Previous key, whatever the overlap (KeyRing.Select decides that). It
+// rekeys the checker when ring is not the ring of the last call, which
+// allocates; calls with the same ring do not.
+func (c *MAC1Checker) CheckRing(ring *KeyRing, msg []byte) bool {
+	if ring != c.ring {
+		c.h = NewMAC1Checker(ring.Current.Public).h
+		c.prev = nil
+		if ring.Previous != nil {
+			c.prev = NewMAC1Checker(ring.Previous.Public).h
+		}
+		c.ring = ring
+	}
+	return c.check(c.h, msg) || (c.prev != nil && c.check(c.prev, msg))
 }

@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -237,4 +238,67 @@ func FuzzParsePresharedKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMAC1CheckerRing: the outside loop's pre-filter passes messages for
+// either key of the ring, follows a new ring, and allocates nothing
+// while the ring stays the same.
+func TestMAC1CheckerRing(t *testing.T) {
+	pro := Prologue("c")
+	a := testIdentity(t, 1, AESGCM, pro)
+	oldB := testIdentity(t, 2, AESGCM, pro)
+	newB := testIdentity(t, 3, AESGCM, pro)
+	one := NewKeyRing(oldB)
+	two := one.Rotate(newB, testNow.Add(time.Hour))
+	msgFor := func(to PublicKey) []byte {
+		_, m, err := a.CreateInitiation(to, 7, testNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	toOld, toNew := msgFor(oldB.Public), msgFor(newB.Public)
+	c := NewMAC1Checker(oldB.Public)
+	if !c.CheckRing(one, toOld) || c.CheckRing(one, toNew) {
+		t.Fatal("one-key ring: wrong verdicts")
+	}
+	if !c.CheckRing(two, toOld) || !c.CheckRing(two, toNew) {
+		t.Fatal("rotated ring: both keys must pass")
+	}
+	if c.CheckRing(two.Expire(testNow.Add(time.Hour)), toOld) {
+		t.Fatal("expired ring: the old key passed")
+	}
+	if n := testing.AllocsPerRun(100, func() { c.CheckRing(two, toNew) }); n > 0 {
+		t.Fatalf("CheckRing allocates %v per call on a steady ring", n)
+	}
+}
+
+// TestCookieReplyPSKAndPrevious: under load a PSK initiation gets a cookie
+// reply too, and one made for the previous key gets a reply its sender
+// can open (keyed by the key it addressed).
+func TestCookieReplyPSKAndPrevious(t *testing.T) {
+	pro := Prologue("c")
+	a := testIdentity(t, 1, AESGCM, pro)
+	oldB := testIdentity(t, 2, AESGCM, pro)
+	newB := testIdentity(t, 3, AESGCM, pro)
+	src := netip.MustParseAddrPort("192.0.2.1:51820")
+	now := func() time.Time { return testNow }
+	checker := NewCookieChecker(newB.Public, detRand(9), now)
+	_, msg, err := a.CreateInitiationPSK(oldB.Public, []PresharedKey{psk(t, 1)}, 7, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := checker.CreateReplyAs(msg, src, oldB.Public)
+	if err != nil {
+		t.Fatalf("CreateReplyAs: %v", err)
+	}
+	jar := NewCookieJar(oldB.Public, now)
+	jar.Sent(msg)
+	if err := jar.ConsumeReply(reply); err != nil {
+		t.Fatalf("the sender cannot open the reply: %v", err)
+	}
+	jar.AddMAC2(msg)
+	if !checker.CheckMAC2(msg, src) {
+		t.Fatal("mac2 of a PSK initiation not accepted")
+	}
 }
