@@ -56,6 +56,32 @@ func TestDrainingMovesFlows(t *testing.T) {
 	b1.tun.Inject(udpPacket(t, podB, podA, []byte("from a draining gateway")))
 	waitFor(t, "A receives from the draining gw-b1", func() bool { return peerStats(a, "gw-b1").RxBytes > rx })
 
+	// Its process exits: down for no answer after ProbeMisses
+	// intervals, its draining flag forgotten, and no second down.
+	b1.close(t)
+	waitFor(t, "gw-b1 down for no answer at A", func() bool {
+		clock.Advance(ProbeTick)
+		st := peerStats(a, "gw-b1").Live
+		return st.Reason == DownNoAnswer && !st.Draining
+	})
+	if st := peerStats(a, "gw-b1").Live; st.State != LiveDown || st.Downs != 1 {
+		t.Errorf("gw-b1 after its process exited: %+v, want down once", st)
+	}
+}
+
+// TestDrainingThenReplaced: the draining gateway's replacement (the
+// new process of a rolling upgrade, which does not drain) answers in its
+// place: it is up again after RecoverProbes answers, as the planned stop
+// counted no flap.
+func TestDrainingThenReplaced(t *testing.T) {
+	clock := newFakeClock()
+	_, a, b1, b2 := newFilteredGateways(t, clock)
+	sendFlows(t, a, b1, b2, 16, 0)
+	b1.r.SetDraining(true)
+	waitFor(t, "gw-b1 down for draining at A", func() bool {
+		clock.Advance(ProbeTick)
+		return peerStats(a, "gw-b1").Live.Reason == DownDraining
+	})
 	b1.r.SetDraining(false) // its replacement answers
 	waitUp(t, clock, a)
 	var p *Peer

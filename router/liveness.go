@@ -278,8 +278,11 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 	case acked == 0:
 		// Never proved: stays connecting.
 	case silent > ProbeMisses*iv:
-		if cur == LiveUp {
+		if cur == LiveUp || reason == DownDraining {
+			// Up and silent, or gone silent while draining (its
+			// process exited): its flag is old news.
 			next, reason = LiveDown, DownNoAnswer
+			l.draining.Store(false)
 		}
 	case l.cannotDeliver.Load():
 		// It answers but cannot deliver: no flows for it.
@@ -295,6 +298,9 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		// Proved since the last change (or ever), with a session to
 		// send on, and, after a down, answering steadily again.
 		next, reason = LiveUp, DownNone
+	}
+	if next == cur && cur == LiveDown && reason != DownReason(l.reason.Load()) {
+		l.reason.Store(uint32(reason)) // down still, for another reason
 	}
 	if next != cur {
 		l.reason.Store(uint32(reason))
