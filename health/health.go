@@ -9,6 +9,10 @@
 // is none), so a remote site's outage does not drain every gateway of
 // ours, while a gateway cut off from every site is drained.
 //
+// A remote gateway that says it is draining (shutting down, see
+// router.SetDraining) keeps its site reachable: it still forwards while
+// the site's other gateways take its flows.
+//
 // Everything here is a pure function of its arguments: callers take a
 // snapshot of the router (PeerStates), pick the time, and evaluate. Nothing
 // is retained, so the functions are safe for concurrent use.
@@ -35,6 +39,11 @@ const (
 	StateConnecting = "connecting"
 	// StateNever: nothing received and nothing under way.
 	StateNever = "never"
+	// StateDraining: the gateway says it is shutting down
+	// (router.DownDraining). It gets no new flows but still forwards,
+	// so its site counts as reachable through it: one site's rolling
+	// upgrade does not make the other sites' gateways unready.
+	StateDraining = "draining"
 )
 
 // PeerState is a snapshot of one remote gateway as the data path sees it.
@@ -120,7 +129,8 @@ type SiteReport struct {
 // GatewayReport is the state of one gateway of a remote site.
 type GatewayReport struct {
 	Gateway string `json:"gateway"`
-	// State is one of StateUp, StateStale, StateConnecting, StateNever.
+	// State is one of StateUp, StateDown, StateDraining,
+	// StateConnecting, StateNever.
 	State       string    `json:"state"`
 	LastReceive time.Time `json:"lastReceive,omitzero"`
 }
@@ -138,6 +148,10 @@ type Report struct {
 	// side is broken); Ready is then false. Empty while it can. Set by
 	// the daemon, not by Evaluate.
 	LAN string `json:"lan,omitempty"`
+	// Draining is set once this gateway is shutting down (SIGTERM):
+	// Ready is then false, so the load balancer in front of its site's
+	// gateways moves the LAN side away. Set by the daemon.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // PeerStates converts a router snapshot (Router.Peers) to PeerStates,
@@ -201,7 +215,7 @@ func evaluateSite(site string, peers []PeerState, now time.Time) SiteReport {
 		st := gatewayState(p)
 		sr.Gateways = append(sr.Gateways, GatewayReport{Gateway: p.Gateway, State: st, LastReceive: p.LastReceive})
 		switch st {
-		case StateUp:
+		case StateUp, StateDraining:
 			sr.Ready = true
 		case StateDown:
 			if newest == nil || p.LastReceive.After(newest.LastReceive) {
@@ -232,6 +246,9 @@ func gatewayState(p *PeerState) string {
 	case router.LiveUp:
 		return StateUp
 	case router.LiveDown:
+		if p.Live.Reason == router.DownDraining {
+			return StateDraining
+		}
 		return StateDown
 	}
 	if p.QueuedPackets > 0 || !p.LastHandshake.IsZero() {

@@ -58,6 +58,18 @@ func TestEvaluate(t *testing.T) {
 			states: map[string]string{"gw-b1": StateDown},
 		},
 		{
+			name:  "a draining gateway keeps its site reachable",
+			sites: []string{"a", "b"},
+			peers: []PeerState{func() PeerState {
+				p := peer("b", "gw-b1", down, 0, 10*time.Second, 0)
+				p.Live.Reason = router.DownDraining
+				return p
+			}()},
+			ready: true, allSites: true,
+			want:   map[string]string{"b": ""},
+			states: map[string]string{"gw-b1": StateDraining},
+		},
+		{
 			name:   "queued packets without a session are connecting",
 			sites:  []string{"a", "b"},
 			peers:  []PeerState{peer("b", "gw-b1", connecting, never, never, 3)},
