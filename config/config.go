@@ -79,6 +79,9 @@ type Config struct {
 	// gateway watches so it stops taking traffic it cannot deliver; nil
 	// (section absent) means no watch.
 	LAN *LAN `yaml:"lan"`
+	// Drain is how the gateway stops on SIGTERM (drain.go); the zero
+	// value (section absent) means the defaults.
+	Drain Drain `yaml:"drain"`
 	// Kubernetes publishes this gateway's key and readiness into its
 	// Gateway object; nil (section absent) means off. See kubernetes.go.
 	Kubernetes *Kubernetes `yaml:"kubernetes"`

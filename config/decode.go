@@ -435,6 +435,15 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 				{"targetTimeout", d.duration(&c.LAN.TargetTimeout)},
 			})
 		}},
+		{"drain", func(n *yaml.Node, path string) {
+			d.mapping(n, path, []field{
+				{"timeout", d.durationRange(&c.Drain.Timeout, MinDrainTimeout, MaxDrainTimeout)},
+				{"quiet", d.durationRange(&c.Drain.Quiet, MinDrainQuiet, MaxDrainTimeout)},
+			})
+			if q, t := c.DrainQuiet(), c.DrainTimeout(); q > t {
+				d.errorAt(n.Line, path, "quiet %v is longer than timeout %v", q, t)
+			}
+		}},
 		{"kubernetes", func(n *yaml.Node, path string) { d.kubernetes(n, path, c) }},
 		{"sites", func(n *yaml.Node, path string) { d.sites(n, path, c) }},
 	})
