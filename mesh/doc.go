@@ -26,7 +26,9 @@
 // silent, which colours it red like down, while the router takes a
 // third interval before it moves flows (router.ProbeMisses). A single
 // lost probe can so show red for a fraction of an interval; averages
-// (RTT, loss) never decide the colour.
+// (RTT, loss) never decide the colour. RouterRows leave silence out
+// (red once the router has a gateway down): published rows use them, so
+// a lost probe costs no API write.
 //
 // # Ownership and concurrency
 //

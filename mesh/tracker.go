@@ -53,7 +53,14 @@ type Tracker struct {
 	mu sync.Mutex
 	// gws and rows are guarded by mu.
 	gws  map[[2]string]*history
-	rows map[string]rowMemo
+	rows map[rowKey]rowMemo
+}
+
+// rowKey names a row's memo: the live view's and the router's view's
+// rows change at different moments.
+type rowKey struct {
+	site   string
+	router bool
 }
 
 type rowMemo struct {
@@ -93,7 +100,7 @@ func NewTracker(o TrackerOptions) *Tracker {
 	if o.IdleFactor <= 0 {
 		o.IdleFactor = 10
 	}
-	return &Tracker{o: o, gws: map[[2]string]*history{}, rows: map[string]rowMemo{}}
+	return &Tracker{o: o, gws: map[[2]string]*history{}, rows: map[rowKey]rowMemo{}}
 }
 
 // Observe records the peers' counters at now. Gateways no longer among
@@ -148,8 +155,16 @@ func (t *Tracker) Observe(peers []Peer, now time.Time) {
 
 // Rows returns this gateway's rows, one per remote site, from the peers'
 // current state (read just now, so liveness is current to the call) and
-// the history Observe kept.
-func (t *Tracker) Rows(peers []Peer, now time.Time) []Row {
+// the history Observe kept. A gateway up in the router that has been
+// silent for two probe intervals is red (Silent).
+func (t *Tracker) Rows(peers []Peer, now time.Time) []Row { return t.rowsOf(peers, now, false) }
+
+// RouterRows are Rows as the router sees them: no Silent, a gateway is
+// red once the router has it down. Published rows use them, so a single
+// lost probe costs no API write.
+func (t *Tracker) RouterRows(peers []Peer, now time.Time) []Row { return t.rowsOf(peers, now, true) }
+
+func (t *Tracker) rowsOf(peers []Peer, now time.Time, router bool) []Row {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	bySite := map[string][]Link{}
@@ -158,30 +173,31 @@ func (t *Tracker) Rows(peers []Peer, now time.Time) []Row {
 		if _, ok := bySite[p.Site]; !ok {
 			order = append(order, p.Site)
 		}
-		bySite[p.Site] = append(bySite[p.Site], t.link(p, now))
+		bySite[p.Site] = append(bySite[p.Site], t.link(p, now, router))
 	}
 	slices.Sort(order)
 	rows := make([]Row, 0, len(order))
 	for _, site := range order {
 		r := foldRow(t.o.Site, t.o.Gateway, site, bySite[site])
-		m, ok := t.rows[site]
+		k := rowKey{site, router}
+		m, ok := t.rows[k]
 		if !ok || m.state != r.State || m.path != r.Path {
 			m = rowMemo{state: r.State, path: r.Path, since: now}
-			t.rows[site] = m
+			t.rows[k] = m
 		}
 		r.Since = m.since
 		rows = append(rows, r)
 	}
-	for site := range t.rows {
-		if _, ok := bySite[site]; !ok {
-			delete(t.rows, site)
+	for k := range t.rows {
+		if _, ok := bySite[k.site]; !ok && k.router == router {
+			delete(t.rows, k)
 		}
 	}
 	return rows
 }
 
 // link is p as a Link at now.
-func (t *Tracker) link(p Peer, now time.Time) Link {
+func (t *Tracker) link(p Peer, now time.Time, router bool) Link {
 	l := Link{Gateway: p.Gateway, State: p.State, Reason: p.Reason, Path: p.Path, Via: p.Via,
 		MTU: p.PathMTU, MTUDegraded: p.MTUDegraded, LastAnswer: p.LastAnswer}
 	if l.Path == None {
@@ -205,7 +221,7 @@ func (t *Tracker) link(p Peer, now time.Time) Link {
 	if h != nil {
 		l.Loss, l.Probes = loss(h.samples)
 	}
-	if l.State == Up && !p.LastAnswer.IsZero() && now.Sub(p.LastAnswer) > SilentAfter(iv, p.RTT) {
+	if !router && l.State == Up && !p.LastAnswer.IsZero() && now.Sub(p.LastAnswer) > SilentAfter(iv, p.RTT) {
 		l.State, l.Reason = Silent, "no answer for 2 probe intervals"
 	}
 	return l

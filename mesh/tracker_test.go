@@ -125,3 +125,14 @@ func TestSince(t *testing.T) {
 		t.Errorf("since %v %v %v", r1.Since, r2.Since, r3.Since)
 	}
 }
+
+// TestRouterRows: the router's view has no silent gateways; the live
+// view's red does not leak into it.
+func TestRouterRows(t *testing.T) {
+	tr := NewTracker(TrackerOptions{Site: "a", Gateway: "gw-a1"})
+	now := t0.Add(time.Minute)
+	p := peer("b", "gw-b1", Up, now.Add(-10*time.Second))
+	if live, router := tr.Rows([]Peer{p}, now)[0], tr.RouterRows([]Peer{p}, now)[0]; live.State != Down || router.State != Up {
+		t.Errorf("live %s router %s, want down and up", live.State, router.State)
+	}
+}
