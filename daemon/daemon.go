@@ -48,14 +48,24 @@ type Options struct {
 	// ExpressPriority, if not nil, replaces the config's
 	// expressPriority (run --express-priority): 0 turns it off.
 	ExpressPriority *int
+	// MissingCaps, if set, replaces the check of this process's
+	// capabilities that decides whether the default express priority
+	// applies (missingRealtimeCaps); for tests.
+	MissingCaps func() []string
 	// Overrides replace fields of the config file at start and at every
 	// reload (run --gateway: one file for a DaemonSet's gateways).
 	Overrides config.Overrides
+	// Drain, when closed, makes the gateway drain (drain.go: /readyz
+	// 503, peers told, forwarding until quiet or drain.timeout) and
+	// then return; cancelling ctx still stops it at once. StopSignals
+	// makes both from SIGTERM and SIGINT. nil: never.
+	Drain <-chan struct{}
 }
 
-// Run loads the config and runs the gateway until ctx is cancelled. It
-// reloads the config on SIGHUP and when the file changes. On return every
-// route it added is removed and the TUN is gone.
+// Run loads the config and runs the gateway until ctx is cancelled, or
+// until it has drained once Options.Drain is closed. It reloads the
+// config on SIGHUP and when the file changes. On return every route it
+// added is removed and the TUN is gone.
 func Run(ctx context.Context, o Options) error {
 	log := o.Logger
 	if log == nil {
@@ -102,10 +112,11 @@ func Run(ctx context.Context, o Options) error {
 	if o.Lanes > 0 {
 		nlanes = o.Lanes
 	}
-	prio := cfg.ExpressPriorityOrDefault()
-	if o.ExpressPriority != nil && cfg.ExpressEnabled() {
-		prio = *o.ExpressPriority
+	missing := o.MissingCaps
+	if missing == nil {
+		missing = missingRealtimeCaps
 	}
+	prio := expressPriority(cfg, o.ExpressPriority, missing, log)
 	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, cfg.ExpressEnabled() && !o.NoExpress, prio > 0, log)
 	if err != nil {
 		return err
@@ -320,9 +331,17 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready()
 	}
-	err = r.Run(ctx)
+	routerCtx, stopRouter := context.WithCancel(ctx)
+	defer stopRouter()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		g.drainOn(ctx, o.Drain, stopRouter, notify)
+	}()
+	err = r.Run(routerCtx)
 	notify.Stopping()
 	cancel()
+	<-drained
 	<-reloads
 	<-ops
 	<-lan

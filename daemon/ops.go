@@ -27,6 +27,9 @@ func (g *gateway) readiness(now time.Time) health.Report {
 	if p := g.lan.Problem(); p != "" {
 		rep.Ready, rep.LAN = false, p
 	}
+	if g.draining.Load() {
+		rep.Ready, rep.Draining = false, true
+	}
 	return rep
 }
 
@@ -83,7 +86,11 @@ func (g *gateway) updateReadiness(now time.Time, n *sdnotify.Notifier) {
 	} else {
 		g.m.readyGauge.Set(0)
 	}
-	n.Status(fmt.Sprintf("%d/%d remote sites up", up, len(rep.Sites)))
+	st := fmt.Sprintf("%d/%d remote sites up", up, len(rep.Sites))
+	if rep.Draining {
+		st = "draining; " + st
+	}
+	n.Status(st)
 }
 
 // opsLoop refreshes readiness and feeds the systemd watchdog while the
@@ -114,7 +121,8 @@ func (g *gateway) opsLoop(ctx context.Context, n *sdnotify.Notifier) {
 
 // healthHandlers serves /healthz (loops alive) and /readyz (at least one
 // remote site reachable, so a load balancer drains a gateway cut off from
-// every site; the JSON body names the sites that are not reachable).
+// every site; the JSON body names the sites that are not reachable;
+// 503 with "draining": true from the start of a drain, drain.go).
 func (g *gateway) healthHandlers(mux *http.ServeMux) {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := g.r.Healthy(time.Now()); err != nil {

@@ -59,6 +59,9 @@ type gateway struct {
 	// lan watches whether the gateway can deliver to its own site; its
 	// zero value (tests) reports that it can.
 	lan lanWatch
+	// draining is set once the gateway drains before it stops
+	// (drain.go): readiness is off from then on. Any goroutine.
+	draining atomic.Bool
 }
 
 // errNeedsRestart marks a change a reload cannot apply.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -42,7 +43,9 @@ func setupRun(fs *flag.FlagSet) action {
 		if err := checkPrivileges(currentCaps); err != nil {
 			return err
 		}
-		ctx, stop := signalContext()
+		// The first SIGTERM or SIGINT drains the gateway, a second
+		// stops it at once.
+		ctx, drain, stop := daemon.StopSignals(context.Background(), log)
 		defer stop()
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
@@ -57,7 +60,7 @@ func setupRun(fs *flag.FlagSet) action {
 		}
 		log.Info("starting bridgehead", "version", buildVersion(), "config", *cfgPath)
 		err = daemon.Run(ctx, daemon.Options{ConfigPath: *cfgPath, Logger: log, Version: buildVersion(), RekeyAfter: *rekeyAfter, Lanes: *lanes, NoExpress: !*express, ExpressPriority: expressPriority,
-			Overrides: config.Overrides{Gateway: *gateway}})
+			Overrides: config.Overrides{Gateway: *gateway}, Drain: drain})
 		return configError(fs, err)
 	})
 }
