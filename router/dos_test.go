@@ -24,7 +24,7 @@ func loadUp(r *Router) {
 func TestCookieUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 
@@ -68,7 +68,7 @@ func TestCookieUnderLoad(t *testing.T) {
 func TestHandshakeRateLimitUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	from := netip.MustParseAddrPort("198.51.100.7:40000")
 	cookiedInitiation(t, h, from, h.now)
 	for range 3 * HandshakeBurst {
@@ -113,23 +113,23 @@ func TestTruncatedAndUnsolicitedHandshakes(t *testing.T) {
 // its session; a changed key replaces the peer and forgets its sessions.
 func TestReloadPeerChanges(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	old := h.a.state.Load().peers[h.b.id.Public]
+	old := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	kp := old.current.Load()
 	moved := netip.MustParseAddrPort("192.0.2.77:51820")
-	cfg := twoSiteConfig("site-a", h.a.id.Public, h.b.id.Public, h.bindA.local, moved)
+	cfg := twoSiteConfig("site-a", h.a.keys.Load().Current.Public, h.b.keys.Load().Current.Public, h.bindA.local, moved)
 	if err := h.a.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	p := h.a.state.Load().peers[h.b.id.Public]
+	p := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	if p != old || p.current.Load() != kp || p.Endpoint() != moved {
 		t.Fatalf("endpoint change: same peer %v, same session %v, endpoint %s", p == old, p.current.Load() == kp, p.Endpoint())
 	}
 	// Reapplying the same config changes nothing (idempotent).
-	if err := h.a.SetConfig(cfg); err != nil || h.a.state.Load().peers[h.b.id.Public] != old {
+	if err := h.a.SetConfig(cfg); err != nil || h.a.state.Load().peers[h.b.keys.Load().Current.Public] != old {
 		t.Fatal("reapplying the same config replaced the peer")
 	}
 	newKey := newIdentity(t, bhcrypto.AESGCM).Public
-	if err := h.a.SetConfig(twoSiteConfig("site-a", h.a.id.Public, newKey, h.bindA.local, moved)); err != nil {
+	if err := h.a.SetConfig(twoSiteConfig("site-a", h.a.keys.Load().Current.Public, newKey, h.bindA.local, moved)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := h.a.index.lookup(kp.LocalIndex); ok {
@@ -140,7 +140,7 @@ func TestReloadPeerChanges(t *testing.T) {
 	}
 	// A bad config is refused whole and the running one stays.
 	before := h.a.state.Load()
-	bad := twoSiteConfig("site-a", h.a.id.Public, newKey, h.bindA.local, moved)
+	bad := twoSiteConfig("site-a", h.a.keys.Load().Current.Public, newKey, h.bindA.local, moved)
 	bad.Sites[1].Prefixes = append(bad.Sites[1].Prefixes, bad.Sites[0].Prefixes[0])
 	if err := h.a.SetConfig(bad); err == nil || h.a.state.Load() != before {
 		t.Fatalf("overlapping config accepted (err %v) or state replaced", err)
@@ -166,12 +166,12 @@ func TestSetConfigAllOrNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHotPair(t, bhcrypto.AESGCM)
-			p := h.a.state.Load().peers[h.b.id.Public]
+			p := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 			before := h.a.state.Load()
 			ep, ka := p.Endpoint(), p.Stats().Keepalive
-			bad := twoSiteConfig("site-a", h.a.id.Public, h.b.id.Public, h.bindA.local, netip.MustParseAddrPort("192.0.2.77:51820"))
+			bad := twoSiteConfig("site-a", h.a.keys.Load().Current.Public, h.b.keys.Load().Current.Public, h.bindA.local, netip.MustParseAddrPort("192.0.2.77:51820"))
 			bad.Sites[1].Gateways[0].Keepalive = 25 * time.Second
-			tc.spoil(bad, h.b.id.Public)
+			tc.spoil(bad, h.b.keys.Load().Current.Public)
 			if err := h.a.SetConfig(bad); err == nil {
 				t.Fatal("bad config accepted")
 			}
@@ -193,7 +193,7 @@ func TestSetConfigAllOrNothing(t *testing.T) {
 // A's next initiation, which carries mac2 for from.
 func cookiedInitiation(t *testing.T, h *hotPair, from netip.AddrPort, now time.Time) []byte {
 	t.Helper()
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	h.a.hs.initiate(peerB, now, true)
 	loadUp(h.b)
 	replies := h.b.Handshakes().CookieReplies
@@ -245,7 +245,7 @@ func TestConfiguredPeerUnderLoadFullLimiter(t *testing.T) {
 func TestUnderLoadHoldover(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	loadUp(h.b)
 	h.a.hs.initiate(peerB, h.now, false)
 	h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, h.now, scratch)
@@ -273,7 +273,7 @@ func TestUnderLoadHoldover(t *testing.T) {
 func TestInitiationInterval(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.b.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	send := func(at time.Time) {
 		h.a.hs.initiate(peerB, at, true)
 		h.b.hs.handle(append([]byte(nil), h.bindA.last[:h.bindA.n]...), h.bindA.local, at, scratch)
@@ -317,7 +317,7 @@ func TestLimiterCleanupEverySecond(t *testing.T) {
 func TestResponseToPendingUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.a.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 	h.b.hs.handle(init1, h.bindA.local, h.now, make([]byte, h.b.set.bufSize))

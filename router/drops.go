@@ -62,6 +62,8 @@ const (
 	ReasonRoamRefused                    // authenticated, but from a stand-in the gateway may not move to (delivered; its endpoint kept; outside.go roam)
 	ReasonResponseLimited                // handshake response for a pending index that already had too many failed ones (handshake.go)
 	ReasonExpressOverflow                // express socket: over the express lane's budget, or not an express transport message, while the spill loop was behind (outside_express.go); what it took is bridgehead_express_spilled_total, the over-budget express datagrams among that bridgehead_express_policed_total
+	ReasonKeyExpired                     // handshake made with or to a previous static key after its overlap (keys.go)
+	ReasonPSKMismatch                    // handshake whose preshared-key mode or key differs from this pair's (keys.go)
 	numReasons
 )
 
@@ -102,6 +104,8 @@ var reasonNames = [numReasons]string{
 	ReasonRoamRefused:      "roam_refused",
 	ReasonResponseLimited:  "response_limited",
 	ReasonExpressOverflow:  "express_overflow",
+	ReasonKeyExpired:       "key_expired",
+	ReasonPSKMismatch:      "psk_mismatch",
 }
 
 func (r Reason) String() string {

@@ -135,7 +135,7 @@ func TestSteeredLaneByte(t *testing.T) {
 			h, sb, p := newFQHotPair(t)
 			h.a.express.steered = steered
 			p.sparse = nil
-			pA := h.a.state.Load().peers[h.b.id.Public]
+			pA := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 			kpA := pA.current.Load()
 			pA.laneSession.Store(laneTag(kpA))
 			for f := range 8 {

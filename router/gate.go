@@ -3,6 +3,7 @@ package router
 import (
 	"io"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
@@ -22,7 +23,9 @@ import (
 // loops would race); everything else runs in the handshake loop, which
 // owns lastLoaded. Cookies and the limiters are safe for concurrent use.
 type handshakeGate struct {
-	own      bhcrypto.PublicKey // the key mac1 is keyed by
+	// keys are this gateway's static keys, which mac1 is keyed by:
+	// the Router's (keys.go).
+	keys     *atomic.Pointer[bhcrypto.KeyRing]
 	cookies  *bhcrypto.CookieChecker
 	limiter  *ratelimit.Limiter // handshakes per source under load
 	initPace *ratelimit.Limiter // our new handshake attempts (one bucket)
@@ -31,10 +34,10 @@ type handshakeGate struct {
 	lastLoaded time.Time // last time the queue was past the load mark
 }
 
-func newHandshakeGate(own bhcrypto.PublicKey, rand io.Reader, now func() time.Time, blocker *sourceBlocker) *handshakeGate {
+func newHandshakeGate(keys *atomic.Pointer[bhcrypto.KeyRing], rand io.Reader, now func() time.Time, blocker *sourceBlocker) *handshakeGate {
 	return &handshakeGate{
-		own:      own,
-		cookies:  bhcrypto.NewCookieChecker(own, rand, now),
+		keys:     keys,
+		cookies:  bhcrypto.NewCookieChecker(keys.Load().Current.Public, rand, now),
 		limiter:  ratelimit.New(HandshakeRate, HandshakeBurst, 65536, now),
 		initPace: ratelimit.New(InitiationRate, InitiationBurst, 1, now),
 		blocker:  blocker,
@@ -43,14 +46,16 @@ func newHandshakeGate(own bhcrypto.PublicKey, rand io.Reader, now func() time.Ti
 
 // newMAC1 returns a mac1 checker for one outside loop; it must not be
 // shared with another loop.
-func (g *handshakeGate) newMAC1() *bhcrypto.MAC1Checker { return bhcrypto.NewMAC1Checker(g.own) }
+func (g *handshakeGate) newMAC1() *bhcrypto.MAC1Checker {
+	return bhcrypto.NewMAC1Checker(g.keys.Load().Current.Public)
+}
 
 // checkMAC1 reports whether msg (an initiation or response of the right
 // size) carries a valid mac1, checked with mac1, the calling loop's own
 // checker; a source sending bad ones is noted by the blocker. It runs in
 // an outside loop and allocates nothing.
 func (g *handshakeGate) checkMAC1(mac1 *bhcrypto.MAC1Checker, msg []byte, from netip.AddrPort) bool {
-	if mac1.Check(msg) {
+	if mac1.CheckRing(g.keys.Load(), msg) { // either key during a rollover
 		return true
 	}
 	g.blocker.note(from)
@@ -75,7 +80,13 @@ func (g *handshakeGate) underLoad(queued, capacity int, now time.Time) bool {
 // reply to send back.
 func (g *handshakeGate) admit(msg []byte, from netip.AddrPort, known bool) (reply []byte, drop Reason, ok bool) {
 	if !g.cookies.CheckMAC2(msg, from) {
-		if r, err := g.cookies.CreateReply(msg, from); err == nil {
+		// The reply is encrypted under the key the sender addressed.
+		ring := g.keys.Load()
+		to := ring.Current.Public
+		if ring.Previous != nil && !bhcrypto.CheckMAC1(msg, to) {
+			to = ring.Previous.Public
+		}
+		if r, err := g.cookies.CreateReplyAs(msg, from, to); err == nil {
 			reply = r
 		}
 		return reply, ReasonCookieRequired, false

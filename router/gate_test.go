@@ -22,7 +22,9 @@ func TestHandshakeGatePart(t *testing.T) {
 	var state atomic.Pointer[routingState]
 	state.Store(&routingState{})
 	k := newKernelFilter(f, slog.New(slog.DiscardHandler), &Drops{}, func(uint32) bool { return true })
-	g := newHandshakeGate(us.Public, rand.Reader, clock.Now, newSourceBlocker(k, &state, clock.Now, slog.New(slog.DiscardHandler)))
+	var keys atomic.Pointer[bhcrypto.KeyRing]
+	keys.Store(bhcrypto.NewKeyRing(us))
+	g := newHandshakeGate(&keys, rand.Reader, clock.Now, newSourceBlocker(k, &state, clock.Now, slog.New(slog.DiscardHandler)))
 
 	t.Run("load", func(t *testing.T) {
 		t0 := clock.Now()

@@ -58,6 +58,9 @@ type handshakeCounters struct {
 	// triggers counts the data path's requests the handshake loop took
 	// (want): at most a few per handshake attempt.
 	triggers atomic.Uint64
+	// previousKey counts initiations answered that were made to our
+	// previous static key or with a peer's, during an overlap (keys.go).
+	previousKey atomic.Uint64
 }
 
 // hsMessage is a handshake datagram waiting for the handshake loop. The
@@ -239,6 +242,8 @@ func handshakeDrop(err error) Reason {
 	switch {
 	case errors.Is(err, bhcrypto.ErrMAC1):
 		return ReasonBadMAC
+	case errors.Is(err, bhcrypto.ErrKeyExpired):
+		return ReasonKeyExpired
 	case errors.Is(err, bhcrypto.ErrMessageSize):
 		return ReasonBadSize
 	case errors.Is(err, bhcrypto.ErrMessageType):
@@ -249,7 +254,10 @@ func handshakeDrop(err error) Reason {
 }
 
 func (h *handshaker) handleInitiation(msg []byte, from netip.AddrPort, now time.Time) {
-	ri, err := h.r.id.ConsumeInitiation(msg)
+	// Made to our current key or, during an overlap, our previous one:
+	// mac1 says which, so the second key costs no Diffie-Hellman.
+	ring := h.r.keys.Load()
+	ri, err := ring.ConsumeInitiation(msg, now)
 	if err != nil {
 		h.r.drops.Add(Outside, handshakeDrop(err), 1)
 		return
@@ -260,6 +268,22 @@ func (h *handshaker) handleInitiation(msg []byte, from netip.AddrPort, now time.
 		h.r.drops.Add(Outside, ReasonUnknownPeer, 1)
 		h.r.log.Debug("handshake from unknown key", "from", from)
 		return
+	}
+	keys := p.keys.Load()
+	ok, peerPrevious := keys.accepts(ri.PeerStatic, now)
+	if !ok {
+		h.noteKeyProblem(p, ReasonKeyExpired, "handshake refused: the gateway used its previous key after the overlap", now)
+		return
+	}
+	if ri.PSK != (len(keys.psks) > 0) {
+		h.noteKeyProblem(p, ReasonPSKMismatch, "handshake refused: one side of the site pair has a preshared key, the other none", now)
+		return
+	}
+	if ri.PSK {
+		if err := ri.SetPresharedKey(keys.psks[0]); err != nil {
+			h.r.drops.Add(Outside, ReasonHandshakeFailed, 1)
+			return
+		}
 	}
 	// A replayed initiation must not replace a live session.
 	if !ri.Timestamp.After(p.hs.lastTimestamp) {
@@ -277,15 +301,19 @@ func (h *handshaker) handleInitiation(msg []byte, from netip.AddrPort, now time.
 		h.r.log.Error("cannot allocate receiver index", "err", err)
 		return
 	}
-	kp, resp, err := h.r.id.CreateResponse(ri, idx, now)
+	kp, resp, err := ring.Current.CreateResponse(ri, idx, now)
 	if err != nil {
 		h.r.drops.Add(Outside, ReasonHandshakeFailed, 1)
 		return
 	}
+	if ri.Previous || peerPrevious {
+		h.count.previousKey.Add(1)
+		p.hsPreviousKey.Add(1)
+	}
 	p.hs.lastTimestamp = ri.Timestamp
 	p.hs.lastInitiation = now
-	p.jar.AddMAC2(resp)
-	p.jar.Sent(resp)
+	keys.jar.AddMAC2(resp)
+	keys.jar.Sent(resp)
 	if !h.install(p, kp, p.keypairs.answer) {
 		h.r.drops.Add(Outside, ReasonUnknownPeer, 1) // removed since we looked it up
 		return
@@ -322,10 +350,17 @@ func (h *handshaker) handleResponse(msg []byte, from netip.AddrPort, now time.Ti
 	}
 	kp, err := p.hs.pending.ConsumeResponse(msg, now)
 	if err != nil {
-		h.r.drops.Add(Outside, handshakeDrop(err), 1)
 		p.hsFailed.Add(1)
 		p.hs.responseFailures++
+		if errors.Is(err, bhcrypto.ErrPSK) {
+			h.noteKeyProblem(p, ReasonPSKMismatch, "handshake failed with every preshared key of the site pair: the keys differ", now)
+			return
+		}
+		h.r.drops.Add(Outside, handshakeDrop(err), 1)
 		return
+	}
+	if p.hs.pending.PSKUsed() > 0 {
+		p.hsSecondPSK.Add(1)
 	}
 	delete(h.pending, idx)
 	p.hs.pending = nil
@@ -372,7 +407,7 @@ func (h *handshaker) handleCookieReply(msg []byte) {
 		h.r.drops.Add(Outside, ReasonUnknownIndex, 1)
 		return
 	}
-	if err := p.jar.ConsumeReply(msg); err != nil {
+	if err := p.keys.Load().jar.ConsumeReply(msg); err != nil {
 		h.r.drops.Add(Outside, ReasonBadCookie, 1)
 		return
 	}
@@ -429,13 +464,15 @@ func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 		h.r.log.Error("cannot allocate receiver index", "err", err)
 		return
 	}
-	in, msg, err := h.r.id.CreateInitiation(p.key, idx, now)
+	// Always with our current key, to the peer's current key.
+	keys := p.keys.Load()
+	in, msg, err := h.r.keys.Load().Current.CreateInitiationPSK(keys.cur, keys.psks, idx, now)
 	if err != nil {
 		h.r.log.Error("cannot create handshake initiation", "site", p.site, "gateway", p.name, "err", err)
 		return
 	}
-	p.jar.AddMAC2(msg)
-	p.jar.Sent(msg)
+	keys.jar.AddMAC2(msg)
+	keys.jar.Sent(msg)
 	p.hs.pending = in
 	p.handshaking.Store(true)
 	p.hs.pendingIndex = idx

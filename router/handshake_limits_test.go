@@ -32,15 +32,15 @@ func setMAC1(t *testing.T, msg []byte, recipient bhcrypto.PublicKey) {
 func TestForgedResponsesBounded(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	scratch := make([]byte, h.a.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	init1 := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 	h.b.hs.handle(init1, h.bindA.local, h.now, make([]byte, h.b.set.bufSize))
 	resp := append([]byte(nil), h.bindB.last[:h.bindB.n]...)
 	forged := append([]byte(nil), resp...)
 	forged[12+40] ^= 1 // the empty payload's tag
-	setMAC1(t, forged, h.a.id.Public)
-	if !bhcrypto.CheckMAC1(forged, h.a.id.Public) {
+	setMAC1(t, forged, h.a.keys.Load().Current.Public)
+	if !bhcrypto.CheckMAC1(forged, h.a.keys.Load().Current.Public) {
 		t.Fatal("forged response has no valid mac1")
 	}
 	dh := h.a.Handshakes().DH
@@ -76,14 +76,14 @@ func TestForgedResponsesBounded(t *testing.T) {
 func TestStandInRateLimitedUnderLoad(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	standIn := transit.PseudoEndpoint(3)
-	if err := h.b.SetConfig(twoSiteConfig("site-b", h.a.id.Public, h.b.id.Public, standIn, h.bindB.local)); err != nil {
+	if err := h.b.SetConfig(twoSiteConfig("site-b", h.a.keys.Load().Current.Public, h.b.keys.Load().Current.Public, standIn, h.bindB.local)); err != nil {
 		t.Fatal(err)
 	}
 	if h.b.state.Load().byEndpoint[standIn] == nil {
 		t.Fatal("the stand-in is not A's configured endpoint")
 	}
 	scratch := make([]byte, h.b.set.bufSize)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	cookiedInitiation(t, h, standIn, h.now)
 	for range 3 * HandshakeBurst {
 		h.a.hs.initiate(peerB, h.now, true)

@@ -144,13 +144,13 @@ func TestSimultaneousInitiation(t *testing.T) {
 // to it can no longer complete it.
 func TestAbandonedInitiationsForgotten(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	p := h.a.state.Load().peers[h.b.id.Public]
+	p := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	answer := func() []byte {
-		ri, err := h.b.id.ConsumeInitiation(append([]byte(nil), h.bindA.last[:h.bindA.n]...))
+		ri, err := h.b.keys.Load().Current.ConsumeInitiation(append([]byte(nil), h.bindA.last[:h.bindA.n]...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, resp, err := h.b.id.CreateResponse(ri, 99, h.now)
+		_, resp, err := h.b.keys.Load().Current.CreateResponse(ri, 99, h.now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 // logs drop summaries.
 func (h *handshaker) timers(now time.Time) {
 	h.r.health.timers.Store(h.r.mono.ns(now))
+	h.expireKeys(now)
 	st := h.r.state.Load()
 	for _, p := range h.pending {
 		if p.removed.Load() {
@@ -112,13 +113,14 @@ func (h *handshaker) liveness(p *Peer, now time.Time) {
 // with p is renewed: up to an eighth of it (15 s of 2 minutes), spread by
 // the peer's rank.
 func (h *handshaker) idleRekeySpread(p *Peer) time.Duration {
-	return time.Duration(p.rank % uint64(max(h.r.set.rekeyAfter/8, 1)))
+	return time.Duration(p.rank.Load() % uint64(max(h.r.set.rekeyAfter/8, 1)))
 }
 
 // leads reports whether this gateway starts proactive handshakes with p:
 // the one with the lower public key does.
 func (h *handshaker) leads(p *Peer) bool {
-	return h.r.state.Load().behindNAT || bytes.Compare(h.r.id.Public[:], p.key[:]) < 0
+	own, key := h.r.keys.Load().Current.Public, p.PublicKey()
+	return h.r.state.Load().behindNAT || bytes.Compare(own[:], key[:]) < 0
 }
 
 // logDrops logs the drops since the last summary, at most once per

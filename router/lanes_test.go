@@ -87,7 +87,7 @@ func sealAll(t *testing.T, h *hotPair, ids []uint32) [][]byte {
 // the first packet on it confirms it.
 func rekey(t *testing.T, h *hotPair, idxA, idxB uint32) {
 	t.Helper()
-	idA, idB := h.a.id, h.b.id
+	idA, idB := h.a.keys.Load().Current, h.b.keys.Load().Current
 	in, msg, err := idA.CreateInitiation(idB.Public, idxA, h.now)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestLanesOpenOneSessionConcurrently(t *testing.T) {
 	if r := h.b.drops.Get(Outside, ReasonReplay); r != uint64(dups) {
 		t.Errorf("%d replay drops, want %d (the duplicates)", r, dups)
 	}
-	pB := h.b.state.Load().peers[h.a.id.Public]
+	pB := h.b.state.Load().peers[h.a.keys.Load().Current.Public]
 	if kp := pB.current.Load(); kp == nil || kp.LocalIndex != 4 {
 		t.Errorf("B's current session is not the new one after the rekey")
 	}
@@ -266,10 +266,10 @@ func benchmarkLanes(b *testing.B, lanes int) {
 // steers it to that lane.
 func lanePackets(tb testing.TB, h *hotPair, pkt []byte, lanes int) [][]byte {
 	tb.Helper()
-	pA := h.a.state.Load().peers[h.b.id.Public]
+	pA := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	kpA := pA.current.Load()
 	pA.laneSession.Store(laneTag(kpA))
-	pB := h.b.state.Load().peers[h.a.id.Public]
+	pB := h.b.state.Load().peers[h.a.keys.Load().Current.Public]
 	h.b.index.lanes = lanes
 	h.b.index.add(pB, pB.current.Load()) // again, with a window per lane
 	out := make([][]byte, lanes)
@@ -378,7 +378,7 @@ func TestLaneBytes(t *testing.T) {
 	if l := seal(1000); l != 0 {
 		t.Fatalf("lane byte %d before B said it reads them", l)
 	}
-	pA := h.a.state.Load().peers[h.b.id.Public]
+	pA := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	reply := func(flags byte) []byte {
 		b := make([]byte, probeLen)
 		b[0], b[1] = probeReply, flags
@@ -418,7 +418,7 @@ func TestLaneBytes(t *testing.T) {
 // window, and messages without a lane byte use the keypair's window.
 func TestLaneReplayWindows(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	kp := h.b.state.Load().peers[h.a.id.Public].current.Load()
+	kp := h.b.state.Load().peers[h.a.keys.Load().Current.Public].current.Load()
 	e := &indexEntry{kp: kp, windows: laneWindows(3), lanes: 3}
 	ahead := uint64(3 * bhcrypto.ReplayWindowSize)
 	for _, step := range []struct {
@@ -454,7 +454,7 @@ func TestLaneReplayWindows(t *testing.T) {
 // not age them out, and a duplicate is refused.
 func TestExpressReplayWindow(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	kp := h.b.state.Load().peers[h.a.id.Public].current.Load()
+	kp := h.b.state.Load().peers[h.a.keys.Load().Current.Public].current.Load()
 	for _, lanes := range []int{1, 3} {
 		ahead := uint64(3*bhcrypto.ReplayWindowSize) * uint64(lanes) // the keypair's window is shared by both runs
 		e := &indexEntry{kp: kp, windows: laneWindows(lanes), lanes: lanes, express: new(laneWindow)}

@@ -202,7 +202,7 @@ func TestRoamingOnlyWhenAuthenticated(t *testing.T) {
 	in := h.a.newInsideBatch()
 	out := h.b.newOutsideBatch()
 	pkt := udpPacket(t, podA, podB, []byte("roam"))
-	peerA := h.b.state.Load().peers[h.a.id.Public]
+	peerA := h.b.state.Load().peers[h.a.keys.Load().Current.Public]
 	moved := netip.MustParseAddrPort("198.51.100.9:40000")
 
 	h.a.routeBatch(refill(in, pkt), 1, h.now)

@@ -14,7 +14,7 @@ import (
 // passes bad ones. Each loop must have its own checker.
 func TestMAC1ChecksConcurrentLoops(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	h.a.hs.initiate(peerB, h.now, false)
 	good := append([]byte(nil), h.bindA.last[:h.bindA.n]...)
 	bad := append([]byte(nil), good...)

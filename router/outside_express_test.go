@@ -23,7 +23,7 @@ func TestExpressSocketPoliced(t *testing.T) {
 	l := &lane{tun: &h.b.tun, bind: newCaptureBind("192.0.2.2:51821"), health: new(loopHealth), index: -1}
 	h.b.express.lane = l
 	g := h.b.newExpressGuard(l)
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	kpA := peerB.current.Load()
 	seal := func(lane byte) []byte {
 		t.Helper()
@@ -127,12 +127,12 @@ func TestExpressSpillDelivers(t *testing.T) {
 	out := h.b.newOutsideBatch()
 	out.sizes[0] = copy(out.bufs[0], h.bindA.last[:h.bindA.n])
 	out.eps[0] = h.bindA.local
-	rx := h.b.state.Load().peers[h.a.id.Public].rxPackets.Load()
+	rx := h.b.state.Load().peers[h.a.keys.Load().Current.Public].rxPackets.Load()
 	if kept := h.b.expressSort(g, out, 1, h.now); kept != 0 {
 		t.Fatalf("kept %d lane-0 datagrams on the express loop", kept)
 	}
 	g.stop()
-	if got := h.b.state.Load().peers[h.a.id.Public].rxPackets.Load(); got != rx+1 {
+	if got := h.b.state.Load().peers[h.a.keys.Load().Current.Public].rxPackets.Load(); got != rx+1 {
 		t.Fatalf("the spilled datagram was not received: rx %d -> %d, drops %+v", rx, got, h.b.drops.snapshot())
 	}
 }
@@ -196,7 +196,7 @@ func TestExpressSpillMetrics(t *testing.T) {
 			t.Errorf("scrape lacks %s", series)
 		}
 	}
-	peerB := h.a.state.Load().peers[h.b.id.Public]
+	peerB := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 	kpA := peerB.current.Load()
 	seal := func(lane byte) []byte {
 		t.Helper()

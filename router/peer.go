@@ -1,7 +1,6 @@
 package router
 
 import (
-	"encoding/binary"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,16 @@ type PeerConfig struct {
 	// DefaultProbeInterval; values are clamped to [MinProbeInterval,
 	// MaxProbeInterval].
 	ProbeInterval time.Duration
+	// PreviousPublicKey, when set, is the gateway's key before a
+	// rollover: handshakes it makes with it are accepted until
+	// PreviousUntil (keys.go). A reload that names a peer's current key
+	// as its PreviousPublicKey keeps the peer and its sessions.
+	PreviousPublicKey bhcrypto.PublicKey
+	PreviousUntil     time.Time
+	// PresharedKeys are the site pair's preshared keys (at most
+	// bhcrypto.MaxPresharedKeys): the first answers its handshakes, each
+	// is tried on the responses to ours. None means plain IK.
+	PresharedKeys []bhcrypto.PresharedKey
 }
 
 // Peer is a remote gateway and its sessions.
@@ -33,13 +42,16 @@ type PeerConfig struct {
 // loop" also covers its timers; "outside loop" is the UDP receive path;
 // "inside path" is the TUN reader and sealer.
 type Peer struct {
-	site string             // set by newPeer, never changed
-	name string             // set by newPeer, never changed
-	key  bhcrypto.PublicKey // set by newPeer, never changed
+	site string // set by newPeer, never changed
+	name string // set by newPeer, never changed
+	// keys are the peer's static keys, preshared keys and cookie jar
+	// (keys.go): replaced whole by SetConfig (a key rollover keeps the
+	// Peer), read by the handshake loop and status.
+	keys atomic.Pointer[peerKeys]
 	// rank is the peer's key in rendezvous hashing (site.pick), from its
-	// public key, so every sender ranks a site's gateways alike. Set by
-	// newPeer, never changed.
-	rank uint64
+	// current public key, so every sender ranks a site's gateways alike.
+	// Set by newPeer and, with keys, by a rollover.
+	rank atomic.Uint64
 
 	// live is the gateway's health: the one state the flow selector,
 	// metrics, status and readiness read. Its own comment names the
@@ -122,8 +134,10 @@ type Peer struct {
 	// Written by SetConfig only.
 	keepalive atomic.Int64
 
-	// jar holds cookies the peer gave us under load, for mac2.
-	jar *bhcrypto.CookieJar
+	// Handshakes with or to a previous key (ours or the peer's) during
+	// an overlap, handshakes completed with the pair's second preshared
+	// key, and preshared-key mismatches. Handshake loop.
+	hsPreviousKey, hsSecondPSK, hsPSKMismatch atomic.Uint64
 
 	// Owned by the handshake loop.
 	hs peerHandshake
@@ -150,11 +164,14 @@ type peerHandshake struct {
 	// responseFailures counts the responses for pendingIndex that
 	// failed (handshake.go, maxResponseFailures).
 	responseFailures int
+	// lastKeyLog is when a key problem with the peer was last logged
+	// (keys.go, noteKeyProblem).
+	lastKeyLog time.Time
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {
-	p := &Peer{site: c.Site, name: c.Name, key: c.PublicKey, jar: bhcrypto.NewCookieJar(c.PublicKey, now), mono: mono,
-		rank: binary.LittleEndian.Uint64(c.PublicKey[:8])}
+	p := &Peer{site: c.Site, name: c.Name, mono: mono}
+	p.setKeys(c, nil, now)
 	p.live.init(c.ProbeInterval)
 	p.keepalive.Store(int64(c.Keepalive))
 	ep := c.Endpoint
@@ -170,8 +187,14 @@ func (p *Peer) Site() string { return p.site }
 // Name is the gateway name.
 func (p *Peer) Name() string { return p.name }
 
-// PublicKey is the peer's static key.
-func (p *Peer) PublicKey() bhcrypto.PublicKey { return p.key }
+// PublicKey is the peer's current static key (zero for a Peer built
+// without newPeer, as tests do).
+func (p *Peer) PublicKey() bhcrypto.PublicKey {
+	if k := p.keys.Load(); k != nil {
+		return k.cur
+	}
+	return bhcrypto.PublicKey{}
+}
 
 // Endpoint is where datagrams for the peer go: from config, or where the
 // peer's last authenticated packet came from.
@@ -198,6 +221,15 @@ type PeerStats struct {
 	// HandshakeSendErrors counts handshake messages that could not be
 	// sent to the peer.
 	HandshakeSendErrors uint64
+	// HandshakesPreviousKey counts handshakes made with the peer's
+	// previous key or to ours during a key overlap;
+	// HandshakesSecondPSK those completed with the pair's second
+	// preshared key; PSKMismatches the ones refused or failed for a
+	// preshared key that differs (keys.go).
+	HandshakesPreviousKey, HandshakesSecondPSK, PSKMismatches uint64
+	// PreviousKeyUntil is when the peer's previous key stops being
+	// accepted; zero outside a rollover.
+	PreviousKeyUntil time.Time
 	// LaneBytes and Express say what the peer told us about the session
 	// in use (its control messages on it): it reads lane bytes, so our
 	// flows spread over its lanes' sockets; it has an express lane, so
@@ -224,6 +256,13 @@ func (p *Peer) Stats() PeerStats {
 		HandshakesCompleted: p.hsCompleted.Load(),
 		HandshakesFailed:    p.hsFailed.Load(),
 		HandshakeSendErrors: p.hsSendFailed.Load(),
+
+		HandshakesPreviousKey: p.hsPreviousKey.Load(),
+		HandshakesSecondPSK:   p.hsSecondPSK.Load(),
+		PSKMismatches:         p.hsPSKMismatch.Load(),
+	}
+	if k := p.keys.Load(); k != nil && !k.prev.IsZero() {
+		s.PreviousKeyUntil = k.prevUntil
 	}
 	s.Down = s.Live.State == LiveDown
 	if kp := p.current.Load(); kp != nil {

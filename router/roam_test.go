@@ -19,7 +19,7 @@ import (
 func TestRoamNeverOntoStandIn(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	out := h.b.newOutsideBatch()
-	pA := h.b.state.Load().peers[h.a.id.Public]
+	pA := h.b.state.Load().peers[h.a.keys.Load().Current.Public]
 	in := h.a.newInsideBatch()
 	deliver := func(from netip.AddrPort) {
 		t.Helper()
@@ -41,7 +41,7 @@ func TestRoamNeverOntoStandIn(t *testing.T) {
 	}
 
 	// A handshake from a stand-in does not move it either.
-	_, msg, err := h.a.id.CreateInitiation(h.b.id.Public, 9, h.now)
+	_, msg, err := h.a.keys.Load().Current.CreateInitiation(h.b.keys.Load().Current.Public, 9, h.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestRoamNeverOntoStandIn(t *testing.T) {
 	}
 
 	// Now A is relayed: configured at its own stand-in.
-	cfg := twoSiteConfig("site-b", h.a.id.Public, h.b.id.Public, standIn, h.bindB.local)
+	cfg := twoSiteConfig("site-b", h.a.keys.Load().Current.Public, h.b.keys.Load().Current.Public, standIn, h.bindB.local)
 	if err := h.b.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}

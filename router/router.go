@@ -96,7 +96,6 @@ type Router struct {
 	// Set by New, read-only afterwards.
 	tun   tunDevice // reads: the inside loop; writes: tunDevice.write
 	bind  udp.Bind  // Receive: the outside loop; Send: any loop
-	id    *bhcrypto.Identity
 	log   *slog.Logger
 	clock Clock
 	mono  monoEpoch // for the stamps of liveness and loop health
@@ -105,6 +104,10 @@ type Router struct {
 	// Written by SetConfig alone (cfgMu), read lock-free by every loop.
 	cfgMu sync.Mutex
 	state atomic.Pointer[routingState]
+	// keys is this gateway's static keys (keys.go): set by New and
+	// SetKeyRing, its previous key retired by the handshake loop; read
+	// by any loop.
+	keys atomic.Pointer[bhcrypto.KeyRing]
 	// index is written by the handshake loop and the outside loop
 	// (sessions), and by SetConfig (removed peers); read lock-free.
 	index indexTable
@@ -157,7 +160,7 @@ func New(o Options) (*Router, error) {
 		return nil, errors.New("router: TUN, Bind and Identity are required")
 	}
 	r := &Router{
-		tun: tunDevice{Device: o.TUN}, bind: o.Bind, id: o.Identity,
+		tun: tunDevice{Device: o.TUN}, bind: o.Bind,
 		log: o.Logger, clock: o.Clock,
 		set: settings{
 			mtu:         o.TUN.MTU(),
@@ -167,6 +170,7 @@ func New(o Options) (*Router, error) {
 			codelTarget: o.CoDelTarget, codelInterval: o.CoDelInterval,
 		},
 	}
+	r.keys.Store(bhcrypto.NewKeyRing(o.Identity))
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -209,7 +213,7 @@ func New(o Options) (*Router, error) {
 	r.filter = newKernelFilter(o.Filter, r.log, &r.drops, r.index.has)
 	r.index.onAdd, r.index.onRemove = r.filter.addIndex, r.filter.removeIndices
 	blocker := newSourceBlocker(r.filter, &r.state, r.clock.Now, r.log)
-	r.hs = newHandshaker(r, rnd, hq, newHandshakeGate(r.id.Public, rnd, r.clock.Now, blocker))
+	r.hs = newHandshaker(r, rnd, hq, newHandshakeGate(&r.keys, rnd, r.clock.Now, blocker))
 	empty := &routingState{sites: map[string]*site{}, peers: map[bhcrypto.PublicKey]*Peer{}, probeTick: TimerTick}
 	r.state.Store(empty)
 	return r, nil
@@ -223,7 +227,7 @@ func (r *Router) SetConfig(c *Config) error {
 	r.cfgMu.Lock()
 	defer r.cfgMu.Unlock()
 	old := r.state.Load()
-	st, gone, updates, err := buildState(c, old, r.id.Public, func(pc PeerConfig) *Peer {
+	st, gone, updates, err := buildState(c, old, r.keys.Load().Current.Public, func(pc PeerConfig) *Peer {
 		return newPeer(pc, r.set.queueLen, r.set.mtu, r.clock.Now, r.mono)
 	})
 	if err != nil {
@@ -231,7 +235,7 @@ func (r *Router) SetConfig(c *Config) error {
 	}
 	// Accepted whole: from here on nothing fails.
 	for _, u := range updates {
-		u.apply()
+		u.apply(r.clock.Now)
 	}
 	r.filter.syncEndpoints(st, old)
 	r.state.Store(st)

@@ -19,7 +19,7 @@ func (r *Router) SessionByIndex(idx uint32) (*bhcrypto.Keypair, bhcrypto.PublicK
 	if !ok || r.clock.Now().Sub(e.kp.Created) >= RejectAfterTime {
 		return nil, bhcrypto.PublicKey{}, false
 	}
-	return e.kp, e.peer.key, true
+	return e.kp, e.peer.PublicKey(), true
 }
 
 // CurrentSession returns the session to send to the gateway of key on and

@@ -76,7 +76,7 @@ func TestSparseFlowSentAtOnce(t *testing.T) {
 		t.Run(map[bool]string{true: "peer with express lane", false: "peer without"}[express], func(t *testing.T) {
 			h, sb, p := newFQHotPair(t)
 			p.sparse = new(sparseFlows)
-			pA := h.a.state.Load().peers[h.b.id.Public]
+			pA := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 			kpA := pA.current.Load()
 			pA.laneSession.Store(laneTag(kpA))
 			if express {

@@ -84,7 +84,7 @@ func (s *site) pickFlow(flow uint64, now time.Time) *Peer {
 		if tier < bestTier {
 			continue
 		}
-		score := packet.Mix(flow, p.rank)
+		score := packet.Mix(flow, p.rank.Load())
 		if tier > bestTier || score > bestScore {
 			best, bestTier, bestScore = p, tier, score
 		}
@@ -115,13 +115,10 @@ type routingState struct {
 	probeTick time.Duration
 }
 
-type peerKey struct {
-	site, name string
-	key        bhcrypto.PublicKey
-}
+type peerKey struct{ site, name string }
 
-// peerUpdate is the new endpoint, keepalive and probe interval of a
-// reused peer. buildState
+// peerUpdate is the new endpoint, keepalive, probe interval and keys of
+// a reused peer. buildState
 // only collects them: SetConfig applies them once the whole config is
 // accepted, so a refused config leaves running peers untouched.
 type peerUpdate struct {
@@ -129,14 +126,17 @@ type peerUpdate struct {
 	pc PeerConfig
 }
 
-func (u peerUpdate) apply() {
+func (u peerUpdate) apply(now func() time.Time) {
+	u.p.setKeys(u.pc, u.p.keys.Load(), now)
 	u.p.setConfigEndpoint(u.pc.Endpoint)
 	u.p.keepalive.Store(int64(u.pc.Keepalive))
 	u.p.live.setInterval(u.pc.ProbeInterval)
 }
 
 // buildState validates c and builds a new routing state, reusing peers of
-// old whose site, name and key are unchanged so their sessions survive.
+// old whose site, name and key are unchanged, or whose key is the new
+// config's previous key (a rollover, keys.go), so their sessions survive.
+// A peer's previous key finds it too (peers), for initiations made with it.
 // It returns the new state, the peers of old that are gone and the
 // settings to apply to reused peers. It changes nothing that is running:
 // new peers are private to the new state until it is published.
@@ -153,7 +153,7 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 	reuse := make(map[peerKey]*Peer)
 	if old != nil {
 		for _, p := range old.order {
-			reuse[peerKey{p.site, p.name, p.key}] = p
+			reuse[peerKey{p.site, p.name}] = p
 		}
 	}
 	owner := make(map[netip.Prefix]string)
@@ -192,17 +192,26 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 			if _, dup := st.peers[gc.PublicKey]; dup {
 				return nil, nil, nil, fmt.Errorf("router: gateway %s/%s: public key used twice", sc.Name, gc.Name)
 			}
+			if err := checkPeerKeys(gc, own, st.peers); err != nil {
+				return nil, nil, nil, fmt.Errorf("router: gateway %s/%s: %w", sc.Name, gc.Name, err)
+			}
 			gc.Site = sc.Name
-			p := reuse[peerKey{sc.Name, gc.Name, gc.PublicKey}]
+			p := reuse[peerKey{sc.Name, gc.Name}]
+			if p != nil && !sameGateway(p, gc) {
+				p = nil // a new key with no rollover: a new peer
+			}
 			if p == nil {
 				p = newP(gc)
 			} else {
-				delete(reuse, peerKey{sc.Name, gc.Name, gc.PublicKey})
+				delete(reuse, peerKey{sc.Name, gc.Name})
 				updates = append(updates, peerUpdate{p, gc})
 			}
 			shortest = min(shortest, probeInterval(gc.ProbeInterval))
 			s.gateways = append(s.gateways, p)
 			st.peers[gc.PublicKey] = p
+			if !gc.PreviousPublicKey.IsZero() {
+				st.peers[gc.PreviousPublicKey] = p
+			}
 			st.order = append(st.order, p)
 			st.byEndpoint[gc.Endpoint] = p
 		}
