@@ -64,6 +64,7 @@ const (
 	ReasonExpressOverflow                // express socket: over the express lane's budget, or not an express transport message, while the spill loop was behind (outside_express.go); what it took is bridgehead_express_spilled_total, the over-budget express datagrams among that bridgehead_express_policed_total
 	ReasonKeyExpired                     // handshake made with or to a previous static key after its overlap (keys.go)
 	ReasonPSKMismatch                    // handshake whose preshared-key mode or key differs from this pair's (keys.go)
+	ReasonSitePolicy                     // a site's allowedSources refuse the packet's source site: inside, our pods to a site that does not list ours; outside, a remote site's pods that ours does not list (sitepolicy.go)
 	numReasons
 )
 
@@ -104,6 +105,7 @@ var reasonNames = [numReasons]string{
 	ReasonRoamRefused:      "roam_refused",
 	ReasonResponseLimited:  "response_limited",
 	ReasonExpressOverflow:  "express_overflow",
+	ReasonSitePolicy:       "site_policy",
 	ReasonKeyExpired:       "key_expired",
 	ReasonPSKMismatch:      "psk_mismatch",
 }

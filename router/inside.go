@@ -265,6 +265,10 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			r.drops.Add(Inside, ReasonLocalDestination, 1)
 			continue
 		}
+		if s.policy.refusesLocal && st.sendRefused(s, pkt) {
+			r.refuse(Inside, s) // s does not admit our pods (sitepolicy.go)
+			continue
+		}
 		if size > r.set.mtu {
 			r.icmp.tooBig(st, pkt)
 			continue

@@ -225,6 +225,9 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 	if s, ok := b.src.lookup(st, info.Src); !ok || s.name != p.site {
 		r.drops.Add(Outside, ReasonSpoofedSource, 1)
 		return nil, false
+	} else if st.receiveRefused(s, info.Src) {
+		r.refuse(Outside, s) // our site does not admit s's pods (sitepolicy.go)
+		return nil, false
 	}
 	if s, ok := b.dst.lookup(st, info.Dst); !ok || !s.local {
 		r.drops.Add(Outside, ReasonNotLocal, 1)

@@ -33,6 +33,12 @@ type SiteConfig struct {
 	Name     string
 	Prefixes []netip.Prefix
 	Gateways []PeerConfig
+	// PodPrefixes are the site's pod CIDRs (in Prefixes too), the sources
+	// that AllowedSources restricts (sitepolicy.go).
+	PodPrefixes []netip.Prefix
+	// AllowedSources names the remote sites whose pods may reach this
+	// site; nil: every site, empty: none (sitepolicy.go).
+	AllowedSources []string
 }
 
 // site is a published, immutable view of one site.
@@ -40,6 +46,7 @@ type site struct {
 	name     string
 	local    bool
 	gateways []*Peer
+	policy   sitePolicy // source allow-lists (sitepolicy.go)
 }
 
 // pick returns the gateway that carries pkt's flow. Among the site's
@@ -105,6 +112,8 @@ type routingState struct {
 	// trusted for data) used to start a handshake when a peer keeps
 	// sending on a session we no longer have, as after our restart.
 	byEndpoint map[netip.AddrPort]*Peer
+	// sources is the site source allow-lists' view (sitepolicy.go).
+	sources sourcePolicy
 
 	clampMSS     bool
 	behindNAT    bool
@@ -218,6 +227,9 @@ func buildState(c *Config, old *routingState, own bhcrypto.PublicKey, newP func(
 	}
 	if st.local == nil {
 		return nil, nil, nil, fmt.Errorf("router: local site %q is not in the site list", c.LocalSite)
+	}
+	if err := buildSourcePolicy(c, st, old); err != nil {
+		return nil, nil, nil, err
 	}
 	st.probeTick = clampDuration(shortest/4, ProbeTick, TimerTick)
 	gone := make([]*Peer, 0, len(reuse))
