@@ -66,6 +66,8 @@ type CheckOptions struct {
 //   - checkNextHopFamilies (warnings): a site whose nodes need routes to
 //     another site's CIDRs of an address family in which it has no next
 //     hop, which `bridgehead routes` refuses for that site.
+//   - checkSitePolicy: allowedSources names sites, each once (a site
+//     naming itself is a warning; sitepolicy.go).
 //
 // Every rule is O(n log n) in the number of prefixes (see prefixset.go).
 func Check(c *Config, opts CheckOptions) (problems ErrorList, warnings ErrorList) {
@@ -99,6 +101,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkNextHopFamilies(c, r)
 	checkProbes(c, r)
 	checkHubs(c, r)
+	checkSitePolicy(c, r)
 	checkRelayPlan(c, r, opts)
 	checkKubernetesFiles(c, r, opts)
 	checkFollowedSelf(c, r)

@@ -195,6 +195,10 @@ type Site struct {
 	Via      []string  `yaml:"via"`
 	Gateways []Gateway `yaml:"gateways"`
 	Nodes    []Node    `yaml:"nodes"`
+
+	// AllowedSources: the remote sites whose pods may reach this site
+	// (sitepolicy.go); nil: every site, empty: none.
+	AllowedSources SiteSources `yaml:"allowedSources,omitempty"`
 }
 
 // Gateway is one bridgehead instance of a site.

@@ -473,6 +473,7 @@ func (d *decoder) site(n *yaml.Node, path string, s *Site) {
 		{"keepalive", d.duration(&s.Keepalive)},
 		{"probeInterval", d.duration(&s.ProbeInterval)},
 		{"via", d.strs(&s.Via)},
+		{"allowedSources", d.siteSources(&s.AllowedSources)},
 		{"gateways", func(n *yaml.Node, path string) {
 			d.sequence(n, path, func(n *yaml.Node, path string) {
 				var g Gateway
