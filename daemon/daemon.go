@@ -208,6 +208,10 @@ func Run(ctx context.Context, o Options) error {
 		ld.close()
 		return err
 	}
+	if g.mesh, err = newMeshView(g, kc, log); err != nil {
+		ld.close()
+		return err
+	}
 	if cfg.Metrics.Listen != "" {
 		srv, err := serveMetrics(cfg.Metrics.Listen, g, log)
 		if err != nil {
@@ -327,6 +331,7 @@ func Run(ctx context.Context, o Options) error {
 		g.lan.run(ctx)
 	}()
 	stopRegister := runPublisher(ctx, pub)
+	stopMesh := g.mesh.run(ctx)
 	notify.Ready()
 	if o.Ready != nil {
 		o.Ready()
@@ -346,6 +351,7 @@ func Run(ctx context.Context, o Options) error {
 	<-ops
 	<-lan
 	stopRegister()
+	stopMesh()
 	log.Info("gateway stopping")
 	return err
 }
@@ -469,6 +475,7 @@ func serveMetrics(addr string, g *gateway, log *slog.Logger) (*http.Server, erro
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g.m.reg, promhttp.HandlerOpts{Registry: g.m.reg}))
 	g.healthHandlers(mux)
+	g.meshHandlers(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

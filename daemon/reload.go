@@ -62,6 +62,9 @@ type gateway struct {
 	// draining is set once the gateway drains before it stops
 	// (drain.go): readiness is off from then on. Any goroutine.
 	draining atomic.Bool
+	// mesh is the gateway's mesh view (mesh.go); set before the metrics
+	// server starts, read-only after.
+	mesh *meshView
 }
 
 // errNeedsRestart marks a change a reload cannot apply.
