@@ -94,6 +94,7 @@ func check(c *Config, opts CheckOptions) (problems, warnings ErrorList, ops int)
 	checkRouterAddress(c, sites, r)
 	if !opts.SkipPrivateKey {
 		checkPrivateKey(c, r, opts)
+		checkKeyFiles(c, r, opts)
 	}
 	remote := remoteIndex(c, plan, r)
 	checkSelfRoute(c, remote, r)

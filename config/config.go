@@ -39,6 +39,15 @@ type Config struct {
 	Cluster        Cluster   `yaml:"cluster"`
 	Metrics        Metrics   `yaml:"metrics"`
 	ControlSocket  string    `yaml:"controlSocket"`
+	// PreviousPrivateKeyFile holds the key before a rollover, answered
+	// until the local gateway's previousKeyExpires (keys_rollover.go).
+	PreviousPrivateKeyFile string `yaml:"previousPrivateKeyFile"`
+	// KeyOverlap is how long a previous key stays in use when no
+	// previousKeyExpires says (DefaultKeyOverlap when zero).
+	KeyOverlap time.Duration `yaml:"keyOverlap"`
+	// PresharedKeys names the preshared-key file of each remote site
+	// this gateway shares one with (keys_rollover.go).
+	PresharedKeys []PresharedKeyRef `yaml:"presharedKeys"`
 	// ClampMSS rewrites the MSS option of TCP SYNs crossing the tunnel.
 	// nil means the default (on).
 	ClampMSS *bool `yaml:"clampMSS"`
@@ -213,6 +222,10 @@ type Gateway struct {
 	// a gateway behind NAT, which opens its sessions itself (hubs.go).
 	Endpoint  string `yaml:"endpoint"`
 	PublicKey string `yaml:"publicKey"`
+	// PreviousPublicKey is the gateway's key before a rollover, accepted
+	// by its peers until PreviousKeyExpires (keys_rollover.go).
+	PreviousPublicKey  string    `yaml:"previousPublicKey"`
+	PreviousKeyExpires time.Time `yaml:"previousKeyExpires"`
 
 	// EndpointAddr is Endpoint resolved.
 	EndpointAddr netip.AddrPort `yaml:"-"`

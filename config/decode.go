@@ -382,6 +382,9 @@ func (d *decoder) config(n *yaml.Node, c *Config) {
 		{"site", d.str(&c.Site)},
 		{"gateway", d.str(&c.Gateway)},
 		{"privateKeyFile", d.str(&c.PrivateKeyFile)},
+		{"previousPrivateKeyFile", d.str(&c.PreviousPrivateKeyFile)},
+		{"keyOverlap", d.durationRange(&c.KeyOverlap, MinKeyOverlap, MaxKeyOverlap)},
+		{"presharedKeys", d.presharedKeys(&c.PresharedKeys)},
 		{"listen", d.str(&c.Listen)},
 		{"cipher", d.str(&c.Cipher)},
 		{"interface", func(n *yaml.Node, path string) {
@@ -486,6 +489,8 @@ func (d *decoder) site(n *yaml.Node, path string, s *Site) {
 					{"address6", d.addr(&g.Address6)},
 					{"endpoint", d.str(&g.Endpoint)},
 					{"publicKey", d.str(&g.PublicKey)},
+					{"previousPublicKey", d.str(&g.PreviousPublicKey)},
+					{"previousKeyExpires", d.time(&g.PreviousKeyExpires)},
 				})
 				s.Gateways = append(s.Gateways, g)
 			})

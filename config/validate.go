@@ -22,6 +22,7 @@ func validateBasic(c *Config, r *reporter, l loader) {
 	checkSiteNames(c, r)
 	checkGatewayNames(c, r)
 	checkPublicKeys(c, r)
+	checkKeyRollover(c, r)
 	resolveEndpoints(c, r, l)
 	checkRelay(c, r)
 	checkKubernetes(c, r)
