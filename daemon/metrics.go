@@ -58,7 +58,7 @@ func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string, so
 	}, []string{"version", "goversion"})
 	bi.WithLabelValues(version, strings.TrimPrefix(runtime.Version(), "go")).Set(1)
 	m.reg.MustRegister(
-		router.NewCollector(r), bi, newSendFailureCollector(socks),
+		router.NewCollector(r), router.NewSitePolicyCollector(r), bi, newSendFailureCollector(socks),
 		m.reloads, m.lastReload, m.configInfo, m.readyGauge, m.siteReady,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

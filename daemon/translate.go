@@ -33,6 +33,7 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 		sc := router.SiteConfig{Name: s.Name}
 		sc.Prefixes = append(sc.Prefixes, s.NodeCIDRs...)
 		sc.Prefixes = append(sc.Prefixes, s.PodCIDRs...)
+		sc.PodPrefixes, sc.AllowedSources = s.PodCIDRs, s.AllowedSources // nil: every site (router/sitepolicy.go)
 		for _, g := range s.Gateways {
 			key, err := bhcrypto.ParsePublicKey(g.PublicKey)
 			if err != nil {
