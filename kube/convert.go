@@ -93,6 +93,10 @@ func FromConfig(c *config.Config) (*Resources, error) {
 			},
 		}
 		site.Spec.PodBlockSize, site.Spec.PodBlockSize6 = blockSizes(s.Nodes)
+		if s.AllowedSources != nil { // absent stays absent, [] stays [] (allowedSources)
+			l := v1.SiteSources(slices.Clone(s.AllowedSources))
+			site.Spec.AllowedSources = &l
+		}
 		for j, g := range s.Gateways {
 			name := GatewayName(s.Name, g.Name)
 			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
@@ -284,6 +288,9 @@ func siteToConfig(s *v1.Site) (config.Site, error) {
 	out.Keepalive = fromDuration(s.Spec.Keepalive)
 	out.ProbeInterval = fromDuration(s.Spec.ProbeInterval)
 	out.Via = slices.Clone(s.Spec.Via)
+	if l := s.Spec.AllowedSources; l != nil { // absent stays absent, [] stays [] (allowedSources)
+		out.AllowedSources = append(config.SiteSources{}, *l...)
+	}
 	return out, nil
 }
 

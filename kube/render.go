@@ -59,6 +59,13 @@ func WriteCatalog(w io.Writer, c *config.Config) error {
 		addAddr(m, "routerAddress6", s.RouterAddress6)
 		addDuration(m, "keepalive", s.Keepalive)
 		addDuration(m, "probeInterval", s.ProbeInterval)
+		if s.AllowedSources != nil { // absent: every site; [] written: none (allowedSources)
+			list := seq()
+			for _, name := range s.AllowedSources {
+				list.Content = append(list.Content, str(name))
+			}
+			add(m, "allowedSources", list)
+		}
 		if len(s.Gateways) > 0 {
 			gws := seq()
 			for _, g := range s.Gateways {
