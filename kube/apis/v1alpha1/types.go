@@ -309,6 +309,8 @@ type GatewayStatus struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9+/]{43}=$`
 	// +optional
 	PublicKey string `json:"publicKey,omitempty"`
+	// Key rollover: the previous key and its end (keys_types.go).
+	GatewayKeyRollover `json:",inline"`
 	// Endpoint is the host:port the gateway receives tunnel traffic on.
 	// +kubebuilder:validation:MaxLength=261
 	// +optional
