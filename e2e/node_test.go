@@ -87,7 +87,7 @@ func (nl *nodeLab) startAgent(n string) {
 		"--config", filepath.Join(nl.dir, n[:1]+".yaml"), "--node", nodeName(n),
 		"--cni-conf-dir", filepath.Join(d, "net.d"), "--cni-bin-dir", filepath.Join(d, "bin"),
 		"--cni-plugins-from", nl.plugins, "--ipam-data-dir", filepath.Join(d, "ipam"),
-		"--metrics-listen", "127.0.0.1:9643", "--repair-interval", "2s")
+		"--metrics-listen", "127.0.0.1:9643", "--repair-interval", "2s", "--state-file", filepath.Join(d, "node-state.json"))
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		nl.t.Fatal(err)
@@ -321,7 +321,7 @@ func TestNodeAgent(t *testing.T) {
 	t.Run("uninstall", func(t *testing.T) {
 		nl.stopAgent("a-n1")
 		d := nl.nodeDir("a-n1")
-		nl.mustExec("a-n1", filepath.Join(nl.bin, "bridgehead"), "node", "--uninstall", "--cni-conf-dir", filepath.Join(d, "net.d"))
+		nl.mustExec("a-n1", filepath.Join(nl.bin, "bridgehead"), "node", "--uninstall", "--cni-conf-dir", filepath.Join(d, "net.d"), "--state-file", filepath.Join(d, "node-state.json"))
 		if out := nl.mustExec("a-n1", "ip", "route", "show", "proto", "66") + nl.mustExec("a-n1", "ip", "-6", "route", "show", "proto", "66"); out != "" {
 			t.Errorf("routes left after --uninstall:\n%s", out)
 		}

@@ -69,6 +69,11 @@ type Options struct {
 	// model that failed to load). It must return quickly: kubenode's
 	// ConditionReporter hands it to its own goroutine.
 	Status func(Status)
+	// StateFile is where the agent keeps its host state (state.go;
+	// DefaultStateFile in `bridgehead node`); empty keeps none.
+	StateFile string
+	// Version is the agent's version, recorded in the state file.
+	Version string
 }
 
 // Agent keeps one node equal to its model. Run owns every field after
@@ -88,6 +93,13 @@ type Agent struct {
 	published  *Status
 	// plugins remembers the plugin binaries that passed the version check.
 	plugins pluginCheck
+	// prev is the host state found at start (state.go); adopted is set
+	// once the first sync has compared the node with it.
+	prev    HostState
+	adopted bool
+	// held is set while a sync was skipped because a newer agent's
+	// state is on the host: the next look syncs in full.
+	held bool
 }
 
 // New builds an agent and registers its metrics.
@@ -133,6 +145,7 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 	watching := false
 	tick := time.NewTicker(a.o.RepairInterval)
 	defer tick.Stop()
+	a.readPrev()
 	a.load(src)
 	for {
 		if a.cur != nil && !watching {
@@ -149,6 +162,10 @@ func (a *Agent) Run(ctx context.Context, src Source) error {
 		case <-src.Changed():
 			a.load(src)
 		case <-routeEvents:
+			if a.held {
+				a.sync("start")
+				continue
+			}
 			start := a.o.Now()
 			ch := a.syncRoutes()
 			if n := ch.Added + ch.Replaced; n > 0 {
@@ -185,7 +202,7 @@ func (a *Agent) load(src Source) {
 		return
 	}
 	a.ok(stageCatalog)
-	if reflect.DeepEqual(nd, a.cur) {
+	if reflect.DeepEqual(nd, a.cur) && !a.held {
 		a.publish()
 		return
 	}
@@ -201,15 +218,26 @@ func (a *Agent) load(src Source) {
 
 // sync applies the whole model; each stage reports its own failure and
 // does not stop the others.
+// A node whose state file a newer agent wrote is left alone
+// (stateKnown).
 func (a *Agent) sync(trigger string) {
+	if !a.stateKnown() {
+		a.held = true
+		a.publish()
+		return
+	}
+	if a.held {
+		a.held, trigger = false, "start"
+	}
 	a.m.syncs.WithLabelValues(trigger).Inc()
-	a.syncCNI()
+	cniWrote := a.syncCNI()
 	ch := a.syncRoutes()
 	if trigger == "periodic" && ch.Added+ch.Replaced > 0 {
 		a.m.routeRepairs.Add(float64(ch.Added + ch.Replaced))
 	}
-	a.syncSNAT()
+	snatWrote := a.syncSNAT()
 	a.syncHost()
+	a.saveState(ch, cniWrote, snatWrote)
 	a.publish()
 }
 
@@ -236,7 +264,8 @@ func (a *Agent) syncHost() {
 	}
 }
 
-func (a *Agent) syncCNI() {
+// syncCNI reports whether it wrote the conflist.
+func (a *Agent) syncCNI() bool {
 	d := a.cur
 	if copied, err := InstallPlugins(a.o.CNIBinDir, a.o.CNIPluginsFrom, CNIPlugins()); len(copied) > 0 || err != nil {
 		a.m.pluginsCopied.Add(float64(len(copied)))
@@ -247,14 +276,14 @@ func (a *Agent) syncCNI() {
 			a.m.cniWritten.Set(0)
 			a.cniWritten = false
 			a.fail(stageCNI, err)
-			return
+			return false
 		}
 	}
 	if err := a.plugins.check(a.o.CNIBinDir, CNIPlugins()); err != nil {
 		a.m.cniWritten.Set(0)
 		a.cniWritten = false
 		a.fail(stageCNI, err)
-		return
+		return false
 	}
 	if !a.o.CNI.Coexist {
 		if foreign, err := ForeignConfigs(a.o.CNIConfDir); err != nil || len(foreign) > 0 {
@@ -265,12 +294,12 @@ func (a *Agent) syncCNI() {
 			a.m.cniWritten.Set(0)
 			a.cniWritten = false
 			a.fail(stageCNI, err)
-			return
+			return false
 		}
 	}
 	data, err := Conflist(d, a.o.CNI)
+	var changed bool
 	if err == nil {
-		var changed bool
 		if changed, err = WriteConflist(a.o.CNIConfDir, data); changed {
 			a.m.cniWrites.Inc()
 			a.o.Log.Info("wrote CNI config", "dir", a.o.CNIConfDir, "file", CNIConfName, "ranges", d.PodCIDRs())
@@ -280,11 +309,12 @@ func (a *Agent) syncCNI() {
 		a.m.cniWritten.Set(0)
 		a.cniWritten = false
 		a.fail(stageCNI, err)
-		return
+		return false
 	}
 	a.m.cniWritten.Set(1)
 	a.cniWritten = true
 	a.ok(stageCNI)
+	return changed
 }
 
 func (a *Agent) syncRoutes() RouteChange {
@@ -309,7 +339,8 @@ func (a *Agent) syncRoutes() RouteChange {
 	return ch
 }
 
-func (a *Agent) syncSNAT() {
+// syncSNAT reports whether it wrote the table.
+func (a *Agent) syncSNAT() bool {
 	wrote, err := a.o.SNAT.Ensure(a.cur)
 	if wrote {
 		a.m.snatWrites.Inc()
@@ -317,9 +348,10 @@ func (a *Agent) syncSNAT() {
 	}
 	if err != nil {
 		a.fail(stageSNAT, err)
-		return
+		return wrote
 	}
 	a.ok(stageSNAT)
+	return wrote
 }
 
 // fail records a failed stage; the log line comes when the error is new.

@@ -14,10 +14,13 @@ const (
 	stageBridgeNF = "bridge-netfilter"
 	// stageForward: another table's forward chain drops pod traffic.
 	stageForward = "forward"
+	// stageState: the host state file (state.go): a newer agent's, so
+	// nothing is changed.
+	stageState = "state"
 )
 
 // stages in the order a sync runs them.
-var stages = [...]string{stageCatalog, stageCNI, stageRoutes, stageSNAT, stageBridgeNF, stageForward}
+var stages = [...]string{stageState, stageCatalog, stageCNI, stageRoutes, stageSNAT, stageBridgeNF, stageForward}
 
 // metrics are the agent's bridgehead_node_* series, registered on the
 // registry the caller passes in. Only the agent's loop writes them.
@@ -71,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "bridgehead_node_syncs_total", Help: "Syncs of the node with its model, by what started them.",
 		}, []string{"trigger"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "bridgehead_node_errors_total", Help: "Failed steps, by stage (catalog, cni, routes, snat, bridge-netfilter, forward).",
+			Name: "bridgehead_node_errors_total", Help: "Failed steps, by stage (state, catalog, cni, routes, snat, bridge-netfilter, forward).",
 		}, []string{"stage"}),
 		lastError: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bridgehead_node_last_error", Help: "1 when the last attempt of the stage failed, 0 when it succeeded.",

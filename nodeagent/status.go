@@ -18,7 +18,7 @@ type Status struct {
 	// the count out of String.
 	Routes int
 	// Errors are the stages whose last attempt failed, in stage order
-	// (catalog, cni, routes, snat, bridge-netfilter, forward), each with
+	// (state, catalog, cni, routes, snat, bridge-netfilter, forward), each with
 	// its error.
 	Errors []StageError
 }

@@ -53,7 +53,8 @@ func setupNode(fs *flag.FlagSet) action {
 	catalogFile := fs.String("catalog-file", nodeagent.DefaultCatalogFile, "with --kubernetes: keep the followed catalog in `FILE` on the host (the node starts from it when the API server is away)")
 	serviceCIDRs := fs.String("service-cidrs", "", "with --kubernetes: the cluster's Service `CIDRS`, comma-separated (pod traffic to them is not masqueraded)")
 	netPolicy := fs.Bool("network-policy", true, "with --kubernetes: enforce Kubernetes NetworkPolicy on this node's pods (nftables table inet bridgehead-netpol); false removes that table")
-	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table and CNI config, then exit")
+	stateFile := fs.String("state-file", nodeagent.DefaultStateFile, "keep the agent's host state (schema version, what it owns) in `FILE`, so a new agent adopts the old one's routes, tables and CNI config without flushing (empty: none)")
+	uninstall := fs.Bool("uninstall", false, "remove the agent's routes, nftables table, CNI config and state file, then exit")
 	logFormat := fs.String("log-format", "text", "log `FORMAT`: text or json")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	return noArgs(func(std *stdio) error {
@@ -72,7 +73,7 @@ func setupNode(fs *flag.FlagSet) action {
 		routes := nodeagent.NewRoutes(h, nil)
 		snat := nodeagent.NewSNAT(func() (*nftables.Conn, error) { return nftables.New() })
 		if *uninstall {
-			return nodeUninstall(log, routes, snat, *confDir)
+			return nodeUninstall(log, routes, snat, *confDir, *stateFile)
 		}
 		name := *node
 		if name == "" {
@@ -97,6 +98,7 @@ func setupNode(fs *flag.FlagSet) action {
 			CNIConfDir: *confDir, CNIBinDir: *binDir, CNIPluginsFrom: *pluginsFrom,
 			CNI:            nodeagent.CNIOptions{Bridge: *bridge, MTU: *mtu, IPAMDataDir: *ipamDir, Coexist: *coexist},
 			RepairInterval: *repair,
+			StateFile:      *stateFile, Version: buildVersion(),
 		}
 		log.Info("starting bridgehead node", "version", buildVersion(), "node", name, "catalog", *cfgPath, "kubernetes", *kube)
 		if !*kube {
@@ -149,7 +151,7 @@ func setupNode(fs *flag.FlagSet) action {
 
 // nodeUninstall removes what the agent owns on the node; the CNI plugin
 // binaries stay, as other CNI users may share them.
-func nodeUninstall(log *slog.Logger, routes *nodeagent.Routes, snat *nodeagent.SNAT, confDir string) error {
+func nodeUninstall(log *slog.Logger, routes *nodeagent.Routes, snat *nodeagent.SNAT, confDir, stateFile string) error {
 	var errs []error
 	n, err := routes.Flush()
 	errs = append(errs, err)
@@ -158,6 +160,11 @@ func nodeUninstall(log *slog.Logger, routes *nodeagent.Routes, snat *nodeagent.S
 	conf := confDir + "/" + nodeagent.CNIConfName
 	if err := os.Remove(conf); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
+	}
+	if stateFile != "" {
+		if err := os.Remove(stateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	log.Info("uninstalled bridgehead node", "routesDeleted", n, "table", "inet "+nodeagent.SNATTable, "cniConfig", conf)
 	return errors.Join(errs...)
