@@ -3,6 +3,7 @@ module github.com/bridgehead/bridgehead
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/containernetworking/cni v1.3.1
 	github.com/coreos/go-systemd/v22 v22.7.0
