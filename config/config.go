@@ -71,8 +71,10 @@ type Config struct {
 	// packet is handled as soon as it arrives even when the bulk lanes
 	// keep every core busy (router.Options.ExpressSteered and
 	// ExpressPriority); 0 keeps the readers sorting flows and ordinary
-	// threads. nil means DefaultExpressPriority (0). Without
-	// CAP_SYS_NICE the gateway logs a warning and runs ordinary threads.
+	// threads. nil means DefaultExpressPriority (10), or 0 when the process
+	// lacks CAP_BPF or CAP_SYS_NICE (one log line at start). Set
+	// explicitly without CAP_SYS_NICE, the gateway logs a warning and
+	// runs ordinary threads.
 	ExpressPriority *int `yaml:"expressPriority"`
 	// CoDel tunes the inside path's fair queue (package router/fq): a
 	// flow whose packets wait longer than Target for an Interval gets

@@ -369,18 +369,24 @@ func (c *Config) ExpressEnabled() bool {
 }
 
 // DefaultExpressPriority is the express lane's SCHED_FIFO priority when
-// the config does not set one: none, because it needs CAP_SYS_NICE (and
-// CAP_BPF for the kernel steering that comes with it), and the bench
-// harness's default column is the daemon's default. Since the loops
-// keep their P (router.Options.ExpressKeepsP) it costs no throughput on
-// the 2-core lab and takes the loaded ping's p99 under 3 ms
-// (bench/README.md, "Express loops that keep their P"). 10 is a good
-// value: low among real-time priorities (the kernel's own threads that
-// need one run at 50), above every ordinary thread.
-const DefaultExpressPriority = 0
+// the config does not set one: 10, low among real-time priorities (the
+// kernel's own threads that need one run at 50) and above every ordinary
+// thread. With it the kernel steers sparse flows to the express lane (a
+// TUN steering program, CAP_BPF) and its loops run on real-time threads
+// (CAP_SYS_NICE), so that a ping, a DNS query or an API call crosses in
+// well under a millisecond while bulk flows keep every core busy
+// (bench/README.md, "The express lane"); since the loops keep their P
+// (router.Options.ExpressKeepsP) it costs bulk flows no throughput on the
+// 2-core lab. The systemd unit, the deb, the image and the gateway
+// DaemonSet grant both capabilities. A gateway that lacks either and
+// leaves expressPriority unset runs the express lane without them and
+// says so once at start (daemon.Run); one that sets it explicitly gets
+// the warning of each step that fails.
+const DefaultExpressPriority = 10
 
 // ExpressPriorityOrDefault is the express lane's SCHED_FIFO priority (0:
-// none). Without the express lane it is 0.
+// none). Without the express lane it is 0. ExpressPrioritySet tells the
+// default from a value written in the file.
 func (c *Config) ExpressPriorityOrDefault() int {
 	switch {
 	case !c.ExpressEnabled():
@@ -390,6 +396,9 @@ func (c *Config) ExpressPriorityOrDefault() int {
 	}
 	return *c.ExpressPriority
 }
+
+// ExpressPrioritySet reports whether the config file sets expressPriority.
+func (c *Config) ExpressPrioritySet() bool { return c.ExpressPriority != nil }
 
 // ClampMSSEnabled reports whether TCP MSS clamping is on (the default).
 func (c *Config) ClampMSSEnabled() bool {

@@ -194,7 +194,7 @@ func TestParseValues(t *testing.T) {
 		{"lanes 3", map[int]string{18: "lanes: 3"}, func(c *Config) any { return c.LaneCount() }, 3},
 		{"express default", map[int]string{}, func(c *Config) any { return c.ExpressEnabled() }, true},
 		{"express false", map[int]string{18: "express: false"}, func(c *Config) any { return c.ExpressEnabled() }, false},
-		{"expressPriority default is off", map[int]string{}, func(c *Config) any { return c.ExpressPriorityOrDefault() }, 0},
+		{"expressPriority default is 10", map[int]string{}, func(c *Config) any { return c.ExpressPriorityOrDefault() }, 10},
 		{"expressPriority 30", map[int]string{18: "expressPriority: 30"}, func(c *Config) any { return c.ExpressPriorityOrDefault() }, 30},
 		{"expressPriority 0 is off", map[int]string{18: "expressPriority: 0"}, func(c *Config) any { return c.ExpressPriorityOrDefault() }, 0},
 		{"expressPriority without express", map[int]string{18: "express: false\nexpressPriority: 30"}, func(c *Config) any { return c.ExpressPriorityOrDefault() }, 0},

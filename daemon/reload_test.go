@@ -366,7 +366,7 @@ func TestReloadRefusals(t *testing.T) {
 		{"codel change", "codel: {target: 5ms}\n" + mustRead(t, pathA), "codel changed"},
 		{"lanes change", "lanes: 3\n" + mustRead(t, pathA), `lanes changed from "one per CPU" to "3"`},
 		{"express off", "express: false\n" + mustRead(t, pathA), `express changed from "true" to "false"`},
-		{"express priority change", "expressPriority: 20\n" + mustRead(t, pathA), `expressPriority changed from "0" to "20"`},
+		{"express priority change", "expressPriority: 20\n" + mustRead(t, pathA), `expressPriority changed from "10" to "20"`},
 		{"kubernetes added", "kubernetes: {kubeconfig: a.key}\n" + mustRead(t, pathA), "kubernetes changed from \"off\""},
 		{"other site's gateway", strings.Replace(mustRead(t, pathA), "site: site-a", "site: site-b", 1), `is not a gateway of site "site-b"`},
 	}

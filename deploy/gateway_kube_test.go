@@ -43,7 +43,7 @@ const (
 // TestGatewayDaemonSet: deploy/kubernetes/gateway (site-a's in-cluster
 // gateways) passes the API server's server-side dry run and applies with
 // kubectl on top of deploy/kubernetes; its DaemonSet is what a gateway
-// needs and no more (host network, NET_ADMIN, NET_RAW and SYS_NICE only,
+// needs and no more (host network, NET_ADMIN, NET_RAW, BPF and SYS_NICE only,
 // /dev/net/tun, the gateway pool's nodeSelector, probes, resources,
 // --gateway=$(NODE_NAME)), a pod of it is admitted (dry run); its config
 // checks as each node's gateway; and the site's ServiceAccount, with a
@@ -79,7 +79,7 @@ func TestGatewayDaemonSet(t *testing.T) {
 		add = append(add, string(a))
 	}
 	slices.Sort(add)
-	if !slices.Equal(add, []string{"NET_ADMIN", "NET_RAW", "SYS_NICE"}) || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" ||
+	if !slices.Equal(add, []string{"BPF", "NET_ADMIN", "NET_RAW", "SYS_NICE"}) || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" ||
 		sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
 		t.Errorf("capabilities add %v drop %v, privileged %v, allowPrivilegeEscalation %v", add, sc.Capabilities.Drop, sc.Privileged, sc.AllowPrivilegeEscalation)
 	}
