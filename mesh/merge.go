@@ -34,7 +34,8 @@ func Merge(rows []Row, sources []Source, now time.Time, refresh time.Duration) M
 		byPair[p] = append(byPair[p], r)
 		sites[r.FromSite], sites[r.To] = true, true
 	}
-	m := Matrix{Generated: now, Sources: sources, RefreshMs: int(refresh / time.Millisecond)}
+	// Empty, not null, in JSON: the page's script ranges over both.
+	m := Matrix{Generated: now, Sources: sources, RefreshMs: int(refresh / time.Millisecond), Sites: []string{}, Cells: []Cell{}}
 	for s := range sites {
 		m.Sites = append(m.Sites, s)
 	}

@@ -51,7 +51,9 @@ func WriteTable(w io.Writer, m Matrix, opts TableOptions) error {
 		p.paint(Down, fmt.Sprint(n[Down])), p.paint(Connecting, fmt.Sprint(n[Connecting])))
 	for _, s := range m.Sources {
 		if s.Error != "" {
-			p.printf("%s\n", fit("! "+s.Name+": "+s.Error, width))
+			for _, l := range wrap("! "+s.Name+": "+s.Error, width, "  ") {
+				p.printf("%s\n", l)
+			}
 		}
 	}
 	if len(m.Sites) > 0 && gridLabel+1+len(m.Sites) <= width {
@@ -185,6 +187,25 @@ func fit(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// wrap breaks s into lines of at most n columns at spaces (a word
+// longer than a line is cut), later lines indented.
+func wrap(s string, n int, indent string) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, fit(line, n))
+			line = indent + w
+		}
+	}
+	return append(lines, fit(line, n))
 }
 
 // pad pads s with spaces to n columns (fmt counts bytes, not columns).

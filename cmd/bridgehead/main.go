@@ -24,7 +24,7 @@ import (
 var version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(dispatch(os.Args, os.Stdin, os.Stdout, os.Stderr))
 }
 
 // errReported is returned after a command has already printed its errors.

@@ -22,7 +22,22 @@ func setupStatus(fs *flag.FlagSet) action {
 	socket := fs.String("socket", control.DefaultSocket, "control socket `PATH` of the running gateway (its controlSocket)")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this `DURATION`")
+	var mo meshOptions
+	showMesh := fs.Bool("mesh", false, "show the mesh instead: which site reaches which, path, RTT, loss, MTU (from the gateways' /mesh.json, or with --kubernetes from every Gateway); exit 1 when a pair is down")
+	fs.Func("endpoint", "with --mesh: a gateway's metrics `ADDR` (host:port or URL) to read its rows from; repeat to merge several gateways (default "+defaultMeshEndpoint+")", func(s string) error {
+		mo.endpoints = append(mo.endpoints, s)
+		return nil
+	})
+	fs.BoolVar(&mo.kubernetes, "kubernetes", false, "with --mesh: read every Gateway's published rows from the Kubernetes API (what `kubectl bridgehead mesh` does)")
+	fs.StringVar(&mo.kubeconfig, "kubeconfig", "", "with --kubernetes: the kubeconfig `FILE` (default as kubectl: $KUBECONFIG, ~/.kube/config)")
+	fs.StringVar(&mo.output, "o", "table", "with --mesh: the output `FORMAT`, table or json")
+	fs.BoolVar(&mo.color, "color", false, "with --mesh: colours even when the output is not a terminal")
+	fs.BoolVar(&mo.all, "all", false, "with --mesh: list every pair, also in a mesh of more than 60 pairs (which lists only the pairs not up)")
 	return noArgs(func(std *stdio) error {
+		if *showMesh {
+			mo.timeout = *timeout
+			return statusMesh(std.out, mo)
+		}
 		return status(std.out, *socket, *asJSON, *timeout)
 	})
 }
