@@ -192,6 +192,12 @@ down() {
 			[ -n "$pid" ] || continue
 			kill -TERM "$pid" 2>/dev/null || true
 		done <"$dir/pids"
+		# A second signal: gateways stop at once instead of draining
+		# first (SIGTERM alone drains; the lab is going away).
+		while read -r pid; do
+			[ -n "$pid" ] || continue
+			kill -INT "$pid" 2>/dev/null || true
+		done <"$dir/pids"
 		while read -r pid; do
 			[ -n "$pid" ] || continue
 			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
