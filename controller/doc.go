@@ -89,8 +89,9 @@
 // A Node deleted while no replica leads (or before the last leader
 // recorded it) is in no line, but the published catalog still lists it:
 // the rebuild starts a grace, from then, for every catalog node that no
-// Node matches (decoding every slice: about 0.2 s at 10,000 nodes, from
-// BenchmarkAssemble of kube/catalog).
+// Node matches (the sites' indexes name the slices; decoding every slice
+// takes about 0.2 s at 10,000 nodes, from BenchmarkAssemble of
+// kube/catalog).
 //
 // # Node → site → blocks (reconcileNode)
 //
@@ -183,9 +184,10 @@
 //
 // # The catalog (publish.go, plan.go)
 //
-// The leader publishes what gateways read as kube/catalog ConfigMaps in
-// --namespace: the base (every published Site with its registered
-// Gateways, no nodes) and each site's node slices of at most 500 nodes.
+// The leader publishes what gateways and node agents read as kube/catalog
+// ConfigMaps in --namespace: the base (every published Site with its
+// registered Gateways, no nodes), and each site's index and node slices
+// of at most 500 nodes.
 // buildPlan makes it from the informer caches alone: the Sites, the
 // Gateways with a public key and endpoint (spec, else what the gateway
 // registered in status) or with a public key and spec.behindNAT (a
@@ -204,9 +206,12 @@
 // publishes nothing: all or nothing. Gateway hostnames are not looked up
 // (the gateways resolve them), so a DNS failure here withdraws no site.
 //
-// Writes: only objects whose labels or data changed, slices first, the
-// base (the commit point, which lists each slice's hash) last, then the
-// slices no longer listed are deleted. One worker publishes, and the next
+// Writes: only objects whose labels or data changed, slices first, then
+// the sites' indexes (each its site's commit point: it lists each slice's
+// hash), then the base (the sites' commit point), then the slices and
+// indexes no longer listed are deleted. A join rewrites a slice and its
+// site's index, never the base, so it reaches the site's watchers only
+// (kube/catalog, "A join costs its site, not the cluster"). One worker publishes, and the next
 // publication that writes starts no sooner than --catalog-interval (1 s)
 // after the end of the last one that did, so under churn every object is
 // written at most once a second; events only add the one catalog key to

@@ -24,7 +24,7 @@ type metrics struct {
 	catalogPublishes    *prometheus.CounterVec // result: ok, error, invalid
 	catalogWrites       *prometheus.CounterVec // op: create, update, delete
 	catalogBytesWritten prometheus.Counter
-	catalogBytes        *prometheus.GaugeVec // object: base, slices
+	catalogBytes        *prometheus.GaugeVec // object: base, slices, indexes
 	catalogObjects      prometheus.Gauge
 	catalogNodes        prometheus.Gauge
 	catalogLeftOut      *prometheus.GaugeVec // kind: site, node
@@ -63,13 +63,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		catalogPublishes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_publishes_total",
 			Help: "Catalog publications by result: ok, error (an API write failed; retried), invalid (the plan failed its checks; nothing written)."}, []string{"result"}),
 		catalogWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_objects_written_total",
-			Help: "Catalog ConfigMaps written, by op: create, update, delete (stale slices)."}, []string{"op"}),
+			Help: "Catalog ConfigMaps written, by op: create, update, delete (stale slices and indexes)."}, []string{"op"}),
 		catalogBytesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "bridgehead_controller_catalog_written_bytes_total",
 			Help: "Data bytes of the catalog ConfigMaps created or updated."}),
 		catalogBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_bytes",
-			Help: "Data bytes of the last published catalog: the base, and all node slices together."}, []string{"object"}),
+			Help: "Data bytes of the last published catalog: the base, all node slices together, all site indexes together."}, []string{"object"}),
 		catalogObjects: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_objects",
-			Help: "ConfigMaps of the last published catalog (the base and the node slices)."}),
+			Help: "ConfigMaps of the last published catalog (the base, the node slices and the site indexes)."}),
 		catalogNodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_nodes",
 			Help: "Nodes in the last published catalog."}),
 		catalogLeftOut: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bridgehead_controller_catalog_left_out",

@@ -43,7 +43,9 @@ func (c *Controller) catalogWait() time.Duration {
 
 // reconcileCatalog renders the catalog from the caches and publishes the
 // objects whose content changed: slices first (catalogWriters at a
-// time), the base (the commit point) once they are all written, then deletes the slices the base no longer lists. It runs
+// time), then the sites' indexes (each its site's commit point) once they
+// are all written, then the base (the sites' commit point), then deletes
+// the slices and indexes no longer listed. It runs
 // on the catalog queue's one worker, at most once per CatalogInterval
 // after a publication that wrote (counted from its end), so no object is
 // written more often.
@@ -70,7 +72,7 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 	}
 	// Each site keeps the slice count of the publication in force while
 	// its size stays in the band, so a join rewrites one slice.
-	prev := catalog.BucketCounts(c.catalogCurrent(catalog.BaseName))
+	prev := catalog.BucketCounts(c.catalogCurrent(catalog.BaseName), c.catalogCurrent)
 	objs, err := catalog.Render(p.sites, catalog.Namespace(c.opts.Namespace), catalog.Relays(p.relays), catalog.PreviousBuckets(prev))
 	if err != nil {
 		c.metrics.catalogPublishes.WithLabelValues("invalid").Inc()
@@ -84,13 +86,18 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 	for _, o := range objs {
 		want[o.Name] = true
 	}
-	// The slices, catalogWriters at a time, then the base once they all
-	// are written.
-	written, bytes, err := c.writeCatalogObjects(ctx, objs[1:], catalogWriters, &attempted)
-	if err == nil {
+	// The slices, catalogWriters at a time, then the indexes once they
+	// all are written, then the base: each object is written only after
+	// everything it lists, so a reader never assembles a torn catalog.
+	var written, bytes int
+	slices, indexes, base := catalog.WriteOrder(objs)
+	for _, group := range [][]*corev1.ConfigMap{slices, indexes, base} {
 		var w, b int
-		w, b, err = c.writeCatalogObjects(ctx, objs[:1], 1, &attempted)
+		w, b, err = c.writeCatalogObjects(ctx, group, catalogWriters, &attempted)
 		written, bytes = written+w, bytes+b
+		if err != nil {
+			break
+		}
 	}
 	if err != nil {
 		c.metrics.catalogPublishes.WithLabelValues("error").Inc()
@@ -104,10 +111,15 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 	c.metrics.catalogPublishes.WithLabelValues("ok").Inc()
 	c.metrics.catalogBytes.WithLabelValues("base").Set(float64(catalog.Size(objs[0])))
 	total := 0
-	for _, o := range objs[1:] {
+	for _, o := range slices {
 		total += catalog.Size(o)
 	}
 	c.metrics.catalogBytes.WithLabelValues("slices").Set(float64(total))
+	total = 0
+	for _, o := range indexes {
+		total += catalog.Size(o)
+	}
+	c.metrics.catalogBytes.WithLabelValues("indexes").Set(float64(total))
 	c.metrics.catalogObjects.Set(float64(len(objs)))
 	c.metrics.catalogNodes.Set(float64(p.nodes))
 	if written+deleted > 0 || !c.catalogPublished {
@@ -285,22 +297,27 @@ func (c *Controller) catalogCurrent(name string) *corev1.ConfigMap {
 	return cm
 }
 
-// deleteStaleSlices deletes the node slices not in want, after the base
-// that no longer lists them was written.
+// deleteStaleSlices deletes the node slices and site indexes not in
+// want, after the indexes and the base that no longer list them were
+// written.
 func (c *Controller) deleteStaleSlices(ctx context.Context, want map[string]bool, attempted *atomic.Bool) (int, error) {
 	stale := map[string]bool{}
 	cached, err := c.configMaps.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{catalog.CatalogLabel: catalog.KindNodes}))
 	if err != nil {
 		return 0, err
 	}
-	for _, cm := range cached {
+	indexes, err := c.configMaps.ConfigMaps(c.opts.Namespace).List(labels.SelectorFromSet(labels.Set{catalog.CatalogLabel: catalog.KindIndex}))
+	if err != nil {
+		return 0, err
+	}
+	for _, cm := range append(cached, indexes...) {
 		if !want[cm.Name] {
 			stale[cm.Name] = true
 		}
 	}
 	c.catalogMu.Lock()
 	for name, cm := range c.catalogWritten {
-		if !want[name] && cm.Labels[catalog.CatalogLabel] == catalog.KindNodes {
+		if k := cm.Labels[catalog.CatalogLabel]; !want[name] && (k == catalog.KindNodes || k == catalog.KindIndex) {
 			stale[name] = true
 		}
 	}

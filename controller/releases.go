@@ -311,7 +311,10 @@ func (c *Controller) publishedNodes() []ipam.Released {
 	if err != nil {
 		return nil // nothing published yet
 	}
-	_, refs, err := catalog.DecodeBase(base)
+	refs, err := catalog.Refs(base, func(name string) *corev1.ConfigMap {
+		cm, _ := cms.Get(name)
+		return cm
+	})
 	if err != nil {
 		c.log.Warn("release graces: the published catalog is unreadable", "err", err)
 		return nil

@@ -16,38 +16,47 @@ import (
 )
 
 // Assemble reads a publication back: every site of base, and the nodes of
-// site from its slices (keyed by ConfigMap name; slices of other sites
-// and stale slices are ignored). A slice the base lists that is missing
-// or whose data does not hash to the listed value makes an error wrapping
-// ErrIncomplete: the writer has not finished (it writes slices first and
-// the base last), and the reader must keep what it has. A site the base
-// does not list is an error wrapping ErrUnknownSite. Malformed data is an
-// error naming the ConfigMap and key.
+// site from its index and slices (objs holds them by ConfigMap name; other
+// sites' objects and stale slices are ignored). The index must have been
+// written for the site's entry the base holds (the hashes match), and
+// every slice it lists must be there and hash to the listed value; else
+// the error wraps ErrIncomplete: a publication is in progress (a writer
+// writes slices, then indexes, then the base), and the reader must keep
+// what it has. A site the base does not list is an error wrapping
+// ErrUnknownSite. Malformed data is an error naming the ConfigMap and key.
+//
+// A base of the format before indexes (SlicesKey, the slice lists in the
+// base) is read as it was: its slice lists are the commit point.
 //
 // The result is not validated beyond decoding: the reader runs it through
 // the same checks as any catalog (config.Check) before using it.
-func Assemble(base *corev1.ConfigMap, slices map[string]*corev1.ConfigMap, site string) ([]config.Site, error) {
-	sites, refs, err := DecodeBase(base)
+func Assemble(base *corev1.ConfigMap, objs map[string]*corev1.ConfigMap, site string) ([]config.Site, error) {
+	b, err := decodeBase(base)
 	if err != nil {
 		return nil, err
 	}
 	idx := -1
-	for i := range sites {
-		if sites[i].Name == site {
+	for i := range b.sites {
+		if b.sites[i].Name == site {
 			idx = i
 		}
 	}
 	if idx < 0 {
 		return nil, fmt.Errorf("catalog: %w: %q", ErrUnknownSite, site)
 	}
-	for _, ref := range refs[site] {
-		cm := slices[ref.Name]
+	refs, err := b.siteRefs(site, func(name string) *corev1.ConfigMap { return objs[name] }, true)
+	if err != nil {
+		return nil, err
+	}
+	sites := b.sites
+	for _, ref := range refs {
+		cm := objs[ref.Name]
 		if cm == nil {
 			return nil, fmt.Errorf("catalog: site %q: %w: slice %s is missing", site, ErrIncomplete, ref.Name)
 		}
 		data := cm.Data[NodesKey]
 		if h := Hash([]byte(data)); h != ref.Hash {
-			return nil, fmt.Errorf("catalog: site %q: %w: slice %s has hash %.12s, the base lists %.12s", site, ErrIncomplete, ref.Name, h, ref.Hash)
+			return nil, fmt.Errorf("catalog: site %q: %w: slice %s has hash %.12s, the index lists %.12s", site, ErrIncomplete, ref.Name, h, ref.Hash)
 		}
 		nodes, err := DecodeNodes([]byte(data))
 		if err != nil {
@@ -62,53 +71,163 @@ func Assemble(base *corev1.ConfigMap, slices map[string]*corev1.ConfigMap, site 
 	return sites, nil
 }
 
-// DecodeBase reads the sites (without nodes) and the slice lists of a
-// base ConfigMap. A slice list for a site that is not listed, a site
-// without a slice list, or nodes in the sites data are errors.
+// Refs is each site's slice list as its index has it (or, in the format
+// before indexes, the base), for a writer that keeps its buckets and for
+// a reader of every site's nodes. A site without a readable index is left
+// out; the site hashes are not compared (Assemble does that). Only an
+// unreadable base is an error.
+func Refs(base *corev1.ConfigMap, get func(name string) *corev1.ConfigMap) (map[string][]SliceRef, error) {
+	b, err := decodeBase(base)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]SliceRef, len(b.sites))
+	for _, s := range b.sites {
+		if refs, err := b.siteRefs(s.Name, get, false); err == nil {
+			out[s.Name] = refs
+		}
+	}
+	return out, nil
+}
+
+// DecodeBase reads the sites (without nodes) of a base ConfigMap, and in
+// the format before indexes its slice lists (nil otherwise). Nodes in the
+// sites data, a site without a hash (or, before indexes, a slice list), or
+// a hash or list of a site that is not listed are errors.
 func DecodeBase(base *corev1.ConfigMap) ([]config.Site, map[string][]SliceRef, error) {
+	b, err := decodeBase(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.sites, b.legacy, nil
+}
+
+// DecodeIndex reads a site index's IndexKey data.
+func DecodeIndex(cm *corev1.ConfigMap) (Index, error) {
+	var idx Index
+	data, ok := cm.Data[IndexKey]
+	if !ok {
+		return idx, fmt.Errorf("catalog: ConfigMap %s %s: missing", cm.Name, IndexKey)
+	}
+	if err := decodeStrict([]byte(data), &idx); err != nil {
+		return idx, fmt.Errorf("catalog: ConfigMap %s %s: %w", cm.Name, IndexKey, err)
+	}
+	if len(idx.Site) != 64 {
+		return idx, fmt.Errorf("catalog: ConfigMap %s %s: site: needs a 64-digit hash", cm.Name, IndexKey)
+	}
+	if err := checkRefs(idx.Slices); err != nil {
+		return idx, fmt.Errorf("catalog: ConfigMap %s %s: slices%w", cm.Name, IndexKey, err)
+	}
+	return idx, nil
+}
+
+// decodedBase is a base ConfigMap read: its sites, and either each
+// site's entry hash (hashes) or, before indexes, its slice lists (legacy).
+type decodedBase struct {
+	name   string
+	sites  []config.Site
+	hashes map[string]string
+	legacy map[string][]SliceRef
+}
+
+func decodeBase(base *corev1.ConfigMap) (*decodedBase, error) {
 	if base == nil {
-		return nil, nil, fmt.Errorf("catalog: %w: no ConfigMap %s", ErrIncomplete, BaseName)
+		return nil, fmt.Errorf("catalog: %w: no ConfigMap %s", ErrIncomplete, BaseName)
 	}
 	where := func(key string) string { return "catalog: ConfigMap " + base.Name + " " + key }
-	for _, key := range []string{SitesKey, SlicesKey} {
+	listKey := SiteHashesKey
+	if _, ok := base.Data[SiteHashesKey]; !ok {
+		if _, old := base.Data[SlicesKey]; old {
+			listKey = SlicesKey
+		}
+	}
+	for _, key := range []string{SitesKey, listKey} {
 		if _, ok := base.Data[key]; !ok {
-			return nil, nil, fmt.Errorf("%s: missing", where(key))
+			return nil, fmt.Errorf("%s: missing", where(key))
 		}
 	}
 	var doc struct {
 		Sites []config.Site `yaml:"sites"`
 	}
 	if err := decodeStrict([]byte(base.Data[SitesKey]), &doc); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", where(SitesKey), err)
+		return nil, fmt.Errorf("%s: %w", where(SitesKey), err)
 	}
-	refs := map[string][]SliceRef{}
-	if err := decodeStrict([]byte(base.Data[SlicesKey]), &refs); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", where(SlicesKey), err)
+	b := &decodedBase{name: base.Name, sites: doc.Sites}
+	listed := map[string]bool{}
+	if listKey == SlicesKey {
+		b.legacy = map[string][]SliceRef{}
+		if err := decodeStrict([]byte(base.Data[SlicesKey]), &b.legacy); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(SlicesKey), err)
+		}
+		for name, list := range b.legacy {
+			listed[name] = true
+			if err := checkRefs(list); err != nil {
+				return nil, fmt.Errorf("%s: %s%w", where(SlicesKey), name, err)
+			}
+		}
+	} else {
+		b.hashes = map[string]string{}
+		if err := decodeStrict([]byte(base.Data[SiteHashesKey]), &b.hashes); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(SiteHashesKey), err)
+		}
+		for name, h := range b.hashes {
+			listed[name] = true
+			if len(h) != 64 {
+				return nil, fmt.Errorf("%s: %s: needs a 64-digit hash", where(SiteHashesKey), name)
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for i, s := range doc.Sites {
 		if len(s.Nodes) > 0 {
-			return nil, nil, fmt.Errorf("%s: sites[%d] (%q) lists nodes; they belong in its slices", where(SitesKey), i, s.Name)
+			return nil, fmt.Errorf("%s: sites[%d] (%q) lists nodes; they belong in its slices", where(SitesKey), i, s.Name)
 		}
 		if seen[s.Name] {
-			return nil, nil, fmt.Errorf("%s: site %q listed twice", where(SitesKey), s.Name)
+			return nil, fmt.Errorf("%s: site %q listed twice", where(SitesKey), s.Name)
 		}
 		seen[s.Name] = true
-		if _, ok := refs[s.Name]; !ok {
-			return nil, nil, fmt.Errorf("%s: no slice list for site %q", where(SlicesKey), s.Name)
+		if !listed[s.Name] {
+			return nil, fmt.Errorf("%s: no entry for site %q", where(listKey), s.Name)
 		}
 	}
-	for name, list := range refs {
+	for name := range listed {
 		if !seen[name] {
-			return nil, nil, fmt.Errorf("%s: slices of site %q, which %s does not list", where(SlicesKey), name, SitesKey)
-		}
-		for i, r := range list {
-			if r.Name == "" || len(r.Hash) != 64 {
-				return nil, nil, fmt.Errorf("%s: %s[%d]: needs a name and a 64-digit hash", where(SlicesKey), name, i)
-			}
+			return nil, fmt.Errorf("%s: an entry for site %q, which %s does not list", where(listKey), name, SitesKey)
 		}
 	}
-	return doc.Sites, refs, nil
+	return b, nil
+}
+
+// siteRefs is site's slice list: the base's before indexes, else its
+// index's, which (when pinned) must have been written for the site's
+// entry in this base.
+func (b *decodedBase) siteRefs(site string, get func(name string) *corev1.ConfigMap, pinned bool) ([]SliceRef, error) {
+	if b.legacy != nil {
+		return b.legacy[site], nil
+	}
+	name := IndexName(site)
+	cm := get(name)
+	if cm == nil {
+		return nil, fmt.Errorf("catalog: site %q: %w: index %s is missing", site, ErrIncomplete, name)
+	}
+	idx, err := DecodeIndex(cm)
+	if err != nil {
+		return nil, err
+	}
+	if pinned && idx.Site != b.hashes[site] {
+		return nil, fmt.Errorf("catalog: site %q: %w: index %s was written for the site's entry %.12s, the base holds %.12s", site, ErrIncomplete, name, idx.Site, b.hashes[site])
+	}
+	return idx.Slices, nil
+}
+
+// checkRefs refuses a slice list entry without a name or a full hash.
+func checkRefs(list []SliceRef) error {
+	for i, r := range list {
+		if r.Name == "" || len(r.Hash) != 64 {
+			return fmt.Errorf("[%d]: needs a name and a 64-digit hash", i)
+		}
+	}
+	return nil
 }
 
 // DecodeNodes reads a slice's NodesKey data.

@@ -11,25 +11,35 @@ import (
 // interface between the controller (the writer) and the gateways (the
 // readers) and must not change.
 const (
-	// BaseName is the base ConfigMap, the publication's commit point.
+	// BaseName is the base ConfigMap, the commit point of the sites
+	// (every site's entry, without nodes).
 	BaseName = "bridgehead-catalog"
 	// CatalogLabel marks every catalog ConfigMap: KindSites on the base,
-	// KindNodes on node slices.
+	// KindIndex on a site's index, KindNodes on node slices.
 	CatalogLabel = v1.GroupName + "/catalog"
 	KindSites    = "sites"
+	KindIndex    = "index"
 	KindNodes    = "nodes"
-	// SiteLabel on a node slice names its site (the label the controller
-	// also puts on Nodes).
+	// SiteLabel on a site's index and node slices names its site (the
+	// label the controller also puts on Nodes).
 	SiteLabel = v1.GroupName + "/site"
 
 	// SitesKey (base) holds the sites in the config file's `sites:` YAML,
-	// without nodes; SlicesKey (base) each site's node slices, in order,
-	// with the hash of each; RelaysKey (base, only when a site has a
-	// relay) each site's relay spec; NodesKey (slice) the nodes.
-	SitesKey  = "sites.yaml"
+	// without nodes; SiteHashesKey (base) the hash of each site's entry
+	// (siteHash); RelaysKey (base, only when a site has a relay) each
+	// site's relay spec; IndexKey (index) the hash of its site's entry
+	// and the site's node slices, in order, with the hash of each;
+	// NodesKey (slice) the nodes.
+	SitesKey      = "sites.yaml"
+	SiteHashesKey = "sitehashes.yaml"
+	RelaysKey     = "relays.yaml"
+	IndexKey      = "index.yaml"
+	NodesKey      = "nodes.yaml"
+	// SlicesKey (base) is the slice lists of the format before per-site
+	// indexes, when the base was the one commit point and every join
+	// rewrote it. Assemble still reads it, so readers can be upgraded
+	// before the controller; Render no longer writes it.
 	SlicesKey = "slices.yaml"
-	RelaysKey = "relays.yaml"
-	NodesKey  = "nodes.yaml"
 
 	// MaxNodesPerSlice bounds the nodes of one slice (Unbounded-Net's
 	// node slices hold 500 too): at ~110 bytes a dual-stack node, a
@@ -55,6 +65,23 @@ var ErrUnknownSite = errors.New("site not in the catalog")
 // SliceName is the name of node slice k of site.
 func SliceName(site string, k int) string {
 	return BaseName + "-" + site + "-" + strconv.Itoa(k)
+}
+
+// IndexName is the name of site's index, the commit point of its node
+// slices. A slice's name ends in digits, an index's in "-index", so no
+// site's index is another site's slice.
+func IndexName(site string) string {
+	return BaseName + "-" + site + "-index"
+}
+
+// Index is the content of a site's index (IndexKey).
+type Index struct {
+	// Site is the hash of the site's entry in the base this index was
+	// written with (the base's SiteHashesKey lists the same value while
+	// that entry is in force).
+	Site string `yaml:"site" json:"site"`
+	// Slices are the site's node slices, in order.
+	Slices []SliceRef `yaml:"slices" json:"slices"`
 }
 
 // SliceRef is one entry of the base's slice list.

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/bridgehead/bridgehead/config"
 	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 )
@@ -141,16 +143,22 @@ func TestRoundTrip(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := roundTrip(t, tc.sites, 0)
-			if got := len(objs) - 1; got != tc.slices {
-				t.Fatalf("%d slices, want %d", got, tc.slices)
+			sl, ix, base := WriteOrder(objs)
+			if len(sl) != tc.slices || len(ix) != len(tc.sites) || len(base) != 1 || len(objs) != len(sl)+len(ix)+1 {
+				t.Fatalf("%d slices, %d indexes, %d bases, want %d, %d, 1", len(sl), len(ix), len(base), tc.slices, len(tc.sites))
 			}
-			for _, o := range objs[1:] {
+			for _, o := range sl {
 				n, err := DecodeNodes([]byte(o.Data[NodesKey]))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(n) > MaxNodesPerSlice || o.Labels[CatalogLabel] != KindNodes || !strings.HasPrefix(o.Name, SliceName(o.Labels[SiteLabel], 0)[:len(o.Name)-1]) {
+				if len(n) > MaxNodesPerSlice || !strings.HasPrefix(o.Name, BaseName+"-"+o.Labels[SiteLabel]+"-") {
 					t.Fatalf("slice %s: %d nodes, labels %v", o.Name, len(n), o.Labels)
+				}
+			}
+			for _, o := range ix {
+				if o.Name != IndexName(o.Labels[SiteLabel]) {
+					t.Fatalf("index %s of site %q", o.Name, o.Labels[SiteLabel])
 				}
 			}
 		})
@@ -158,7 +166,8 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestDeterministic: the same sites in any node order render to the same
-// bytes, and a changed node changes only its own slice and the base.
+// bytes, and a changed node changes only its own slice and its site's
+// index, never the base.
 func TestDeterministic(t *testing.T) {
 	a, err := Render(plan(3, 1600))
 	if err != nil {
@@ -186,7 +195,7 @@ func TestDeterministic(t *testing.T) {
 			changed = append(changed, a[i].Name)
 		}
 	}
-	if want := []string{BaseName, SliceName("site-001", bucketOf(sites[1].Nodes[0].Name, 4))}; !slices.Equal(changed, want) {
+	if want := []string{SliceName("site-001", bucketOf(sites[1].Nodes[0].Name, 4)), IndexName("site-001")}; !slices.Equal(changed, want) {
 		t.Fatalf("changed %v, want %v", changed, want)
 	}
 }
@@ -222,8 +231,10 @@ func TestRenderRefuses(t *testing.T) {
 	}
 }
 
-// TestAssembleIncomplete: a reader that sees the base of one publication
-// with slices of another refuses it with ErrIncomplete.
+// TestAssembleIncomplete: a reader that sees objects of two publications
+// that do not fit together refuses them with ErrIncomplete: an index with
+// slices of another publication, an index written for another entry of
+// its site than the base holds, a missing index or slice.
 func TestAssembleIncomplete(t *testing.T) {
 	old, err := Render(plan(2, 1200))
 	if err != nil {
@@ -231,11 +242,23 @@ func TestAssembleIncomplete(t *testing.T) {
 	}
 	sites := plan(2, 1200)
 	sites[0].Nodes = sites[0].Nodes[:400] // site-000 shrinks to one slice
+	sites[0].Keepalive = 7 * time.Second  // and its entry changes
 	cur, err := Render(sites)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed := byName(old)
+	with := func(objs []*corev1.ConfigMap, names ...string) map[string]*corev1.ConfigMap {
+		m := byName(objs)
+		for _, n := range names {
+			m[n] = byName(cur)[n]
+		}
+		return m
+	}
+	without := func(objs []*corev1.ConfigMap, name string) map[string]*corev1.ConfigMap {
+		m := byName(objs)
+		delete(m, name)
+		return m
+	}
 	for _, tc := range []struct {
 		name   string
 		base   *corev1.ConfigMap
@@ -245,8 +268,11 @@ func TestAssembleIncomplete(t *testing.T) {
 		msg    string
 	}{
 		{"no base", nil, byName(cur), "site-000", ErrIncomplete, "no ConfigMap bridgehead-catalog"},
-		{"new base, old slices", cur[0], mixed, "site-000", ErrIncomplete, "slice bridgehead-catalog-site-000-0 has hash"},
-		{"slice missing", old[0], map[string]*corev1.ConfigMap{}, "site-001", ErrIncomplete, "slice bridgehead-catalog-site-001-0 is missing"},
+		{"new base, old index", cur[0], byName(old), "site-000", ErrIncomplete, "index bridgehead-catalog-site-000-index was written for the site's entry"},
+		{"old base, new index", old[0], with(old, IndexName("site-000")), "site-000", ErrIncomplete, "was written for the site's entry"},
+		{"new index, old slices", cur[0], with(old, IndexName("site-000")), "site-000", ErrIncomplete, "slice bridgehead-catalog-site-000-0 has hash"},
+		{"index missing", cur[0], without(cur, IndexName("site-001")), "site-001", ErrIncomplete, "index bridgehead-catalog-site-001-index is missing"},
+		{"slice missing", old[0], without(old, SliceName("site-001", 0)), "site-001", ErrIncomplete, "slice bridgehead-catalog-site-001-0 is missing"},
 		{"unknown site", cur[0], byName(cur), "site-009", ErrUnknownSite, `"site-009"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,6 +292,53 @@ func TestAssembleIncomplete(t *testing.T) {
 	got, err := Assemble(cur[0], all, "site-000")
 	if err != nil || len(got[0].Nodes) != 400 {
 		t.Fatalf("with stale slices: %d nodes, %v", len(got[0].Nodes), err)
+	}
+	// A site whose entry did not change reads its index and slices of
+	// any publication with any base: the other site's objects are not
+	// the site's commit point.
+	if got, err := Assemble(cur[0], byName(old), "site-001"); err != nil || len(got[1].Nodes) != 600 {
+		t.Fatalf("site-001, new base, old objects: %d nodes, %v", len(got[1].Nodes), err)
+	}
+}
+
+// TestLegacyBase: a base of the format before indexes (the slice lists in
+// the base) still assembles, so readers can be upgraded before the
+// controller; its slice lists are its commit point.
+func TestLegacyBase(t *testing.T) {
+	objs, err := Render(plan(2, 700))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := objs[0].DeepCopy()
+	delete(legacy.Data, SiteHashesKey)
+	lists := map[string][]SliceRef{}
+	m := map[string]*corev1.ConfigMap{}
+	for _, o := range objs[1:] {
+		if o.Labels[CatalogLabel] == KindIndex {
+			idx, err := DecodeIndex(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lists[o.Labels[SiteLabel]] = idx.Slices
+			continue
+		}
+		m[o.Name] = o
+	}
+	data, err := yaml.Marshal(lists)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy.Data[SlicesKey] = string(data)
+	got, err := Assemble(legacy, m, "site-001")
+	if err != nil || len(got[1].Nodes) != 350 {
+		t.Fatalf("legacy base: %d nodes, %v", len(got[1].Nodes), err)
+	}
+	if counts := BucketCounts(legacy, func(n string) *corev1.ConfigMap { return m[n] }); counts["site-000"] != 2 || counts["site-001"] != 2 {
+		t.Fatalf("legacy bucket counts %v", counts)
+	}
+	m[SliceName("site-001", 1)] = m[SliceName("site-000", 1)]
+	if _, err := Assemble(legacy, m, "site-001"); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("legacy base, wrong slice: %v", err)
 	}
 }
 
@@ -287,10 +360,13 @@ func TestDecodeBaseRefuses(t *testing.T) {
 		{"nodes in base", func(d map[string]string) {
 			d[SitesKey] = strings.Replace(d[SitesKey], "gateways:", "nodes: [{name: x}]\n    gateways:", 1)
 		}, "lists nodes"},
-		{"site without slices", func(d map[string]string) { d[SlicesKey] = "site-000: []\n" }, `no slice list for site "site-001"`},
-		{"slices of no site", func(d map[string]string) { d[SlicesKey] += "site-x: []\n" }, `slices of site "site-x"`},
-		{"short hash", func(d map[string]string) { d[SlicesKey] = strings.Replace(d[SlicesKey], "hash: ", "hash: 0", 1) }, "64-digit hash"},
-		{"two documents", func(d map[string]string) { d[SlicesKey] += "---\n{}\n" }, "more than one YAML document"},
+		{"no site hashes", func(d map[string]string) { delete(d, SiteHashesKey) }, "sitehashes.yaml: missing"},
+		{"site without hash", func(d map[string]string) {
+			d[SiteHashesKey] = strings.Split(d[SiteHashesKey], "\n")[0] + "\n"
+		}, `no entry for site "site-001"`},
+		{"hash of no site", func(d map[string]string) { d[SiteHashesKey] += "site-x: " + strings.Repeat("0", 64) + "\n" }, `an entry for site "site-x"`},
+		{"short hash", func(d map[string]string) { d[SiteHashesKey] = strings.Replace(d[SiteHashesKey], ": ", ": 0", 1) }, "64-digit hash"},
+		{"two documents", func(d map[string]string) { d[SiteHashesKey] += "---\n{}\n" }, "more than one YAML document"},
 		{"bad prefix", func(d map[string]string) { d[SitesKey] = strings.Replace(d[SitesKey], "10.0.0.0/16", "10.0.0.0/33", 1) }, "10.0.0.0/33"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -334,21 +410,25 @@ func TestScale(t *testing.T) {
 		sites, nodes int
 		objects      int
 	}{
-		{"200 sites", 200, 10000, 1 + 200},
-		{"one site", 1, 10000, 1 + 64},
+		{"200 sites", 200, 10000, 1 + 200 + 200},
+		{"one site", 1, 10000, 1 + 64 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := roundTrip(t, plan(tc.sites, tc.nodes), 5)
 			if len(objs) != tc.objects {
 				t.Fatalf("%d objects, want %d", len(objs), tc.objects)
 			}
-			total, largest := 0, 0
-			for _, o := range objs[1:] {
+			sl, ix, _ := WriteOrder(objs)
+			total, largest, largestIndex := 0, 0, 0
+			for _, o := range sl {
 				total += Size(o)
 				largest = max(largest, Size(o))
 			}
-			t.Logf("base %d bytes; %d slices: largest %d bytes, total %d", Size(objs[0]), len(objs)-1, largest, total)
-			if Size(objs[0]) > MaxObjectBytes/4 || largest > MaxObjectBytes/4 {
+			for _, o := range ix {
+				largestIndex = max(largestIndex, Size(o))
+			}
+			t.Logf("base %d bytes; %d slices: largest %d bytes, total %d; %d indexes, largest %d bytes", Size(objs[0]), len(sl), largest, total, len(ix), largestIndex)
+			if Size(objs[0]) > MaxObjectBytes/4 || largest > MaxObjectBytes/4 || largestIndex > MaxObjectBytes/4 {
 				t.Fatalf("an object over a quarter of the bound")
 			}
 		})
@@ -370,7 +450,8 @@ func BenchmarkRender(b *testing.B) {
 				}
 			}
 			largest, total := 0, 0
-			for _, o := range objs[1:] {
+			sl, _, _ := WriteOrder(objs)
+			for _, o := range sl {
 				total += Size(o)
 				largest = max(largest, Size(o))
 			}
@@ -401,7 +482,15 @@ func FuzzAssemble(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(objs[0].Data[SitesKey], objs[0].Data[SlicesKey], objs[1].Data[NodesKey])
+	idx, err := DecodeIndex(objs[2]) // site-000's: one slice, then its index
+	if err != nil {
+		f.Fatal(err)
+	}
+	lists, err := yaml.Marshal(map[string][]SliceRef{"site-000": idx.Slices, "site-001": {}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(objs[0].Data[SitesKey], string(lists), objs[1].Data[NodesKey])
 	f.Add("sites: []\n", "{}\n", "")
 	f.Add("sites:\n- name: a\n", "a: [{name: bridgehead-catalog-a-0, hash: x}]\n", "nodes: [{name: n, address: 10.0.0.1}]\n")
 	f.Fuzz(func(t *testing.T, sitesData, slicesData, nodesData string) {

@@ -39,21 +39,18 @@ func Namespace(ns string) Option { return func(o *options) { o.namespace = ns } 
 func Relays(r map[string]*v1.RelaySpec) Option { return func(o *options) { o.relays = r } }
 
 // PreviousBuckets gives each site's slice count in the publication in
-// force (BucketCounts of its base): a site keeps its count while its size
+// force (BucketCounts of the publication): a site keeps its count while its size
 // stays within the band around it (see bucketCount), so its slices stay
 // where they are.
 func PreviousBuckets(counts map[string]int) Option {
 	return func(o *options) { o.previous = counts }
 }
 
-// BucketCounts is the slice count of each site a base lists (nil for a
-// nil or unreadable base), for PreviousBuckets.
-func BucketCounts(base *corev1.ConfigMap) map[string]int {
-	if base == nil {
-		return nil
-	}
-	refs := map[string][]SliceRef{}
-	if err := decodeStrict([]byte(base.Data[SlicesKey]), &refs); err != nil {
+// BucketCounts is the slice count of each site a publication lists
+// (see Refs; nil for a nil or unreadable base), for PreviousBuckets.
+func BucketCounts(base *corev1.ConfigMap, get func(name string) *corev1.ConfigMap) map[string]int {
+	refs, err := Refs(base, get)
+	if err != nil {
 		return nil
 	}
 	out := make(map[string]int, len(refs))
@@ -121,37 +118,44 @@ func buckets(nodes []config.Node, count int) [][]config.Node {
 	}
 }
 
-// Render renders sites into the base ConfigMap (first) and the node
-// slices of each site, in site order then slice order. The sites go into
-// the base in the order given, each site's nodes into its slices sorted
-// by name: the same sites give byte-identical objects. An invalid object
-// name or label, a site listed twice or an object whose data exceeds
-// MaxObjectBytes is an error naming the site.
+// Render renders sites into the base ConfigMap (first), then each
+// site's node slices followed by its index, in site order then slice
+// order: the order a writer may write them in one at a time (see
+// WriteOrder for parallel writers). The sites go into the base in the
+// order given, each site's nodes into its slices sorted by name: the same
+// sites give byte-identical objects. An invalid object name or label, a
+// site listed twice or an object whose data exceeds MaxObjectBytes is an
+// error naming the site.
 func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	bare := make([]config.Site, len(sites))
-	refs := map[string][]SliceRef{}
+	hashes := map[string]string{}
 	var out []*corev1.ConfigMap
 	for i, s := range sites {
 		if err := CheckSiteName(s.Name); err != nil {
 			return nil, fmt.Errorf("catalog: sites[%d]: %w", i, err)
 		}
-		if _, dup := refs[s.Name]; dup {
+		if _, dup := hashes[s.Name]; dup {
 			return nil, fmt.Errorf("catalog: sites[%d]: site %q listed twice", i, s.Name)
 		}
 		bare[i] = s
 		bare[i].Nodes = nil
+		h, err := siteHash(bare[i])
+		if err != nil {
+			return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
+		}
+		hashes[s.Name] = h
 		nodes := slices.Clone(s.Nodes)
 		slices.SortStableFunc(nodes, func(a, b config.Node) int { return cmp.Compare(a.Name, b.Name) })
-		refs[s.Name] = []SliceRef{}
+		idx := Index{Site: h, Slices: []SliceRef{}}
 		// Stable buckets: a node's slice depends on its name and the
 		// site's slice count only, so a join or a leave rewrites one
 		// slice (cutting by position in name order rewrote every slice
 		// after it). Every slice of the count is written, empty or not,
-		// so the base's list says the count.
+		// so the index's list says the count.
 		for k, part := range buckets(nodes, bucketCount(len(nodes), o.previous[s.Name])) {
 			data := encodeNodes(part)
 			name := SliceName(s.Name, k)
@@ -160,22 +164,34 @@ func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
 			if err := checkSize(cm); err != nil {
 				return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
 			}
-			refs[s.Name] = append(refs[s.Name], SliceRef{Name: name, Hash: Hash(data)})
+			idx.Slices = append(idx.Slices, SliceRef{Name: name, Hash: Hash(data)})
 			out = append(out, cm)
 		}
+		// The site's commit point: its entry's hash and its slices'. A
+		// join rewrites a slice and this, never the base.
+		data, err := yaml.Marshal(idx)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
+		}
+		cm := configMap(o.namespace, IndexName(s.Name), map[string]string{CatalogLabel: KindIndex, SiteLabel: s.Name},
+			map[string]string{IndexKey: string(data)})
+		if err := checkSize(cm); err != nil {
+			return nil, fmt.Errorf("catalog: site %q: %w", s.Name, err)
+		}
+		out = append(out, cm)
 	}
 	var sitesData bytes.Buffer
 	if err := kube.WriteCatalog(&sitesData, &config.Config{Sites: bare}); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	slicesData, err := yaml.Marshal(refs) // map keys sorted
+	hashData, err := yaml.Marshal(hashes) // map keys sorted
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	data := map[string]string{SitesKey: sitesData.String(), SlicesKey: string(slicesData)}
+	data := map[string]string{SitesKey: sitesData.String(), SiteHashesKey: string(hashData)}
 	relays := map[string]*v1.RelaySpec{}
 	for name, r := range o.relays {
-		if _, ok := refs[name]; ok && r != nil {
+		if _, ok := hashes[name]; ok && r != nil {
 			relays[name] = r
 		}
 	}
@@ -191,6 +207,36 @@ func Render(sites []config.Site, opts ...Option) ([]*corev1.ConfigMap, error) {
 		return nil, fmt.Errorf("catalog: %w (%d sites)", err, len(sites))
 	}
 	return append([]*corev1.ConfigMap{base}, out...), nil
+}
+
+// siteHash is the hex SHA-256 of one site's entry (without nodes) as
+// the base's SitesKey would hold it alone: what a site's index and the
+// base's SiteHashesKey pin.
+func siteHash(bare config.Site) (string, error) {
+	var b bytes.Buffer
+	if err := kube.WriteCatalog(&b, &config.Config{Sites: []config.Site{bare}}); err != nil {
+		return "", err
+	}
+	return Hash(b.Bytes()), nil
+}
+
+// WriteOrder groups a Render's objects for a writer: node slices, then
+// indexes, then the base. Every object is written only once every object
+// it lists is (an index lists slices, the base pins the indexes' site
+// hashes), so a writer may write each group's objects in parallel and
+// must finish a group before it starts the next.
+func WriteOrder(objs []*corev1.ConfigMap) (slices, indexes, base []*corev1.ConfigMap) {
+	for _, o := range objs {
+		switch o.Labels[CatalogLabel] {
+		case KindNodes:
+			slices = append(slices, o)
+		case KindIndex:
+			indexes = append(indexes, o)
+		default:
+			base = append(base, o)
+		}
+	}
+	return slices, indexes, base
 }
 
 // Hash is the hex SHA-256 of a slice's NodesKey data, as the base lists it.
@@ -221,7 +267,7 @@ func CheckSiteName(name string) error {
 	if errs := validation.IsValidLabelValue(name); name == "" || len(errs) > 0 {
 		return fmt.Errorf("site name %q is not a valid label value: %s", name, strings.Join(errs, "; "))
 	}
-	if errs := validation.IsDNS1123Subdomain(SliceName(name, 0)); len(errs) > 0 {
+	if errs := validation.IsDNS1123Subdomain(IndexName(name)); len(errs) > 0 {
 		return fmt.Errorf("site name %q makes an invalid ConfigMap name: %s", name, strings.Join(errs, "; "))
 	}
 	return nil

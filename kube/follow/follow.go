@@ -142,7 +142,9 @@ func New(o Options) (*Follower, error) {
 
 	const baseSource, slicesSource = "base", "slices"
 	f.conn = newConn(f.log, o.Clock, &f.m, baseSource, slicesSource)
-	sel := labels.Set{catalog.CatalogLabel: catalog.KindNodes, catalog.SiteLabel: o.Site}.String()
+	// The site's node slices and its index (its commit point).
+	sel := fmt.Sprintf("%s in (%s,%s),%s", catalog.CatalogLabel, catalog.KindIndex, catalog.KindNodes,
+		labels.Set{catalog.SiteLabel: o.Site}.String())
 	f.base = newInformer(f.conn.listWatch(o.Client, o.Namespace, baseSource, func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", catalog.BaseName).String()
 	}))

@@ -58,7 +58,8 @@ func labSites(n int, bPods string) []config.Site {
 func pfx(s string) []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix(s)} }
 
 // publish writes a publication as the controller does: slices first,
-// the base last, then deletes slices the base no longer lists.
+// then the indexes, the base last, then deletes slices and indexes no
+// longer listed.
 func publish(t *testing.T, cs kubernetes.Interface, sites []config.Site, opts ...catalog.Option) {
 	t.Helper()
 	cms, err := catalog.Render(sites, append([]catalog.Option{catalog.Namespace(ns)}, opts...)...)
@@ -70,7 +71,7 @@ func publish(t *testing.T, cs kubernetes.Interface, sites []config.Site, opts ..
 		keep[cm.Name] = true
 		apply(t, cs, cm)
 	}
-	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: catalog.CatalogLabel + "=" + catalog.KindNodes})
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: catalog.CatalogLabel + " in (" + catalog.KindNodes + "," + catalog.KindIndex + ")"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,14 +245,18 @@ func TestFollow(t *testing.T) {
 	publish(t, cs, joined)
 	waitFor(t, "the join written", 10*time.Second, func() bool { return nodesOf(fileSites(t, path), "a") == 601 })
 
-	// Incomplete: a base listing a slice that is not there yet.
+	// Incomplete: a's index listing a slice that is not there yet.
 	before, _ := os.ReadFile(path)
 	cms, err := catalog.Render(labSites(602, "10.102.0.0/16"), catalog.Namespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
 	inc := refused(StateIncomplete)
-	apply(t, cs, cms[0]) // base only
+	for _, cm := range cms {
+		if cm.Name == catalog.IndexName("a") {
+			apply(t, cs, cm) // the index only
+		}
+	}
 	waitFor(t, "the incomplete publication seen", 10*time.Second, func() bool { return refused(StateIncomplete) > inc })
 	if after, _ := os.ReadFile(path); string(after) != string(before) {
 		t.Fatal("an incomplete publication changed the file")
