@@ -178,6 +178,46 @@
 // its datagrams take (direct.go). The address never decides that alone;
 // the session does, and the router authenticates the datagram with it.
 //
+// # NAT routers that accept datagrams to themselves: the hub, by choice
+//
+// A NAT router with no input filter (it accepts unsolicited datagrams to
+// its own address, as a Linux box with an empty ruleset does) breaks the
+// simultaneous open when the other spoke's first probe reaches it before
+// its own spoke's probe has left: the router delivers that probe to its
+// own stack and confirms a conntrack entry for it, whose reply direction
+// is its spoke's mapping toward the other. Its spoke's probe toward the
+// other then clashes with that entry, and source NAT moves it to a new
+// port, which the other side never learns: its own NAT drops it (input
+// filter) or clashes in turn (none). The other spoke's probes, every
+// DirectProbeInterval, refresh the stray entry long before the 30 s a
+// Linux router keeps an unanswered UDP entry, so the pair stays on the
+// hub for good. The NAT lab's routers drop such datagrams (an input
+// policy of drop, as routers ship), and the pair goes direct there.
+//
+// Tailscale's disco was read for this. Its peers ping each other's
+// candidate addresses at once when a CallMeMaybe, relayed by DERP, tells
+// them to (our hints do the same), answer a ping at the address it came
+// from, and report in the pong the address the ping was seen from, so a
+// peer learns a mapping it could not predict. None of that helps here:
+// the clashing probe is dropped before any gateway sees it, so there is
+// no new address to learn, and Tailscale stays on DERP in the same case,
+// trying to upgrade the path again while the peers talk.
+//
+// What would get through: both spokes silent toward each other for longer
+// than the router's UDP timeout, then the spoke behind the router without
+// input filter sending first, so that its mapping exists before anything
+// arrives from the other side. Neither spoke can tell which router that
+// is, so it takes rounds of silence of at least 30 s each, alternating
+// which side speaks first, with the hub keeping the rounds in step, and
+// it never works when both routers lack the filter. The pair keeps full
+// connectivity through the hub meanwhile, the router's operator can close
+// the case with one input rule (drop new inbound UDP to the router,
+// which is every router's shipped default), and the path is visible
+// (`status` shows "via hub" for the pair; bridgehead_transit_* counts the
+// hub's relayed datagrams). So bridgehead keeps the pair on the hub,
+// and documents the rule; the rounds above are the design to build if
+// such routers turn out to be common among operators' edge sites.
+//
 // # Several hub gateways and hub sites
 //
 // A spoke's path to a remote gateway through a hub picks the hub gateway
