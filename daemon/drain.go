@@ -195,10 +195,11 @@ func StopSignals(parent context.Context, log *slog.Logger) (ctx context.Context,
 }
 
 // drainOn waits for drain to close, then drains the gateway with the
-// running config's drain section and calls stopRouter; it returns at
-// once when ctx ends first (a stop without a drain), and a drain cut
-// short by ctx (a second signal) ends the same way. Run's goroutine.
-func (g *gateway) drainOn(ctx context.Context, drain <-chan struct{}, stopRouter func(), n *sdnotify.Notifier) {
+// running config's drain section and calls stop (Run's cancel: the
+// router and every loop of Run stop together); it returns at once when
+// ctx ends first (a stop without a drain), and a drain cut short by ctx
+// (a second signal) ends the same way. Run's goroutine.
+func (g *gateway) drainOn(ctx context.Context, drain <-chan struct{}, stop func(), n *sdnotify.Notifier) {
 	select {
 	case <-ctx.Done():
 		return
@@ -208,5 +209,5 @@ func (g *gateway) drainOn(ctx context.Context, drain <-chan struct{}, stopRouter
 	cfg := g.cfg.Load()
 	d := drainer{log: g.log, r: g.r, clock: router.SystemClock{}, setDraining: func() { g.draining.Store(true) }, status: n.Status}
 	d.run(ctx, cfg.DrainTimeout(), cfg.DrainQuiet())
-	stopRouter()
+	stop()
 }
