@@ -336,14 +336,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready()
 	}
-	routerCtx, stopRouter := context.WithCancel(ctx)
-	defer stopRouter()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		g.drainOn(ctx, o.Drain, stopRouter, notify)
+		g.drainOn(ctx, o.Drain, cancel, notify)
 	}()
-	err = r.Run(routerCtx)
+	err = r.Run(ctx)
 	notify.Stopping()
 	cancel()
 	<-drained
