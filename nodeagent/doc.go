@@ -72,6 +72,17 @@
 // (kubenode: BridgeNetfilterMissing, ForwardBlocked) and one Warning
 // Event; the other stages carry on.
 //
+// # Restarts, upgrades and rollbacks (state.go, adopt.go)
+//
+// A new agent process adopts the node the old one left: it reads the
+// host state file (Options.StateFile: what the agent owns, with a schema
+// version) before it touches anything, migrates an older schema (none at
+// all is schema 1, the agents before the file) and compares everything
+// with its model, changing only what differs: no table is deleted, no
+// route flushed, the CNI config is not rewritten when it is the same. A
+// file of a newer schema (a rollback) makes it change nothing on the
+// node and report stage "state" until it is gone.
+//
 // Errors never leave the node half-changed on purpose: a catalog that does
 // not load leaves everything as it was, and each owner reports its own
 // failure (log, metrics) while the others carry on.
