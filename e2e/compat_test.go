@@ -128,7 +128,7 @@ func TestChangelogNamesARelease(t *testing.T) {
 
 // releaseBuild is the cache recipe: a change here rebuilds every cached
 // release.
-const releaseBuild = "go build -trimpath -ldflags '-X main.version=VERSION' ./cmd/bridgehead ./cmd/bhprobe, GOTOOLCHAIN=local, 1"
+const releaseBuild = "go build -trimpath -buildvcs=false -ldflags '-X main.version=VERSION' ./cmd/bridgehead ./cmd/bhprobe, GOTOOLCHAIN=local GOFLAGS="
 
 // releaseBinaries returns a directory with bridgehead and bhprobe built
 // from rel's commit with this toolchain, cached in
@@ -200,7 +200,9 @@ func releaseBinaries(t *testing.T, rel release) string {
 		t.Fatalf("tar -x of %s: %v\n%s", rel.commit, err, untarErr.String())
 	}
 	for _, cmd := range []string{"bridgehead", "bhprobe"} {
-		c := exec.Command("go", "build", "-trimpath", "-ldflags", "-X main.version="+rel.version, "-o", filepath.Join(bin, cmd), "./cmd/"+cmd)
+		// The extracted tree has no .git (and may sit in another
+		// repository): the version comes from -X, not from VCS.
+		c := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", "-X main.version="+rel.version, "-o", filepath.Join(bin, cmd), "./cmd/"+cmd)
 		c.Dir = src
 		c.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
 		if out, err := c.CombinedOutput(); err != nil {
