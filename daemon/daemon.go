@@ -173,6 +173,14 @@ func Run(ctx context.Context, o Options) error {
 		ld.close()
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
+	ring, err := keyRing(cfg, nil, time.Now()) // a rollover's previous key (keys.go)
+	if err == nil {
+		err = r.SetKeyRing(ring)
+	}
+	if err != nil {
+		ld.close()
+		return err
+	}
 	ns, err := netsetup.New(log)
 	if err != nil {
 		ld.close()
@@ -196,6 +204,7 @@ func Run(ctx context.Context, o Options) error {
 		checkOpts: config.CheckOptions{Overrides: o.Overrides}}
 	g.m.reg.MustRegister(newPathCollector(g.peerStates))
 	g.cfg.Store(cfg)
+	g.keyDigest = keyFileDigest(cfg)
 	// The LAN watch exists before /readyz is served, which reads it.
 	links := lanLinks{h: &netlink.Handle{}}
 	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: links.probe, resolve: links.side, deliver: r.SetCanDeliver,

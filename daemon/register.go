@@ -106,7 +106,12 @@ func (g *gateway) registerStatus() register.Status {
 	now := time.Now()
 	cfg := g.cfg.Load()
 	rep := g.readiness(now)
-	s := register.Status{PublicKey: g.id.Public.String(), Ready: rep.Ready}
+	ring := g.r.KeyRing()
+	s := register.Status{PublicKey: ring.Current.Public.String(), Ready: rep.Ready}
+	if ring.PreviousLive(now) {
+		s.PreviousPublicKey, s.PreviousKeyExpires = ring.Previous.Public.String(), ring.PreviousUntil
+		s.KeySignature = rolloverProof(ring)
+	}
 	if gw := cfg.LocalGateway(); gw != nil {
 		s.Endpoint = gw.Endpoint
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -46,6 +45,9 @@ type gateway struct {
 
 	mu  sync.Mutex
 	cfg atomic.Pointer[config.Config]
+	// keyDigest is the key files the running keys came from (keys.go):
+	// under mu.
+	keyDigest [32]byte
 	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
 	// move and stop it; status reads it from any goroutine.
 	relay atomic.Pointer[relay.Relay]
@@ -132,6 +134,9 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 	// that follows a catalog (kubernetes.follow) hashes with its catalog
 	// file: a change of either is a reload.
 	if old.HashWith(data) == old.Hash() {
+		if err := g.reloadKeys(old); err != nil { // new key files (keys.go)
+			return true, err
+		}
 		g.log.Debug("config unchanged", "config", path, "trigger", why)
 		if why == triggerWatch {
 			// Nothing to do: the periodic repair keeps the routes.
@@ -158,6 +163,10 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 	rc, err := routerConfig(next)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", next.Path, err)
+	}
+	ring, err := keyRing(next, g.r.KeyRing(), time.Now())
+	if err != nil {
+		return false, err
 	}
 	relayCfg, err := relayConfig(next)
 	if err != nil {
@@ -206,6 +215,10 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 			g.log.Error("relay kept its previous policy", "err", err)
 		}
 	}
+	if err := g.applyKeyRing(ring); err != nil {
+		g.log.Error("gateway key not rotated", "config", next.Path, "err", err)
+	}
+	g.keyDigest = keyFileDigest(next)
 	g.cfg.Store(next)
 	g.loaded.Store(time.Now().UnixNano())
 	g.m.configInfo.Reset()
@@ -224,8 +237,8 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 }
 
 // restartOnly refuses changes to what a running gateway cannot change:
-// its identity, key, socket, TUN and the handshake parameters every
-// session depends on.
+// its identity, socket, TUN and the handshake parameters every session
+// depends on. Its key can change: a rotation (keys.go).
 func (g *gateway) restartOnly(old, next *config.Config) error {
 	var errs []error
 	same := func(field, a, b string) {
@@ -235,7 +248,6 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	}
 	same("site", old.Site, next.Site)
 	same("gateway", old.Gateway, next.Gateway)
-	same("privateKeyFile", old.PrivateKeyPath(), next.PrivateKeyPath())
 	same("listen", old.ListenAddr.String(), next.ListenAddr.String())
 	same("cipher", old.Cipher, next.Cipher)
 	same("interface.name", old.Interface.Name, next.Interface.Name)
@@ -250,11 +262,7 @@ func (g *gateway) restartOnly(old, next *config.Config) error {
 	same("metrics.listen", old.Metrics.Listen, next.Metrics.Listen)
 	same("controlSocket", old.ControlSocket, next.ControlSocket)
 	same("kubernetes", kubeString(old), kubeString(next))
-	if raw, err := os.ReadFile(next.PrivateKeyPath()); err == nil {
-		if k, err := bhcrypto.ParsePrivateKey(string(raw)); err == nil && k.PublicKey() != g.id.Public {
-			errs = append(errs, fmt.Errorf("%s: the key in privateKeyFile %s changed: %w", next.Path, next.PrivateKeyPath(), errNeedsRestart))
-		}
-	}
+	// A new private key is a rotation, not a restart (keys.go).
 	return errors.Join(errs...)
 }
 

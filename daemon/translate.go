@@ -51,6 +51,9 @@ func routerConfig(c *config.Config) (*router.Config, error) {
 		}
 		rc.Sites = append(rc.Sites, sc)
 	}
+	if err := peerKeys(rc, c); err != nil { // previous keys, preshared keys (keys.go)
+		return nil, err
+	}
 	return rc, nil
 }
 

@@ -26,7 +26,14 @@ const DefaultInterval = 3 * time.Second
 // Status is what a gateway publishes.
 type Status struct {
 	PublicKey string
-	Endpoint  string
+	// PreviousPublicKey, PreviousKeyExpires and KeySignature: during a
+	// key rollover, the key the gateway ran with before, when peers stop
+	// accepting it, and its signature over the new key
+	// (crypto.SignRollover), which the catalog renderer checks.
+	PreviousPublicKey  string
+	PreviousKeyExpires time.Time
+	KeySignature       string
+	Endpoint           string
 	// Ready is the gateway's readiness (its /readyz); Reason and Message
 	// explain it (Reason is a CamelCase word).
 	Ready           bool
@@ -162,7 +169,7 @@ func (p *Publisher) publish(ctx context.Context) error {
 		return err
 	}
 	p.writes.WithLabelValues("ok").Inc()
-	if p.last == nil || p.last.Ready != s.Ready || p.last.PublicKey != s.PublicKey || p.last.Endpoint != s.Endpoint {
+	if p.last == nil || p.last.Ready != s.Ready || p.last.PublicKey != s.PublicKey || p.last.Endpoint != s.Endpoint || p.last.PreviousPublicKey != s.PreviousPublicKey {
 		p.o.Log.Info("gateway status published", "gateway", p.o.Gateway, "ready", s.Ready, "endpoint", s.Endpoint, "remoteUp", s.RemoteUp, "remote", s.RemoteGateways)
 	}
 	p.last = &s
@@ -191,6 +198,15 @@ func applyObject(name string, s Status, transition time.Time) map[string]any {
 	}
 	if s.PublicKey != "" {
 		status["publicKey"] = s.PublicKey
+	}
+	// Fields this manager leaves out are removed by the apply: the
+	// previous key disappears from the status when its overlap ends.
+	if s.PreviousPublicKey != "" {
+		status["previousPublicKey"] = s.PreviousPublicKey
+		status["previousKeyExpires"] = s.PreviousKeyExpires.UTC().Format(time.RFC3339)
+	}
+	if s.KeySignature != "" {
+		status["keySignature"] = s.KeySignature
 	}
 	if s.Endpoint != "" {
 		status["endpoint"] = s.Endpoint

@@ -227,3 +227,29 @@ func createTyped(t *testing.T, cs kubernetes.Interface, o runtime.Object) {
 		t.Fatal(err)
 	}
 }
+
+// TestApplyObjectRollover: during a key rollover the status carries the
+// previous key, its end and the signature; outside one it names none, so
+// the server-side apply removes them.
+func TestApplyObjectRollover(t *testing.T) {
+	until := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		s    Status
+		want map[string]any
+	}{
+		{"rollover", Status{PublicKey: "new", PreviousPublicKey: "old", PreviousKeyExpires: until, KeySignature: "sig"},
+			map[string]any{"publicKey": "new", "previousPublicKey": "old", "previousKeyExpires": "2026-12-07T08:00:00Z", "keySignature": "sig"}},
+		{"none", Status{PublicKey: "new"}, map[string]any{"publicKey": "new"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status := applyObject("gw", tc.s, until)["status"].(map[string]any)
+			for _, k := range []string{"publicKey", "previousPublicKey", "previousKeyExpires", "keySignature"} {
+				if got, want := status[k], tc.want[k]; got != want {
+					t.Errorf("%s = %v, want %v", k, got, want)
+				}
+			}
+		})
+	}
+}
