@@ -126,6 +126,110 @@ func TestChangelogNamesARelease(t *testing.T) {
 	t.Logf("previous release %s, commit %s", rel.version, rel.commit)
 }
 
+// previousReleaseBinaries reads the previous release from CHANGELOG.md
+// and returns it with the directory of its binaries (releaseBinaries).
+func previousReleaseBinaries(t *testing.T) (release, string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(repoRoot(t), "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := previousRelease(f)
+	f.Close()
+	if err != nil {
+		t.Fatalf("CHANGELOG.md: %v", err)
+	}
+	return rel, releaseBinaries(t, rel)
+}
+
+// compatCatalog is a catalog of two dual-stack sites with a node each,
+// the lab's; %s are gateway A's key file and the two public keys.
+const compatCatalog = `site: site-a
+gateway: gw-a1
+privateKeyFile: %s
+controlSocket: /run/bridgehead-compat.sock
+sites:
+  - name: site-a
+    nodeCIDRs: [10.224.0.0/16, fd00:224::/64]
+    podCIDRs: [10.244.0.0/16, fd00:244::/56]
+    keepalive: 10s
+    probeInterval: 300ms
+    gateways:
+      - {name: gw-a1, address: 10.224.0.4, address6: fd00:224::4, endpoint: 203.0.113.1:51820, publicKey: %s}
+    nodes:
+      - {name: node-a1, address: 10.224.0.5, podCIDR: 10.244.1.0/24, address6: fd00:224::5, podCIDR6: fd00:244:0:1::/64}
+  - name: site-b
+    nodeCIDRs: [192.168.50.0/24, fd00:50::/64]
+    podCIDRs: [10.245.0.0/16, fd00:245::/56]
+    gateways:
+      - {name: gw-b1, address: 192.168.50.2, address6: fd00:50::2, endpoint: 203.0.113.2:51820, publicKey: %s}
+    nodes:
+      - {name: node-b1, address: 192.168.50.5, podCIDR: 10.245.1.0/24, address6: fd00:50::5, podCIDR6: fd00:245:0:1::/64}
+`
+
+// TestCompatCatalog: the catalog crosses releases through the
+// resources (`catalog to-resources`, `catalog from-resources`, what the
+// Kubernetes mode and its operators exchange) both ways, and the catalog
+// file each release writes back is one the other accepts (`check`): a
+// writer of this tree that put a field the previous release does not know
+// into a catalog using no new feature fails here (docs/releasing.md, rule
+// 5). No root needed; it builds or reuses the previous release.
+func TestCompatCatalog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release: not with -short")
+	}
+	rel, oldDir := previousReleaseBinaries(t)
+	bins := map[string]string{"previous": filepath.Join(oldDir, "bridgehead"), "current": filepath.Join(binaries(t), "bridgehead")}
+	dir := t.TempDir()
+	run := func(t *testing.T, bin string, stdin string, args ...string) string {
+		t.Helper()
+		c := exec.Command(bins[bin], args...)
+		c.Stdin = strings.NewReader(stdin)
+		var stderr strings.Builder
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("%s (%s) %s: %v\n%s", bin, map[string]string{"previous": rel.version, "current": "this tree"}[bin], strings.Join(args, " "), err, stderr.String())
+		}
+		return string(out)
+	}
+	write := func(t *testing.T, name, content string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	keyA := write(t, "a.key", run(t, "current", "", "genkey"))
+	pubA := strings.TrimSpace(run(t, "current", readFile(t, keyA), "pubkey"))
+	pubB := strings.TrimSpace(run(t, "current", run(t, "current", "", "genkey"), "pubkey"))
+	cfg := write(t, "a.yaml", fmt.Sprintf(compatCatalog, keyA, pubA, pubB))
+	for _, tc := range []struct{ writer, reader string }{
+		{"current", "previous"},
+		{"previous", "current"},
+	} {
+		t.Run(tc.writer+" to "+tc.reader, func(t *testing.T) {
+			res := write(t, tc.writer+"-resources.yaml", run(t, tc.writer, "", "catalog", "to-resources", "--config", cfg, "--nodes"))
+			back := write(t, tc.reader+"-from-"+tc.writer+".yaml", run(t, tc.reader, "", "catalog", "from-resources", "--file", res, "--config", cfg))
+			for _, checker := range []string{"previous", "current"} {
+				if out := run(t, checker, "", "check", "--config", back); !strings.Contains(out, "2 sites, 2 gateways") {
+					t.Errorf("%s check of the catalog %s wrote from %s's resources: %s", checker, tc.reader, tc.writer, out)
+				}
+			}
+		})
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // releaseBuild is the cache recipe: a change here rebuilds every cached
 // release.
 const releaseBuild = "go build -trimpath -buildvcs=false -ldflags '-X main.version=VERSION' ./cmd/bridgehead ./cmd/bhprobe, GOTOOLCHAIN=local GOFLAGS="
@@ -239,16 +343,7 @@ func releaseBinaries(t *testing.T, rel release) string {
 // the restart.
 func TestCompatPreviousRelease(t *testing.T) {
 	requireRoot(t)
-	f, err := os.Open(filepath.Join(repoRoot(t), "CHANGELOG.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := previousRelease(f)
-	f.Close()
-	if err != nil {
-		t.Fatalf("CHANGELOG.md: %v", err)
-	}
-	old := releaseBinaries(t, rel)
+	rel, old := previousReleaseBinaries(t)
 	for _, tc := range []struct {
 		name         string
 		oldGW, newGW string // lab gateways ("a", "b")
