@@ -61,7 +61,10 @@ func (a *Agent) saveState(ch RouteChange, cniWrote, snatWrote bool) {
 		kept := a.routes - ch.Added
 		log := a.o.Log.Info
 		msg := "adopted the node as the previous agent left it: nothing flushed, only differences changed"
-		if ch.Changed() || cniWrote || snatWrote {
+		switch {
+		case kept == 0 && cniWrote && snatWrote:
+			msg = "configured the node: no earlier agent's routes, table or CNI config to adopt"
+		case ch.Changed() || cniWrote || snatWrote:
 			msg = "adopted the node from the previous agent and changed what differed from the model"
 		}
 		log(msg, "from_schema", a.prev.Schema, "from_agent", a.prev.Agent, "routes_kept", kept,
