@@ -109,7 +109,7 @@ func TestCLIGolden(t *testing.T) {
 		{name: "help routes", args: []string{"help", "routes"}, code: 0, stdout: true, first: "usage: bridgehead routes --config FILE --site NAME --format FORMAT"},
 		{name: "help", args: []string{"help"}, code: 0, stdout: true, first: "usage: bridgehead COMMAND [flags]"},
 		{name: "help unknown", args: []string{"help", "nosuch"}, code: 2,
-			first: `bridgehead help: unknown command "nosuch" (commands: run, check, catalog, gateway, routes, node, status, verify, controller, genkey, pubkey, version, help)`},
+			first: `bridgehead help: unknown command "nosuch" (commands: run, check, catalog, gateway, routes, node, status, verify, controller, genkey, rotate-key, pubkey, version, help)`},
 		{name: "controller lease timings", args: []string{"controller", "--kubeconfig", cfg, "--retry-period", "20s"}, code: 2,
 			first: "bridgehead controller: want --retry-period < --renew-deadline < --lease-duration, got 20s, 10s, 15s"},
 		{name: "controller renew deadline too close to the lease", args: []string{"controller", "--kubeconfig", cfg, "--renew-deadline", "14s"}, code: 2,
