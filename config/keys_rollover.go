@@ -35,7 +35,7 @@ const DefaultKeyOverlap = 24 * time.Hour
 
 // Bounds of keyOverlap.
 const (
-	MinKeyOverlap = time.Minute
+	MinKeyOverlap = 5 * time.Second // tests; operators keep the default
 	MaxKeyOverlap = 30 * 24 * time.Hour
 )
 

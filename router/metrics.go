@@ -69,7 +69,7 @@ func NewCollector(r *Router) *Collector {
 		handshakeQueue: prometheus.NewDesc("bridgehead_handshake_queue_length", "Handshake messages waiting to be processed.", nil, nil),
 		dhOps:          prometheus.NewDesc("bridgehead_handshake_dh_operations_total", "Handshake messages that reached Diffie-Hellman work (valid mac1, and a cookie under load).", nil, nil),
 		cookieReplies:  prometheus.NewDesc("bridgehead_handshake_cookie_replies_total", "Cookie replies sent instead of handshake work while under load.", nil, nil),
-		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed, send_failed (the message could not be sent).", append(peer, "result"), nil),
+		peerHandshakes: prometheus.NewDesc("bridgehead_peer_handshakes_total", "Handshakes with a remote gateway by result: initiated, answered, completed, failed, send_failed (the message could not be sent); previous_key (answered with its or our previous static key during a key overlap), second_psk (completed with the pair's second preshared key, during a rotation), psk_mismatch (refused or failed: the pair's preshared keys differ).", append(peer, "result"), nil),
 		filterAttached: prometheus.NewDesc("bridgehead_kernel_filter_attached", "1 while the eBPF early-drop filter checks datagrams in the kernel before they reach the outside socket (see earlyDrop), 0 without it.", nil, nil),
 		peerUp:         prometheus.NewDesc("bridgehead_peer_up", "1 while the remote gateway is up: it answered our probes (or a handshake) within 3 probe intervals. Only gateways that are up carry flows while any of their site is.", peer, nil),
 		probeRTT:       prometheus.NewDesc("bridgehead_peer_probe_rtt_seconds", "Round trip of the newest answered probe to a remote gateway (0: none yet).", peer, nil),
@@ -158,7 +158,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		for _, h := range []struct {
 			result string
 			n      uint64
-		}{{"initiated", s.HandshakesInitiated}, {"answered", s.HandshakesAnswered}, {"completed", s.HandshakesCompleted}, {"failed", s.HandshakesFailed}, {"send_failed", s.HandshakeSendErrors}} {
+		}{{"initiated", s.HandshakesInitiated}, {"answered", s.HandshakesAnswered}, {"completed", s.HandshakesCompleted}, {"failed", s.HandshakesFailed}, {"send_failed", s.HandshakeSendErrors},
+			{"previous_key", s.HandshakesPreviousKey}, {"second_psk", s.HandshakesSecondPSK}, {"psk_mismatch", s.PSKMismatches}} {
 			ch <- prometheus.MustNewConstMetric(c.peerHandshakes, prometheus.CounterValue, float64(h.n), s.Site, s.Name, h.result)
 		}
 	}
