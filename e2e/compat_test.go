@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -467,4 +469,39 @@ func compatRun(t *testing.T, rel release, oldBin, oldGW, newGW string) {
 	}
 
 	step("metrics")
+
+	// Needs all on N (docs/releasing.md): a preshared key for the pair,
+	// configured on this tree's gateway alone. Its initiations carry
+	// FlagPSK, which the previous release refuses (handshake_failed),
+	// and it refuses the previous release's initiations, made without
+	// the key (psk_mismatch): the pair gets no new session, as
+	// CHANGELOG.md and docs/releasing.md warn. The session in use
+	// carries on; the next rekey, which traffic starts and only the
+	// session's initiator makes within --rekey-after, fails on one side
+	// or the other.
+	psk := make([]byte, 32)
+	if _, err := rand.Read(psk); err != nil {
+		t.Fatal(err)
+	}
+	pskFile := filepath.Join(l.dir, "pair.psk")
+	if err := os.WriteFile(pskFile, []byte(base64.StdEncoding.EncodeToString(psk)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.writeConfig(newGW, l.readConfig(newGW)+fmt.Sprintf("presharedKeys:\n  - {site: site-%s, file: %q}\n", oldGW, pskFile))
+	l.waitLog(newGW, "config reloaded", 2)
+	refused := fmt.Sprintf(`bridgehead_dropped_packets_total{direction="outside",reason=%q}`, "handshake_failed")
+	mismatch := fmt.Sprintf(`bridgehead_dropped_packets_total{direction="outside",reason=%q}`, "psk_mismatch")
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		l.exec("a-node", filepath.Join(l.bin, "bhprobe"), "ping", "-src", podA, "-count", "1", "-timeout", "300ms", podB)
+		l.exec("b-node", filepath.Join(l.bin, "bhprobe"), "ping", "-src", podB, "-count", "1", "-timeout", "300ms", podA)
+		r, m := metric(l.metrics(oldGW), refused), metric(l.metrics(newGW), mismatch)
+		if r >= 1 || m >= 1 {
+			t.Logf("a PSK on gateway %s alone: %s refused %v initiations with FlagPSK (handshake_failed), %s refused %v without a PSK (psk_mismatch)", newGW, rel.version, r, newGW, m)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a PSK on gateway %s alone: no handshake refused in 15 s of traffic (%s: %s %v; current: %s %v)", newGW, rel.version, refused, r, mismatch, m)
+		}
+	}
+	step("a PSK on one side only")
 }
