@@ -67,6 +67,7 @@ func newMeshView(g *gateway, client dynamic.Interface, log *slog.Logger) (*meshV
 		}
 		v.pub = pub
 	}
+	g.m.reg.MustRegister(newMeshCollector(func() []mesh.Row { return v.tracker.Rows(meshPeers(v.peers()), time.Now()) }))
 	return v, nil
 }
 

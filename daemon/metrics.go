@@ -71,6 +71,7 @@ func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string, so
 // registry around r.
 func MetricNames(r *router.Router) ([]string, error) {
 	m := newMetrics(r, "test")
+	m.reg.MustRegister(newMeshCollector(meshRowsOf(r, "a", "gw-a1")))
 	m.configInfo.WithLabelValues("x", "y").Set(1)
 	m.siteReady.WithLabelValues("s").Set(1)
 	mfs, err := m.reg.Gather()
