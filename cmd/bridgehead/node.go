@@ -140,7 +140,7 @@ func setupNode(fs *flag.FlagSet) action {
 		npDone := make(chan struct{})
 		go func() {
 			defer close(npDone)
-			if err := kubenode.NetworkPolicy(ctx, kubenode.NetworkPolicyOptions{Client: client, Node: name, Log: log, Registry: reg}, *netPolicy); err != nil {
+			if err := kubenode.NetworkPolicy(ctx, kubenode.NetworkPolicyOptions{Client: client, Node: name, Log: log, Registry: reg, Report: cond.ReportNetworkPolicy}, *netPolicy); err != nil {
 				log.Error("network policy: not enforced", "err", err)
 			}
 		}()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/verify"
+	"github.com/bridgehead/bridgehead/verify/kubenetpol"
 	"github.com/bridgehead/bridgehead/verify/kubepeer"
 	"github.com/bridgehead/bridgehead/verify/kubereport"
 )
@@ -89,7 +90,18 @@ func verifyCollect(stdout, stderr io.Writer, cfgPath, catalogNS string, ko kubeR
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "bridgehead verify: left out: %v\n", p)
 	}
-	if !m.OK() || len(problems) > 0 {
+	// Do the node agents enforce the cluster's NetworkPolicies? (Table:
+	// a line under the matrix; JSON: stderr, the matrix stays one
+	// document.)
+	np := kubenetpol.Report(kubenetpol.Check(ctx, client, time.Now()))
+	if format == "json" {
+		c := np.Checks[0]
+		fmt.Fprintf(stderr, "bridgehead verify: %s: %s %s %s\n", c.Name, c.Result, c.Figure, c.Detail)
+	} else {
+		fmt.Fprintln(stdout)
+		np.WriteTable(stdout)
+	}
+	if !m.OK() || len(problems) > 0 || !np.OK() {
 		return errReported
 	}
 	return nil

@@ -111,6 +111,7 @@ type ConditionReporter struct {
 
 	mu      sync.Mutex
 	pending *nodeagent.Status
+	policy  string // NetworkPolicy* state, "" before any (condition_netpol.go)
 }
 
 // NewConditionReporter reports on Node node; now is the clock of the
@@ -152,12 +153,13 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 		}
 		retry = nil
 		r.mu.Lock()
-		st := r.pending
+		st, policy := r.pending, r.policy
 		r.mu.Unlock()
 		if st == nil {
 			continue
 		}
 		status, reason, msg := Condition(*st)
+		msg = withNetworkPolicy(msg, policy)
 		if last.Status == status && last.Reason == reason && last.Message == msg {
 			continue
 		}
@@ -191,13 +193,13 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 // would not get to it. Nothing reported: nothing written.
 func (r *ConditionReporter) Flush(ctx context.Context) error {
 	r.mu.Lock()
-	st := r.pending
+	st, policy := r.pending, r.policy
 	r.mu.Unlock()
 	if st == nil {
 		return nil
 	}
 	status, reason, msg := Condition(*st)
-	_, err := r.patch(ctx, status, reason, msg)
+	_, err := r.patch(ctx, status, reason, withNetworkPolicy(msg, policy))
 	return err
 }
 

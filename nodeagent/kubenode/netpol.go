@@ -19,6 +19,9 @@ type NetworkPolicyOptions struct {
 	Node     string
 	Log      *slog.Logger
 	Registry prometheus.Registerer
+	// Report, when set, hears the enforcement state (NetworkPolicy*
+	// states of condition_netpol.go), for the Node condition.
+	Report func(state string)
 }
 
 // NetworkPolicy enforces the cluster's NetworkPolicies on this node's
@@ -28,11 +31,19 @@ type NetworkPolicyOptions struct {
 // returns.
 func NetworkPolicy(ctx context.Context, o NetworkPolicyOptions, enabled bool) error {
 	table := netpol.NewTable(nftables.New)
+	report := func(state string) {
+		if o.Report != nil {
+			o.Report(state)
+		}
+	}
 	if !enabled {
 		o.Log.Info("network policy: not enforced (--network-policy=false)", "table", "inet "+netpol.TableName)
+		report(NetworkPolicyOff)
 		return table.Remove()
 	}
-	c, err := netpol.New(netpol.Options{Client: o.Client, Node: o.Node, Writer: table, Log: o.Log, Registry: o.Registry})
+	report(NetworkPolicyWaiting)
+	c, err := netpol.New(netpol.Options{Client: o.Client, Node: o.Node, Writer: table, Log: o.Log, Registry: o.Registry,
+		OnEnforcing: func() { report(NetworkPolicyEnforced) }})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,11 @@ type Options struct {
 	// ProcSys is where the br_netfilter sysctls are read (default
 	// /proc/sys).
 	ProcSys string
+	// OnEnforcing, when set, is called once, from Run's goroutine, when
+	// the first table compiled from the synced view is written: the
+	// node agent advertises it in its Node condition, which
+	// `bridgehead verify --collect` reads.
+	OnEnforcing func()
 }
 
 // Controller keeps the table equal to the compiled policy set:
@@ -86,6 +91,8 @@ type Controller struct {
 	v       *verdicts
 	// bridgeOK: the last checkBridge's finding, per family; Run's.
 	bridgeOK map[string]bool
+	// announced: OnEnforcing was called; Run's.
+	announced bool
 }
 
 // New builds a Controller; Run starts it.
@@ -359,6 +366,10 @@ func (c *Controller) sync() error {
 	c.m.enforcing.Set(1)
 	c.m.lastWrite.SetToCurrentTime()
 	c.last = fp
+	if !c.announced && c.o.OnEnforcing != nil {
+		c.announced = true
+		c.o.OnEnforcing()
+	}
 	s := rs.Stats
 	c.log.Info("network policy: table written", "table", "inet "+TableName, "fingerprint", fp,
 		"policies", s.Policies, "localPolicies", s.LocalPolicies, "invalid", s.Invalid, "pods", s.Pods, "localPods", s.LocalPods,

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +122,9 @@ func TestRealAPIServer(t *testing.T) {
 
 	rec := &recorder{ch: make(chan struct{}, 1)}
 	reg := prometheus.NewRegistry()
-	c, err := New(Options{Client: sa, Node: "a1", Writer: rec, Log: slog.New(slog.DiscardHandler), Registry: reg, Debounce: 20 * time.Millisecond})
+	var announced atomic.Int32 // OnEnforcing calls: once, after the first write
+	c, err := New(Options{Client: sa, Node: "a1", Writer: rec, Log: slog.New(slog.DiscardHandler), Registry: reg, Debounce: 20 * time.Millisecond,
+		OnEnforcing: func() { announced.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,6 +211,9 @@ func TestRealAPIServer(t *testing.T) {
 	waitFor("isolation lifted", func(rs *Ruleset) bool { return rs.Stats.Policies == 0 && len(rs.Chains) == 0 })
 	if got := testutil.ToFloat64(c.m.enforcing); got != 1 {
 		t.Errorf("bridgehead_netpol_enforcing = %v", got)
+	}
+	if n := announced.Load(); n != 1 {
+		t.Errorf("OnEnforcing called %d times over several writes, want once", n)
 	}
 	if n, err := testutil.GatherAndCount(reg, "bridgehead_netpol_syncs_total", "bridgehead_netpol_ruleset"); err != nil || n == 0 {
 		t.Errorf("metrics: %d series, %v", n, err)
