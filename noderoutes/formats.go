@@ -128,37 +128,70 @@ func azureName(r Route) string {
 	return name
 }
 
-func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
-	if err := singleNextHop(p, "azure", "put an internal load balancer with an HA-ports rule in front of the gateways and set the site's routerAddress to its frontend IP"); err != nil {
-		return err
+// AzureRoute is one entry of a site's Azure route table: its name (see
+// azureName), destination and next hop (type VirtualAppliance).
+type AzureRoute struct {
+	Name        string
+	Destination netip.Prefix
+	Via         netip.Addr
+	// Node is the node whose pod range this is, "" for a remote site's
+	// CIDR.
+	Node string
+}
+
+// AzureRoutes is the route table of site's node subnet: the other
+// sites' CIDRs via the site's next hop, then each of the site's nodes'
+// pod ranges via the node (the entries kubenet's route controller keeps,
+// for a VNet that does not carry pod addresses between nodes by itself).
+// `routes --format azure` prints them; the controller's route-table sync
+// (controller/azureroutes) keeps them.
+func AzureRoutes(c *config.Config, site string) ([]AzureRoute, error) {
+	p, err := Routes(c, site)
+	if err != nil {
+		return nil, err
 	}
-	b.WriteString("#!/bin/sh\n")
-	header(b, c, p, "Adds them to the route table of the site's node subnet; set RESOURCE_GROUP and ROUTE_TABLE first.")
-	b.WriteString("set -eu\n: \"${RESOURCE_GROUP:?set RESOURCE_GROUP}\"\n: \"${ROUTE_TABLE:?set ROUTE_TABLE}\"\n")
+	if err := singleNextHop(p, "azure", "put an internal load balancer with an HA-ports rule in front of the gateways and set the site's routerAddress to its frontend IP"); err != nil {
+		return nil, err
+	}
+	var out []AzureRoute
 	seen := map[string]Route{}
-	for i, r := range p.Routes {
+	add := func(r Route, node string) error {
 		name := azureName(r)
 		if prev, dup := seen[strings.ToLower(name)]; dup {
 			return fmt.Errorf("azure: routes to %s and %s would both be named %q", prev.Destination, r.Destination, name)
 		}
 		seen[strings.ToLower(name)] = r
-		b.WriteString(siteComment(p, i))
-		azRoute(b, name, r.Destination, r.Via)
+		out = append(out, AzureRoute{Name: name, Destination: r.Destination, Via: r.Via, Node: node})
+		return nil
 	}
-	// The site's own nodes: each node's pod range via the node, the
-	// entries kubenet's route controller keeps, for a VNet that does not
-	// carry pod addresses between nodes by itself.
-	nodes := siteNodeRoutes(c, p.Site)
-	if len(nodes) > 0 {
-		fmt.Fprintf(b, "# site %q's own nodes: each node's pod range via the node (the node NICs need IP forwarding)\n", p.Site)
-	}
-	for _, n := range nodes {
-		name := azureName(n)
-		if prev, dup := seen[strings.ToLower(name)]; dup {
-			return fmt.Errorf("azure: routes to %s and %s would both be named %q", prev.Destination, n.Destination, name)
+	for _, r := range p.Routes {
+		if err := add(r, ""); err != nil {
+			return nil, err
 		}
-		seen[strings.ToLower(name)] = n
-		azRoute(b, name, n.Destination, n.Via)
+	}
+	for _, n := range siteNodeRoutes(c, p.Site) {
+		if err := add(n.Route, n.node); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func renderAzure(b *bytes.Buffer, c *config.Config, p *Plan, _ options) error {
+	routes, err := AzureRoutes(c, p.Site)
+	if err != nil {
+		return err
+	}
+	b.WriteString("#!/bin/sh\n")
+	header(b, c, p, "Adds them to the route table of the site's node subnet; set RESOURCE_GROUP and ROUTE_TABLE first.")
+	b.WriteString("set -eu\n: \"${RESOURCE_GROUP:?set RESOURCE_GROUP}\"\n: \"${ROUTE_TABLE:?set ROUTE_TABLE}\"\n")
+	for i, r := range routes {
+		if i < len(p.Routes) {
+			b.WriteString(siteComment(p, i))
+		} else if i == len(p.Routes) {
+			fmt.Fprintf(b, "# site %q's own nodes: each node's pod range via the node (the node NICs need IP forwarding)\n", p.Site)
+		}
+		azRoute(b, r.Name, r.Destination, r.Via)
 	}
 	return nil
 }
@@ -168,20 +201,26 @@ func azRoute(b *bytes.Buffer, name string, dst netip.Prefix, via netip.Addr) {
 		" --name %s --address-prefix %s --next-hop-type VirtualAppliance --next-hop-ip-address %s\n", name, dst, via)
 }
 
+// nodeRoute is a route to a node's pod range, and the node.
+type nodeRoute struct {
+	Route
+	node string
+}
+
 // siteNodeRoutes lists the pod ranges of site's nodes via their
 // addresses (IPv6 ranges via address6), in catalog order.
-func siteNodeRoutes(c *config.Config, site string) []Route {
+func siteNodeRoutes(c *config.Config, site string) []nodeRoute {
 	s := c.SiteByName(site)
 	if s == nil {
 		return nil
 	}
-	var out []Route
+	var out []nodeRoute
 	for _, n := range s.Nodes {
 		if n.PodCIDR.IsValid() && n.Address.IsValid() {
-			out = append(out, Route{Destination: n.PodCIDR.Masked(), Via: n.Address, Site: s.Name, Kind: KindPod})
+			out = append(out, nodeRoute{Route{Destination: n.PodCIDR.Masked(), Via: n.Address, Site: s.Name, Kind: KindPod}, n.Name})
 		}
 		if n.PodCIDR6.IsValid() && n.Address6.IsValid() {
-			out = append(out, Route{Destination: n.PodCIDR6.Masked(), Via: n.Address6, Site: s.Name, Kind: KindPod})
+			out = append(out, nodeRoute{Route{Destination: n.PodCIDR6.Masked(), Via: n.Address6, Site: s.Name, Kind: KindPod}, n.Name})
 		}
 	}
 	return out
