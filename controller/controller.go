@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/controller/ipam"
 	"github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 	"github.com/bridgehead/bridgehead/kube/catalog"
@@ -101,6 +103,12 @@ type Options struct {
 	// AuditInterval is the time between two audits of the Nodes' blocks
 	// for double allocations (default DefaultAuditInterval).
 	AuditInterval time.Duration
+	// AzureRoutes, when set, keeps a site's Azure route table in step
+	// with the catalog (azure.go, package azureroutes); nil: off.
+	AzureRoutes RouteSyncer
+	// AzureRouteInterval is the least time between two syncs of the
+	// route table (default DefaultAzureRouteInterval).
+	AzureRouteInterval time.Duration
 }
 
 // Controller assigns Nodes to Sites and allocates their pod blocks. See
@@ -177,6 +185,14 @@ type Controller struct {
 	// the catalog worker.
 	catalogPace      pacer
 	catalogPublished bool
+
+	// routeQueue holds routeQKey at most once (azure.go); routePlan is
+	// the sites of the last publication that changed the catalog (the
+	// catalog worker stores, the route worker loads); routePace spaces
+	// the syncs.
+	routeQueue workqueue.TypedRateLimitingInterface[string]
+	routePlan  atomic.Pointer[config.Config]
+	routePace  pacer
 }
 
 // New builds a Controller; nothing runs until Run.
@@ -194,6 +210,9 @@ func New(o Options) (*Controller, error) {
 		o.Clock = clock.RealClock{}
 	} else if o.Now == nil {
 		o.Now = o.Clock.Now
+	}
+	if o.AzureRouteInterval <= 0 {
+		o.AzureRouteInterval = DefaultAzureRouteInterval
 	}
 	if o.AuditInterval <= 0 {
 		o.AuditInterval = DefaultAuditInterval
@@ -236,6 +255,8 @@ func New(o Options) (*Controller, error) {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_catalog"})
 	c.releaseQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_releases"})
+	c.routeQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridgehead_azure_routes"})
 	o.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "bridgehead_controller_queue_depth", Help: "Keys waiting in the node queue.",
 			ConstLabels: prometheus.Labels{"queue": "nodes"}}, func() float64 { return float64(c.nodeQueue.Len()) }),
@@ -431,6 +452,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // lead rebuilds the allocation state, runs the workers until ctx ends, and
 // stops them.
 func (c *Controller) lead(ctx context.Context) error {
+	leadStart := time.Now()
 	c.log.Info("leading", "identity", c.opts.Identity)
 	c.metrics.leader.Set(1)
 	defer c.metrics.leader.Set(0)
@@ -453,29 +475,47 @@ func (c *Controller) lead(ctx context.Context) error {
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	c.catalogQueue.Add(catalogKey) // changes during the rebuild enqueued nothing
-	for _, n := range names {
-		c.nodeQueue.Add(n)
-	}
+	keys := slices.Clone(names)
 	if cached, err := c.nodes.List(everything()); err == nil {
 		for _, n := range cached {
-			c.nodeQueue.Add(n.Name)
+			keys = append(keys, n.Name)
 		}
+	}
+	// The failover is over when every Node known at the takeover has
+	// been reconciled once.
+	first := newFirstPass(keys, leadStart, time.Now, func(n int, took time.Duration) {
+		c.metrics.firstPass.Set(took.Seconds())
+		c.log.Info("first full reconcile done", "nodes", n, "since_leading", took.Round(time.Millisecond))
+	})
+	for _, n := range keys {
+		c.nodeQueue.Add(n)
+	}
+	reconcileNode := func(ctx context.Context, key string) error {
+		err := c.reconcileNode(ctx, key)
+		if err == nil {
+			first.reconciled(key)
+		}
+		return err
 	}
 	for _, s := range c.siteNames() {
 		c.siteQueue.Add(s)
 	}
 	for i := 0; i < c.opts.Workers; i++ {
-		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", c.reconcileNode) })
+		wg.Go(func() { c.work(ctx, c.nodeQueue, "node", reconcileNode) })
 	}
 	wg.Go(func() { c.work(ctx, c.siteQueue, "site", c.reconcileSite) })
 	wg.Go(func() { c.work(ctx, c.releaseQueue, "releases", c.reconcileReleases) })
 	wg.Go(func() { c.auditLoop(ctx) })
+	if c.opts.AzureRoutes != nil {
+		wg.Go(func() { c.work(ctx, c.routeQueue, "azure_routes", c.reconcileRoutes) })
+	}
 	c.releaseQueue.Add(releaseQKey) // drops the graces that ended while no one led
 	<-ctx.Done()
 	c.nodeQueue.ShutDown()
 	c.siteQueue.ShutDown()
 	c.catalogQueue.ShutDown()
 	c.releaseQueue.ShutDown()
+	c.routeQueue.ShutDown()
 	wg.Wait()
 	// A node deleted just before the stop: its grace is recorded before
 	// the Lease goes (the queue drops keys at the stop).

@@ -18,6 +18,7 @@ type metrics struct {
 	writes       *prometheus.CounterVec // object (node, node_status, site_status, configmap), result
 	rebuildNodes prometheus.Gauge
 	rebuildSecs  prometheus.Gauge
+	firstPass    prometheus.Gauge       // seconds from the start of the lead to the first full reconcile
 	doubleAllocs prometheus.Gauge       // pairs of Nodes recording overlapping blocks (the audit)
 	conflicts    *prometheus.CounterVec // kind (node, site): writes refused because the object changed since it was read
 
@@ -56,6 +57,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Nodes listed at the last rebuild of the allocation state."}),
 		rebuildSecs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_rebuild_seconds",
 			Help: "Duration of the last rebuild (List of all Nodes included)."}),
+		firstPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_first_reconcile_seconds",
+			Help: "Seconds from the start of this replica's lead (rebuild included) until every Node it knew then was reconciled once: the failover's end."}),
 		doubleAllocs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_double_allocations",
 			Help: "Pairs of Nodes whose recorded pod blocks overlap, found by the leader's periodic audit; should be 0."}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bridgehead_controller_write_conflicts_total",
@@ -86,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.catalogWrites.WithLabelValues(op)
 	}
 	reg.MustRegister(m.leader, m.unassigned, m.siteNodes, m.siteBlocks, m.allocations, m.problems,
-		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs, m.doubleAllocs, m.conflicts)
+		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs, m.firstPass, m.doubleAllocs, m.conflicts)
 	for _, r := range []string{"no_site", "ambiguous"} {
 		m.unassigned.WithLabelValues(r)
 	}

@@ -123,6 +123,7 @@ func (c *Controller) reconcileCatalog(ctx context.Context, _ string) error {
 	c.metrics.catalogObjects.Set(float64(len(objs)))
 	c.metrics.catalogNodes.Set(float64(p.nodes))
 	if written+deleted > 0 || !c.catalogPublished {
+		c.setRoutePlan(p.sites)
 		c.catalogPublished = true
 		c.log.Info("catalog published", "sites", len(p.sites), "left_out", len(p.leftOut), "nodes", p.nodes,
 			"nodes_left_out", len(p.nodeProblems), "gateways_unregistered", p.unregistered,

@@ -46,39 +46,8 @@ func TestKubeCatalogScale(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	h := startKube(t)
-	t0 := time.Now()
-	for i := range sites {
-		name := fmt.Sprintf("site-%03d", i)
-		h.createSite(t, name, []string{fmt.Sprintf("10.%d.%d.0/20", i/16, i%16*16), fmt.Sprintf("fd00:%x::/64", i)},
-			[]string{fmt.Sprintf("100.%d.%d.0/18", 64+i/4, i%4*64), fmt.Sprintf("fd10:%x::/64", i)}, 24, 80)
-		for j := 1; j <= 2; j++ {
-			h.createGateway(t, name, fmt.Sprintf("gw%d", j), fmt.Sprintf("10.%d.%d.%d", i/16, i%16*16, j), fmt.Sprintf("198.18.%d.%d:51820", i/250, i%250+j))
-		}
-	}
+	createScaleCluster(t, h, nodes)
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for w := range 32 {
-		wg.Go(func() {
-			for k := w; k < nodes; k += 32 {
-				s, idx := k%sites, k/sites
-				ip4 := fmt.Sprintf("10.%d.%d.%d", s/16, s%16*16+1+idx/250, idx%250+1)
-				if err := h.createNode(ctx, fmt.Sprintf("node-%05d", k), ip4, fmt.Sprintf("fd00:%x::%x", s, idx+10)); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	t.Logf("created %d Sites, %d Gateways, %d Nodes in %s", sites, 2*sites, nodes, time.Since(t0).Round(time.Millisecond))
 
 	for _, phase := range []string{"cold", "restart"} {
 		runScalePhase(t, bin, h.env.Kubeconfig, phase, nodes)
@@ -121,6 +90,56 @@ func TestKubeCatalogScale(t *testing.T) {
 		t.Fatalf("%d nodes in the catalog, want %d", len(seen), nodes)
 	}
 	t.Logf("catalog: %d ConfigMaps; base %d bytes; slices: largest %d bytes, %d in all", len(list.Items), catalog.Size(base), largest, total)
+}
+
+// createScaleCluster creates one Site per 50 nodes (at least one),
+// dual-stack with two Gateways each, and the nodes (no pod blocks yet)
+// with scaleNode's names and addresses, 32 creates at a time. It
+// returns the number of sites.
+func createScaleCluster(t *testing.T, h *kubeHarness, nodes int) int {
+	t.Helper()
+	sites := max(nodes/50, 1)
+	t0 := time.Now()
+	for i := range sites {
+		name := fmt.Sprintf("site-%03d", i)
+		h.createSite(t, name, []string{fmt.Sprintf("10.%d.%d.0/20", i/16, i%16*16), fmt.Sprintf("fd00:%x::/64", i)},
+			[]string{fmt.Sprintf("100.%d.%d.0/18", 64+i/4, i%4*64), fmt.Sprintf("fd10:%x::/64", i)}, 24, 80)
+		for j := 1; j <= 2; j++ {
+			h.createGateway(t, name, fmt.Sprintf("gw%d", j), fmt.Sprintf("10.%d.%d.%d", i/16, i%16*16, j), fmt.Sprintf("198.18.%d.%d:51820", i/250, i%250+j))
+		}
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Go(func() {
+			for k := w; k < nodes; k += 32 {
+				name, ip4, ip6 := scaleNode(k, sites)
+				if err := h.createNode(ctx, name, ip4, ip6); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("created %d Sites, %d Gateways, %d Nodes in %s", sites, 2*sites, nodes, time.Since(t0).Round(time.Millisecond))
+	return sites
+}
+
+// scaleNode is node k of createScaleCluster's cluster of sites sites:
+// its name and InternalIPs (site k%sites, the (k/sites)-th address of
+// each of its node CIDRs).
+func scaleNode(k, sites int) (string, string, string) {
+	s, idx := k%sites, k/sites
+	return fmt.Sprintf("node-%05d", k), fmt.Sprintf("10.%d.%d.%d", s/16, s%16*16+1+idx/250, idx%250+1), fmt.Sprintf("fd00:%x::%x", s, idx+10)
 }
 
 // runScalePhase runs `bridgehead controller` until it publishes a catalog

@@ -34,6 +34,7 @@ type controllerFlags struct {
 	qps                                            float64
 	burst                                          int
 	logFormat, logLevel                            string
+	azure                                          azureRouteFlags
 }
 
 // setupController declares controller, which assigns Nodes to Sites and
@@ -82,6 +83,7 @@ func newControllerFlags(fs *flag.FlagSet) *controllerFlags {
 	fs.IntVar(&f.burst, "kube-api-burst", 100, "client-side burst of API requests (`N`)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log `FORMAT`: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	f.azure.declare(fs)
 	return f
 }
 
@@ -89,6 +91,9 @@ func newControllerFlags(fs *flag.FlagSet) *controllerFlags {
 func (f *controllerFlags) check() error {
 	if f.auditInterval <= 0 {
 		return usageError{fmt.Errorf("--audit-interval %s: want a positive duration", f.auditInterval)}
+	}
+	if err := f.azure.check(); err != nil {
+		return err
 	}
 	if f.leaderElect && !(f.retryPeriod < f.renewDeadline && f.renewDeadline < f.leaseDuration) {
 		return usageError{fmt.Errorf("want --retry-period < --renew-deadline < --lease-duration, got %s, %s, %s", f.retryPeriod, f.renewDeadline, f.leaseDuration)}
@@ -113,7 +118,7 @@ func (f *controllerFlags) options() controller.Options {
 		Namespace: f.namespace, Identity: f.identity, LeaderElect: f.leaderElect,
 		LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod,
 		ReleaseGrace: f.releaseGrace, Workers: f.workers, CatalogInterval: f.catalogInterval,
-		AuditInterval: f.auditInterval,
+		AuditInterval: f.auditInterval, AzureRouteInterval: f.azure.interval,
 	}
 }
 
@@ -142,6 +147,9 @@ func runController(ctx context.Context, f *controllerFlags, log *slog.Logger) er
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o := f.options()
 	o.Client, o.Dynamic, o.Logger, o.Registry = client, dyn, log, reg
+	if o.AzureRoutes, err = f.azure.syncer(log, reg); err != nil {
+		return err
+	}
 	c, err := controller.New(o)
 	if err != nil {
 		return err

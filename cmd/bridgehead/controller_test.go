@@ -55,3 +55,40 @@ func asUsage(err error, ue *usageError) bool {
 	}
 	return ok
 }
+
+// TestControllerAzureRouteFlags: the route-table sync is off by default;
+// on, it needs a route table's resource ID and a site, together.
+func TestControllerAzureRouteFlags(t *testing.T) {
+	const table = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg/providers/Microsoft.Network/routeTables/bh-routes"
+	for _, tc := range []struct {
+		args []string
+		want string // "" : accepted
+	}{
+		{nil, ""},
+		{[]string{"--azure-route-table", table, "--azure-route-site", "azure"}, ""},
+		{[]string{"--azure-route-table", table}, "go together"},
+		{[]string{"--azure-route-site", "azure"}, "go together"},
+		{[]string{"--azure-route-table", "/subscriptions/x/resourceGroups/rg/providers/Microsoft.Network/virtualNetworks/v", "--azure-route-site", "azure"}, "want a Microsoft.Network/routeTables"},
+		{[]string{"--azure-route-table", "bh-routes", "--azure-route-site", "azure"}, "--azure-route-table"},
+		{[]string{"--azure-route-interval", "0s"}, "want a positive duration"},
+	} {
+		fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+		f := newControllerFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := f.check()
+		var ue usageError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !asUsage(err, &ue)):
+			t.Errorf("%v: %v, want a usage error with %q", tc.args, err, tc.want)
+		}
+		if tc.want == "" && len(tc.args) == 0 {
+			if s, err := f.azure.syncer(nil, nil); s != nil || err != nil {
+				t.Errorf("off by default: %v %v", s, err)
+			}
+		}
+	}
+}
