@@ -1,8 +1,10 @@
 package netpol
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -140,15 +142,23 @@ func BenchmarkCompile(b *testing.B) {
 }
 
 // BenchmarkWrite writes the compiled 1,000 policies / 10,000 pods into a
-// real nftables (a network namespace; root) in one transaction.
+// real nftables (a network namespace; root) in one transaction, and
+// reports the size of `nft list ruleset` there. The no-counters cases
+// write the same rules without the named verdict counters: the
+// difference is what the counters cost a write.
 func BenchmarkWrite(b *testing.B) {
 	for _, c := range []struct {
-		name  string
-		nodes int
-	}{{"node", 100}, {"all-local", 1}} {
+		name     string
+		nodes    int
+		counters bool
+	}{{"node", 100, true}, {"all-local", 1, true}, {"node-no-counters", 100, false}, {"all-local-no-counters", 1, false}} {
 		rs := Compile(scale(100, 100, c.nodes))
+		if !c.counters {
+			rs = withoutCounters(rs)
+		}
 		b.Run(c.name, func(b *testing.B) {
-			h, err := netns.GetFromName(netnstest.New(b, "bhnpbench"))
+			name := netnstest.New(b, "bhnpbench")
+			h, err := netns.GetFromName(name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -164,8 +174,38 @@ func BenchmarkWrite(b *testing.B) {
 			}
 			b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
 			reportSize(b, rs)
+			b.ReportMetric(float64(len(rs.Counters)), "counters")
+			b.ReportMetric(nftListBytes(b, name), "nft-list-bytes")
 		})
 	}
+}
+
+// nftListBytes is the size of `nft list ruleset` in ns: the rule set as
+// the kernel holds it, in nft's syntax (0 without nft).
+func nftListBytes(b *testing.B, ns string) float64 {
+	b.Helper()
+	out, err := exec.CommandContext(context.Background(), "ip", "netns", "exec", ns, "nft", "list", "ruleset").Output()
+	if err != nil {
+		b.Logf("nft list ruleset: %v", err)
+		return 0
+	}
+	return float64(len(out))
+}
+
+// withoutCounters is rs with no named counter (the verdict counters'
+// cost is the difference: BenchmarkWrite's no-counters cases).
+func withoutCounters(rs *Ruleset) *Ruleset {
+	out := *rs
+	out.Counters = nil
+	out.Chains = make([]Chain, len(rs.Chains))
+	for i, c := range rs.Chains {
+		c.Rules = append([]Rule(nil), c.Rules...)
+		for j := range c.Rules {
+			c.Rules[j].Counter = ""
+		}
+		out.Chains[i] = c
+	}
+	return &out
 }
 
 // BenchmarkStoreMemory: what the pod informer's store holds a pod,

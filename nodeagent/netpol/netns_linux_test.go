@@ -35,14 +35,14 @@ const (
 	addrB6 = "fd00:245:0:1::10"
 )
 
-func ipn(t *testing.T, ns string, args ...string) {
+func ipn(t testing.TB, ns string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("ip -n %s %s: %v\n%s", ns, strings.Join(args, " "), err, out)
 	}
 }
 
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	l := &lab{node: netnstest.New(t, "bhnpn"), a: netnstest.New(t, "bhnpa"), b: netnstest.New(t, "bhnpb")}
 	for _, p := range []struct{ ns, in, out, addr, addr6, gw, gw6 string }{
@@ -68,7 +68,7 @@ func newLab(t *testing.T) *lab {
 }
 
 // in runs fn on a thread in namespace ns: sockets fn opens live there.
-func in(t *testing.T, ns string, fn func()) {
+func in(t testing.TB, ns string, fn func()) {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
 	if err != nil {
@@ -88,7 +88,7 @@ func in(t *testing.T, ns string, fn func()) {
 	<-done
 }
 
-func (l *lab) table(t *testing.T) *Table {
+func (l *lab) table(t testing.TB) *Table {
 	t.Helper()
 	h, err := netns.GetFromName(l.node)
 	if err != nil {
@@ -101,7 +101,7 @@ func (l *lab) table(t *testing.T) *Table {
 }
 
 // serve runs echo servers in ns on every address: TCP and UDP on ports.
-func serve(t *testing.T, ns string, ports ...int) {
+func serve(t testing.TB, ns string, ports ...int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -148,7 +148,7 @@ func serve(t *testing.T, ns string, ports ...int) {
 const dropWait = 400 * time.Millisecond
 
 // probe sends one message from ns to addr and reads it back.
-func probe(t *testing.T, ns, network, addr string) error {
+func probe(t testing.TB, ns, network, addr string) error {
 	t.Helper()
 	var err error
 	in(t, ns, func() {
