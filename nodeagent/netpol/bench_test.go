@@ -175,6 +175,12 @@ func BenchmarkWrite(b *testing.B) {
 			b.ReportMetric(float64((cpuTime()-cpu).Milliseconds())/float64(b.N), "cpu-ms/op")
 			reportSize(b, rs)
 			b.ReportMetric(float64(len(rs.Counters)), "counters")
+			// A scrape reads every named counter back (verdicts).
+			t0 := time.Now()
+			if _, err := tbl.Counters(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "scrape-read-ms")
 			b.ReportMetric(nftListBytes(b, name), "nft-list-bytes")
 		})
 	}
