@@ -49,6 +49,12 @@
 //     Measured (TestKubeTakeover, 10 kills at a random moment between
 //     renewals): 15 s, 10 s, 0.5 s: kill -> takeover p50 15.86 s, max
 //     16.25 s; 4 s, 2 s, 0.5 s: p50 5.04 s, max 5.43 s.
+//     The failover ends when the new leader has rebuilt its allocator
+//     (a List of every Node from the API server) and reconciled, once,
+//     every Node it knew at the takeover: it logs "first full reconcile
+//     done" and sets bridgehead_controller_first_reconcile_seconds
+//     (from the start of its lead). TestKubeFailoverScale measures it at
+//     10,000 nodes; see "Scale" below.
 //     A leader that cannot renew stops at RetryPeriod + RenewDeadline
 //     after its last renewal and lets a reconcile in flight finish for at
 //     most LeaseDuration - RenewDeadline - RetryPeriod - 1 s
@@ -218,6 +224,25 @@
 // a delaying queue, which coalesces them. The worker compares with what
 // it last wrote (else the ConfigMap cache); a ConfigMap changed or
 // deleted by anyone else brings a new publication.
+//
+// # The Azure route table (azure.go, package azureroutes)
+//
+// On AKS with `--network-plugin none` a site's node subnet needs a route
+// per node's pod range (via the node) and per other site's CIDR (via the
+// site's routerAddress): a VNet routes by destination address, and
+// nothing else carries pod traffic between the site's nodes. They change
+// at every join, so they cannot stay a hand step. With
+// --azure-route-table and --azure-route-site (Options.AzureRoutes; off by
+// default) the leader hands the sites of every publication that changed
+// the catalog to one worker, which makes the table's bh-* routes exactly
+// those (azureroutes.Syncer: list, create or update what differs, delete
+// what is no longer wanted, never another route) at most every
+// --azure-route-interval (10 s) and every 5 minutes regardless, so a hand
+// edit is undone. A failed sync is retried with the queue's backoff. The
+// credential is azidentity's default (workload identity or a managed
+// identity) with, on the route table only, routeTables/read and
+// routeTables/routes/read, /write and /delete (deploy/README.md, AKS step
+// 7). A table over Azure's 400 routes is refused before any write.
 //
 // # Caches: only what the controller reads
 //

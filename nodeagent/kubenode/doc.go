@@ -26,8 +26,10 @@
 //     with the CNI config, not later.
 //   - Cheap at scale: the agent watches its own Node (a field selector
 //     on its name) for its site label, the catalog's base ConfigMap and
-//     its own site's node slices; never every Node of the cluster. A
-//     join rewrites one slice of its site (kube/catalog). The caches
+//     its own site's index and node slices; never every Node of the
+//     cluster. A join rewrites one slice and the index of its site, never
+//     the base (kube/catalog), so it reaches the agents of that site
+//     only: the other sites' agents receive nothing and decode nothing. The caches
 //     hold no more than the agent reads: its Node's name, UID and labels
 //     (transformNode drops the kubelet's status and managedFields), and
 //     the catalog ConfigMaps without managedFields (kube/follow).
