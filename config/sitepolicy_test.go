@@ -104,3 +104,29 @@ func TestSitePolicyCatalogRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSiteSources puts arbitrary text where site b's allowedSources list
+// goes: the check must never panic, and a file it accepts names only
+// sites, each once.
+func FuzzSiteSources(f *testing.F) {
+	for _, s := range []string{"[]", "[a, c]", "[a, a]", "[d]", "null", "{a: b}", "\n      - a\n      - c", "[*x]", "&x [a]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		if list == "" {
+			return // policyCatalog leaves the field out
+		}
+		data := policyCatalog(t, list)
+		c, problems, _ := CheckData("c.yaml", []byte(data), CheckOptions{SkipPrivateKey: true})
+		if len(problems) > 0 || c == nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, name := range c.Sites[1].AllowedSources {
+			if c.SiteByName(name) == nil || seen[name] {
+				t.Fatalf("accepted %q: allowedSources %q", list, c.Sites[1].AllowedSources)
+			}
+			seen[name] = true
+		}
+	})
+}

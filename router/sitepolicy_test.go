@@ -364,3 +364,39 @@ func TestSitePolicyMetrics(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSitePolicy feeds arbitrary packets through both paths of a pair
+// whose lists refuse site-a's pods: B's list on B only (A sends, B
+// checks after opening), and A's copy of it (A checks before sealing).
+// Nothing may panic, and no packet whose source is a site-a pod may
+// reach B's TUN, whatever else the packet holds.
+func FuzzSitePolicy(f *testing.F) {
+	h := newHotPair(f, bhcrypto.AESGCM)
+	setPolicy(f, h, nil, nil, true, false)
+	setPolicy(f, h, nil, []string{"site-c"}, false, true)
+	f.Add(udpPacket(f, podA, podB, []byte("v4")), false)
+	f.Add(udpPacket(f, podA6, podB6, []byte("v6")), true)
+	f.Add(udpPacket(f, nodeA, podB, []byte("node")), false)
+	f.Add([]byte{0x45}, false)
+	in, out := h.a.newInsideBatch(), h.b.newOutsideBatch()
+	pods := []netip.Prefix{podsA[0], podsA[1]}
+	f.Fuzz(func(t *testing.T, pkt []byte, senderKnows bool) {
+		if len(pkt) > h.a.set.mtu {
+			return
+		}
+		var listOnA []string
+		if senderKnows {
+			listOnA = []string{"site-c"}
+		}
+		setPolicy(t, h, nil, listOnA, true, false)
+		src, isIP := innerSource(pkt)
+		sent, delivered := h.sendPacket(in, out, pkt)
+		fromPod := isIP && (pods[0].Contains(src) || pods[1].Contains(src))
+		if fromPod && delivered {
+			t.Fatalf("a packet from site-a's pod %s reached B (sent %v)", src, sent)
+		}
+		if fromPod && senderKnows && sent {
+			t.Fatalf("A sealed a packet from its pod %s for a site that refuses it", src)
+		}
+	})
+}
