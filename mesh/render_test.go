@@ -56,12 +56,12 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-// bigMesh is n sites with 3 gateways each, every pair up but the
-// pairs toward site 7, which are down, and long site names.
-func bigMesh(n int, name func(int) string) Matrix {
+// bigMesh is n sites with gws gateways each, every pair up but the
+// pairs toward site 7, which are down.
+func bigMesh(n, gws int, name func(int) string) Matrix {
 	var rows []Row
 	for i := range n {
-		for g := 1; g <= 3; g++ {
+		for g := 1; g <= gws; g++ {
 			for j := range n {
 				if i == j {
 					continue
@@ -92,11 +92,11 @@ func TestTableFits(t *testing.T) {
 		grid      bool
 		wantShown string
 	}{
-		{"2 sites", bigMesh(8, short), 80, false, 70, true, "s0"},
-		{"long names", bigMesh(9, long), 80, false, 100, true, "westeu…ter-008"},
-		{"200 sites: only pairs not up", bigMesh(200, long), 80, false, 210, false, "westeu…ter-007"},
-		{"200 sites, all", bigMesh(200, short), 80, true, 40000, false, "s199"},
-		{"narrowest", bigMesh(9, long), 64, false, 100, true, "we…008"},
+		{"2 sites", bigMesh(8, 3, short), 80, false, 70, true, "s0"},
+		{"long names", bigMesh(9, 3, long), 80, false, 100, true, "westeu…ter-008"},
+		{"200 sites: only pairs not up", bigMesh(200, 1, long), 80, false, 210, false, "westeu…ter-007"},
+		{"200 sites, all", bigMesh(200, 1, short), 80, true, 40000, false, "s199"},
+		{"narrowest", bigMesh(9, 3, long), 64, false, 100, true, "we…008"},
 	}
 	for _, c := range cases {
 		for _, color := range []bool{false, true} {

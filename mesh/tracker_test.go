@@ -136,3 +136,23 @@ func TestRouterRows(t *testing.T) {
 		t.Errorf("live %s router %s, want down and up", live.State, router.State)
 	}
 }
+
+// TestTrackerConcurrent: the sampling loop and page requests share a
+// tracker (run with -race).
+func TestTrackerConcurrent(t *testing.T) {
+	tr := NewTracker(TrackerOptions{Site: "a", Gateway: "gw-a1"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			p := peer("b", "gw-b1", Up, t0.Add(time.Duration(i)*time.Millisecond))
+			p.ProbesSent, p.ProbeReplies = uint64(i), uint64(i)
+			tr.Observe([]Peer{p}, t0.Add(time.Duration(i)*time.Millisecond))
+		}
+	}()
+	for i := range 200 {
+		tr.Rows([]Peer{peer("b", "gw-b1", Up, t0)}, t0.Add(time.Duration(i)*time.Millisecond))
+		tr.RouterRows([]Peer{peer("b", "gw-b1", Up, t0)}, t0)
+	}
+	<-done
+}
