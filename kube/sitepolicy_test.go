@@ -3,7 +3,9 @@ package kube
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -69,5 +71,30 @@ func TestSitePolicyPaths(t *testing.T) {
 			t.Fatal(err)
 		}
 		same("WriteCatalog and yaml.v3", doc.Sites[0].AllowedSources)
+	}
+}
+
+// TestSitePolicyCheckPlan: a Site whose allowedSources names no Site is
+// a problem of that Site, on its field (the controller leaves that Site
+// out and says so in its Valid condition, as for any invalid field).
+func TestSitePolicyCheckPlan(t *testing.T) {
+	c := &config.Config{Sites: []config.Site{
+		{Name: "a", AllowedSources: config.SiteSources{"b", "gone"},
+			NodeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.101.0.0/16")},
+			Gateways: []config.Gateway{{Name: "gw", Address: netip.MustParseAddr("10.1.0.4"), Endpoint: "203.0.113.1:51820", PublicKey: "Wo7vmKLHELWcx9ZwOYMvcGa65oyEhxdw0wWX+scW8Uw="}}},
+		{Name: "b", NodeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.2.0.0/16")}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.102.0.0/16")},
+			Gateways: []config.Gateway{{Name: "gw", Address: netip.MustParseAddr("10.2.0.4"), Endpoint: "203.0.113.2:51820", PublicKey: "6AW+BSks3nW8Q0PyZle1TunW366L+puG38nEpGJnoB8="}}},
+	}}
+	r, err := FromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, problems, _ := CheckPlan(r)
+	if len(problems) != 1 {
+		t.Fatalf("problems %v, want one", problems)
+	}
+	p := problems[0]
+	if p.Site != "a" || p.Kind != "Site" || p.Name != "a" || p.Field != "spec.allowedSources[1]" || !strings.Contains(p.Msg, `"gone" is not a site`) {
+		t.Errorf("problem %+v", p)
 	}
 }

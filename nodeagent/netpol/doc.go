@@ -135,6 +135,12 @@
 //	a node (100 pods)          200   1020    26           715           400
 //	all 10,000 pods local     1080   5870  1026         22715         40000
 //
+// docs/network-policy.md ("Cost") has the later figures: throughput and
+// connection rate through a node with the table loaded
+// (BenchmarkThroughput), the compiler state's memory
+// (BenchmarkCompilerMemory), the size of `nft list ruleset` and what the
+// named verdict counters cost (BenchmarkWrite).
+//
 // Writing costs some 50 µs a rule and 125 µs a verdict-map element
 // (the kernel validates each jump); a change therefore takes 0.1–0.3 s
 // to apply on a node of 100 pods, coalesced over DefaultDebounce
@@ -213,7 +219,11 @@
 // a table from the synced view is written),
 // bridgehead_netpol_last_write_timestamp_seconds,
 // bridgehead_netpol_repairs_total and
-// bridgehead_netpol_bridge_netfilter{family}. Each write logs one line
+// bridgehead_netpol_bridge_netfilter{family}. Options.OnEnforcing
+// fires once the first table is written: the node agent then ends its
+// Node condition's message in "network policy: enforced", which
+// `bridgehead verify --collect` (verify/kubenetpol) reads on every Node
+// when NetworkPolicies exist. Each write logs one line
 // with the ruleset's size and the compile and write times; the
 // controller logs its state changes (waiting, synced, table not
 // written, bridge unfiltered); nothing is logged per packet.
