@@ -466,6 +466,15 @@ func compatRun(t *testing.T, rel release, oldBin, oldGW, newGW string) {
 		if v := metric(m, fmt.Sprintf(`bridgehead_peer_up{gateway=%q,site=%q}`, other, "site-"+other[3:4])); v != 1 {
 			t.Errorf("gateway %s: bridgehead_peer_up of %s = %v, want 1", gw, other, v)
 		}
+		// What each said of itself in its probes crossed: both
+		// releases read lane bytes and have an express lane, so each
+		// uses them toward the other (probe flags, docs/releasing.md).
+		for _, f := range []string{"lane_bytes", "express"} {
+			series := fmt.Sprintf(`bridgehead_peer_session_features{feature=%q,gateway=%q,site=%q}`, f, other, "site-"+other[3:4])
+			if v := metric(m, series); v != 1 {
+				t.Errorf("gateway %s: %s = %v, want 1: the probe flags did not cross", gw, series, v)
+			}
+		}
 	}
 
 	step("metrics")
