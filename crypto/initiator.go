@@ -131,6 +131,10 @@ func (in *Initiation) SenderIndex() uint32 { return in.senderIndex }
 // Peer returns the responder's static public key.
 func (in *Initiation) Peer() PublicKey { return in.peer }
 
+// Local returns the initiator's static public key (the Identity it was
+// made with).
+func (in *Initiation) Local() PublicKey { return in.id.Public }
+
 // ConsumeResponse completes the handshake with the responder's message.
 // Cheap checks run first, in this order and before any Diffie-Hellman:
 // size (ErrMessageSize), type (ErrMessageType), reserved bytes

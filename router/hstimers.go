@@ -22,6 +22,9 @@ func (h *handshaker) timers(now time.Time) {
 		}
 	}
 	for _, p := range st.order {
+		if h.staleInitiation(p) { // a key changed: try the new one now (keys.go)
+			h.initiate(p, now, true)
+		}
 		if p.hs.pending != nil && now.Sub(p.hs.lastSent) >= p.hs.retryAfter {
 			if now.Sub(p.hs.firstAttempt) >= RekeyAttemptTime {
 				h.dropPending(p)

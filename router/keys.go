@@ -79,10 +79,14 @@ func (h *handshaker) noteKeyProblem(p *Peer, reason Reason, msg string, now time
 	if reason == ReasonPSKMismatch {
 		p.hsPSKMismatch.Add(1)
 	}
-	if !p.hs.lastKeyLog.IsZero() && now.Sub(p.hs.lastKeyLog) < pskLogEvery {
+	last := &p.hs.lastKeyLog[0]
+	if reason == ReasonPSKMismatch {
+		last = &p.hs.lastKeyLog[1]
+	}
+	if !last.IsZero() && now.Sub(*last) < pskLogEvery {
 		return
 	}
-	p.hs.lastKeyLog = now
+	*last = now
 	h.r.log.Warn(msg, "site", p.site, "gateway", p.name, "reason", reason.String(),
 		"psk_mismatches", p.hsPSKMismatch.Load())
 }
@@ -122,6 +126,15 @@ func (r *Router) SetKeyRing(ring *bhcrypto.KeyRing) error {
 			"previous_key", old.Current.Public.String(), "previous_until", ring.PreviousUntil)
 	}
 	return nil
+}
+
+// staleInitiation reports whether p's pending initiation was made with a
+// key that changed since (ours or the peer's): its response can complete
+// nothing the peer still accepts, so the timers start a new attempt at
+// once instead of after RekeyTimeout. Handshake loop.
+func (h *handshaker) staleInitiation(p *Peer) bool {
+	in := p.hs.pending
+	return in != nil && (in.Peer() != p.PublicKey() || in.Local() != h.r.keys.Load().Current.Public)
 }
 
 // expireKeys drops our previous static key once its overlap is over.

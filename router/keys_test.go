@@ -260,3 +260,35 @@ func TestSetKeyRingRefusals(t *testing.T) {
 		t.Error("a refused ring replaced the running one")
 	}
 }
+
+// TestStaleInitiationRestarts: an initiation pending when the peer's key
+// changes (a rollover in our config) is replaced by one to the new key at
+// the next timer tick, not after RekeyTimeout; so is one made with our
+// own key before we rotated it.
+func TestStaleInitiationRestarts(t *testing.T) {
+	h := newHotPair(t, bhcrypto.AESGCM)
+	p := h.a.state.Load().order[0]
+	oldB := h.b.KeyRing().Current
+	newB := newIdentity(t, bhcrypto.AESGCM)
+	now := h.now
+	h.a.hs.initiate(p, now, false)
+	if in := p.hs.pending; in == nil || in.Peer() != oldB.Public {
+		t.Fatal("no initiation pending to B's key")
+	}
+	if err := h.a.SetConfig(rotateConfig(h, h.a.KeyRing().Current.Public, newB.Public, oldB.Public, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(TimerTick)
+	h.a.hs.timers(now)
+	if in := p.hs.pending; in == nil || in.Peer() != newB.Public {
+		t.Fatal("the initiation to B's old key was not replaced by one to its new key")
+	}
+	newA := newIdentity(t, bhcrypto.AESGCM)
+	if err := h.a.SetKeyRing(h.a.KeyRing().Rotate(newA, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	h.a.hs.timers(now.Add(TimerTick))
+	if in := p.hs.pending; in == nil || in.Local() != newA.Public {
+		t.Fatal("the initiation made with our old key was not replaced")
+	}
+}

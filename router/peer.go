@@ -164,9 +164,10 @@ type peerHandshake struct {
 	// responseFailures counts the responses for pendingIndex that
 	// failed (handshake.go, maxResponseFailures).
 	responseFailures int
-	// lastKeyLog is when a key problem with the peer was last logged
-	// (keys.go, noteKeyProblem).
-	lastKeyLog time.Time
+	// lastKeyLog is when each kind of key problem with the peer was
+	// last logged (keys.go, noteKeyProblem): expired keys, preshared
+	// keys.
+	lastKeyLog [2]time.Time
 }
 
 func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono monoEpoch) *Peer {
