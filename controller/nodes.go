@@ -129,6 +129,13 @@ func internalIPs(n *corev1.Node) []netip.Addr {
 // since (a conflict), it is read again from the API server and decided
 // again.
 func (c *Controller) reconcileNode(ctx context.Context, name string) error {
+	// A Site event the site worker has not handled yet is applied first,
+	// so a node is never matched against Sites older than the cache it
+	// came from: a Site seen deleted takes no node, whichever worker runs
+	// first (the site worker's syncSites then finds nothing dirty).
+	if c.sitesDirty.Swap(false) {
+		c.syncSites()
+	}
 	n, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		c.forgetNode(name)

@@ -219,6 +219,15 @@ func TestKubeSiteFinalizerAndAudit(t *testing.T) {
 		s := h.obs.site("site-a")
 		return s != nil && s.DeletionTimestamp != nil
 	})
+	// The controller's own cache, not only the observer's, has the
+	// deletion before the node joins: the two watches are not ordered
+	// (under load the controller's lagged, and the node took a block of
+	// site-a; reconcileNode now applies pending Site events first).
+	waitTrue(t, 15*time.Second, "the controller's cache has site-a deleted", func() bool {
+		o, err := in.c.sites.Get("site-a")
+		m, ok := o.(metav1.Object)
+		return err == nil && ok && m.GetDeletionTimestamp() != nil
+	})
 	if err := h.createNode(ctx, "bhc-fin-late", "10.10.0.3"); err != nil {
 		t.Fatal(err)
 	}
