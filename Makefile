@@ -28,10 +28,12 @@ build:
 #   setpriv (util-linux)      the CLI test that drops a capability
 #   ethtool                   the tun test that turns a veth's checksum offload off
 #   iptables-legacy (iptables) the node agent's FORWARD check of legacy iptables chains
+#   chromium                  TestMesh loads the gateway's /mesh page headless (DOM, screenshot)
 # and then the Go modules. One apt-get run installs whatever is missing.
 DEPS := ip:iproute2 nft:nftables curl:curl iperf3:iperf3 dnsmasq:dnsmasq-base \
 	lintian:lintian dpkg-deb:dpkg packer:packer keepalived:keepalived \
-	systemd-analyze:systemd setpriv:util-linux ethtool:ethtool iptables-legacy:iptables
+	systemd-analyze:systemd setpriv:util-linux ethtool:ethtool iptables-legacy:iptables \
+	chromium:chromium
 deps:
 	@need=; for c in $(DEPS); do command -v "$${c%%:*}" >/dev/null 2>&1 || need="$$need $${c#*:}"; done; \
 	  if [ -n "$$need" ]; then \

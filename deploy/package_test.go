@@ -49,6 +49,7 @@ func TestBuildDeb(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"/usr/bin/bridgehead":                           "-rwxr-xr-x root/root",
+		"/usr/bin/kubectl-bridgehead":                   "lrwxrwxrwx root/root",
 		"/lib/systemd/system/bridgehead.service":        "-rw-r--r-- root/root",
 		"/etc/bridgehead":                               "drwx------ root/root",
 		"/etc/bridgehead/bridgehead.yaml.example":       "-rw-r--r-- root/root",

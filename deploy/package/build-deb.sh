@@ -14,6 +14,7 @@
 # package it wrote. Contents:
 #
 #   /usr/bin/bridgehead
+#   /usr/bin/kubectl-bridgehead -> bridgehead  (kubectl's plugin: kubectl bridgehead mesh)
 #   /usr/libexec/bridgehead/bridgehead-keygen
 #   /lib/systemd/system/bridgehead.service
 #   /lib/systemd/system/bridgehead-keygen.service
@@ -106,6 +107,10 @@ install -d -m 0755 "$root/usr/share/man/man8"
 	printf '.SH SEE ALSO\n/usr/share/doc/bridgehead/README.md\n'
 } | gzip -9n >"$root/usr/share/man/man8/bridgehead.8.gz"
 chmod 0644 "$root/usr/share/man/man8/bridgehead.8.gz"
+# kubectl finds plugins on PATH by name; bridgehead answers as the plugin
+# when run by this name (kubectl bridgehead mesh). Its manual is bridgehead's.
+ln -s bridgehead "$root/usr/bin/kubectl-bridgehead"
+ln -s bridgehead.8.gz "$root/usr/share/man/man8/kubectl-bridgehead.8.gz"
 install -d -m 0755 "$root/DEBIAN"
 
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
