@@ -22,7 +22,9 @@ func (h *handshaker) timers(now time.Time) {
 		}
 	}
 	for _, p := range st.order {
-		if h.staleInitiation(p) { // a key changed: try the new one now (keys.go)
+		// A key changed: handshake with the new one now, rather than at
+		// the next rekey or retransmission (keys.go).
+		if p.keyChanged.Swap(false) || h.staleInitiation(p) {
 			h.initiate(p, now, true)
 		}
 		if p.hs.pending != nil && now.Sub(p.hs.lastSent) >= p.hs.retryAfter {

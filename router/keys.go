@@ -70,6 +70,9 @@ func (p *Peer) setKeys(c PeerConfig, old *peerKeys, now func() time.Time) {
 	}
 	p.keys.Store(k)
 	p.rank.Store(binary.LittleEndian.Uint64(c.PublicKey[:8]))
+	if old != nil && old.cur != c.PublicKey {
+		p.keyChanged.Store(true)
+	}
 }
 
 // noteKeyProblem counts and, at most once per pskLogEvery, logs a

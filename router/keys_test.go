@@ -271,6 +271,10 @@ func TestStaleInitiationRestarts(t *testing.T) {
 	oldB := h.b.KeyRing().Current
 	newB := newIdentity(t, bhcrypto.AESGCM)
 	now := h.now
+	h.a.hs.timers(now)
+	if p.hs.pending != nil {
+		t.Fatal("a handshake started with nothing changed")
+	}
 	h.a.hs.initiate(p, now, false)
 	if in := p.hs.pending; in == nil || in.Peer() != oldB.Public {
 		t.Fatal("no initiation pending to B's key")
@@ -290,5 +294,16 @@ func TestStaleInitiationRestarts(t *testing.T) {
 	h.a.hs.timers(now.Add(TimerTick))
 	if in := p.hs.pending; in == nil || in.Local() != newA.Public {
 		t.Fatal("the initiation made with our old key was not replaced")
+	}
+	// With nothing pending, learning a peer's new key starts a handshake
+	// to it at the next tick: the session moves to the new key at once.
+	h.a.hs.dropPending(p)
+	newerB := newIdentity(t, bhcrypto.AESGCM)
+	if err := h.a.SetConfig(rotateConfig(h, newA.Public, newerB.Public, newB.Public, now.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	h.a.hs.timers(now.Add(2 * TimerTick))
+	if in := p.hs.pending; in == nil || in.Peer() != newerB.Public {
+		t.Fatal("learning the peer's new key started no handshake to it")
 	}
 }

@@ -134,6 +134,11 @@ type Peer struct {
 	// Written by SetConfig only.
 	keepalive atomic.Int64
 
+	// keyChanged is set by SetConfig when the peer's current key
+	// changed (a rollover) and cleared by the handshake loop, which then
+	// starts a handshake to the new key at once (hstimers.go).
+	keyChanged atomic.Bool
+
 	// Handshakes with or to a previous key (ours or the peer's) during
 	// an overlap, handshakes completed with the pair's second preshared
 	// key, and preshared-key mismatches. Handshake loop.
