@@ -107,7 +107,9 @@ func challenge(R, A, msg []byte) *edwards25519.Scalar {
 
 // xeddsaVerify is xeddsa_verify(u, M, R || s).
 func xeddsaVerify(u PublicKey, msg, sig []byte) bool {
-	if len(sig) != RolloverSignatureSize || sig[31]&0x80 != 0 {
+	// R is compared by its encoding with R' below, which is canonical: a
+	// non-canonical R never matches. Its top bit is x's sign, either way.
+	if len(sig) != RolloverSignatureSize {
 		return false
 	}
 	A, err := montgomeryToEdwards(u)

@@ -86,6 +86,22 @@ func TestRolloverSignature(t *testing.T) {
 	}
 }
 
+// TestRolloverSignatureManyKeys: signatures of many keys verify, whatever
+// the signs of their Edwards points and of R (half of each are odd).
+func TestRolloverSignatureManyKeys(t *testing.T) {
+	for seed := range byte(200) {
+		prev, _ := GeneratePrivateKey(detRand(seed))
+		next, _ := GeneratePrivateKey(detRand(seed + 1))
+		sig, err := SignRollover(prev, next.PublicKey(), testNow, detRand(seed+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !VerifyRollover(prev.PublicKey(), next.PublicKey(), testNow, sig[:]) {
+			t.Fatalf("seed %d: a genuine signature does not verify (R sign bit %d)", seed, sig[31]>>7)
+		}
+	}
+}
+
 func FuzzVerifyRollover(f *testing.F) {
 	prev, _ := GeneratePrivateKey(detRand(1))
 	next, _ := GeneratePrivateKey(detRand(2))
