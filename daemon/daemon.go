@@ -205,6 +205,9 @@ func Run(ctx context.Context, o Options) error {
 	g.m.reg.MustRegister(newPathCollector(g.peerStates))
 	g.cfg.Store(cfg)
 	g.keyDigest = keyFileDigest(cfg)
+	if last, err := lastRotation(cfg, nil, time.Now()); err == nil && last.Previous != nil {
+		g.rotation.Store(last) // for the Gateway status (keys.go)
+	}
 	// The LAN watch exists before /readyz is served, which reads it.
 	links := lanLinks{h: &netlink.Handle{}}
 	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: links.probe, resolve: links.side, deliver: r.SetCanDeliver,

@@ -107,6 +107,18 @@ func readPresharedKeys(path string) ([]bhcrypto.PresharedKey, error) {
 // by this reload, after now. A previous key past its end is left out.
 // Errors name the config file and field.
 func keyRing(cfg *config.Config, running *bhcrypto.KeyRing, now time.Time) (*bhcrypto.KeyRing, error) {
+	all, err := lastRotation(cfg, running, now)
+	if err != nil {
+		return nil, err
+	}
+	return all.Expire(now), nil
+}
+
+// lastRotation is keyRing with the previous key kept after its overlap:
+// the last rotation, whose signature the Gateway status keeps showing
+// (registerStatus) so that a key the old one vouched for stays vouched
+// for while spec pins the old one.
+func lastRotation(cfg *config.Config, running *bhcrypto.KeyRing, now time.Time) (*bhcrypto.KeyRing, error) {
 	cur, err := identity(cfg)
 	if err != nil {
 		return nil, err
@@ -134,10 +146,10 @@ func keyRing(cfg *config.Config, running *bhcrypto.KeyRing, now time.Time) (*bhc
 		prev, written = running.Current, now
 	}
 	if prev == nil || prev.Public == cur.Public {
-		return ring.Expire(now), nil
+		return ring, nil
 	}
 	if ring.Previous != nil && ring.Previous.Public == prev.Public {
-		return ring.Expire(now), nil // already answering it; keep its end
+		return ring, nil // already answering it; keep its end
 	}
 	until := written.Add(cfg.KeyOverlapOrDefault())
 	if gw := cfg.LocalGateway(); gw != nil && gw.PreviousPublicKey != "" {
@@ -145,12 +157,16 @@ func keyRing(cfg *config.Config, running *bhcrypto.KeyRing, now time.Time) (*bhc
 			until = gw.PreviousKeyExpires
 		}
 	}
-	return (&bhcrypto.KeyRing{Current: cur, Previous: prev, PreviousUntil: until}).Expire(now), nil
+	return &bhcrypto.KeyRing{Current: cur, Previous: prev, PreviousUntil: until}, nil
 }
 
-// applyKeyRing makes ring the router's, logging a rotation. Called under
-// g.mu once the reload's config is in.
-func (g *gateway) applyKeyRing(ring *bhcrypto.KeyRing) error {
+// applyKeyRing makes ring the router's, logging a rotation, and keeps
+// cfg's last rotation for the status. Called under g.mu once the reload's
+// config is in.
+func (g *gateway) applyKeyRing(cfg *config.Config, ring *bhcrypto.KeyRing) error {
+	if last, err := lastRotation(cfg, g.r.KeyRing(), time.Now()); err == nil && last.Previous != nil && last.Current.Public == ring.Current.Public {
+		g.rotation.Store(last)
+	}
 	old := g.r.KeyRing()
 	if old.Current == ring.Current && old.Previous == ring.Previous && old.PreviousUntil.Equal(ring.PreviousUntil) {
 		return nil
@@ -191,12 +207,24 @@ func (g *gateway) reloadKeys(cfg *config.Config) error {
 	if err := g.r.SetConfig(rc); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
-	if err := g.applyKeyRing(ring); err != nil {
+	if err := g.applyKeyRing(cfg, ring); err != nil {
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
 	g.keyDigest = d
 	g.log.Info("key files reloaded", "config", cfg.Path)
 	return nil
+}
+
+// rotationStatus is what the Gateway status says of the last rotation:
+// the previous key, the end of its overlap (past, once over) and its
+// signature; zero values when the gateway has not rotated since its key
+// was pinned. Any goroutine.
+func (g *gateway) rotationStatus() (prev string, until time.Time, sig string) {
+	last := g.rotation.Load()
+	if last == nil || last.Previous == nil || last.Current.Public != g.r.KeyRing().Current.Public {
+		return "", time.Time{}, ""
+	}
+	return last.Previous.Public.String(), last.PreviousUntil, rolloverProof(last)
 }
 
 // rolloverProof is the previous key's signature over the current one and

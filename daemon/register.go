@@ -106,12 +106,8 @@ func (g *gateway) registerStatus() register.Status {
 	now := time.Now()
 	cfg := g.cfg.Load()
 	rep := g.readiness(now)
-	ring := g.r.KeyRing()
-	s := register.Status{PublicKey: ring.Current.Public.String(), Ready: rep.Ready}
-	if ring.PreviousLive(now) {
-		s.PreviousPublicKey, s.PreviousKeyExpires = ring.Previous.Public.String(), ring.PreviousUntil
-		s.KeySignature = rolloverProof(ring)
-	}
+	s := register.Status{PublicKey: g.r.KeyRing().Current.Public.String(), Ready: rep.Ready}
+	s.PreviousPublicKey, s.PreviousKeyExpires, s.KeySignature = g.rotationStatus() // keys.go
 	if gw := cfg.LocalGateway(); gw != nil {
 		s.Endpoint = gw.Endpoint
 	}

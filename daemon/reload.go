@@ -48,6 +48,10 @@ type gateway struct {
 	// keyDigest is the key files the running keys came from (keys.go):
 	// under mu.
 	keyDigest [32]byte
+	// rotation is the last key rotation, its previous key kept after the
+	// overlap, for the Gateway status (keys.go). Written under mu, read
+	// by any goroutine.
+	rotation atomic.Pointer[bhcrypto.KeyRing]
 	// relay is the CONNECT relay, nil when off. Reloads (under mu) start,
 	// move and stop it; status reads it from any goroutine.
 	relay atomic.Pointer[relay.Relay]
@@ -215,7 +219,7 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 			g.log.Error("relay kept its previous policy", "err", err)
 		}
 	}
-	if err := g.applyKeyRing(ring); err != nil {
+	if err := g.applyKeyRing(next, ring); err != nil {
 		g.log.Error("gateway key not rotated", "config", next.Path, "err", err)
 	}
 	g.keyDigest = keyFileDigest(next)

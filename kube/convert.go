@@ -304,6 +304,7 @@ func gatewayToConfig(g *v1.Gateway) (config.Gateway, error) {
 	if out.PublicKey == "" {
 		out.PublicKey = g.Status.PublicKey
 	}
+	gatewayKeys(&out, g) // a key rollover the previous key signed (keys.go)
 	var err error
 	if out.Address, err = parseAddr("spec.address", string(g.Spec.Address)); err != nil {
 		return out, err

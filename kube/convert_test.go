@@ -71,6 +71,9 @@ func (f *filler) fill(v reflect.Value, path string) {
 			if sf.Tag.Get("yaml") == "-" {
 				continue // derived by config.Parse, not part of the model
 			}
+			if sf.Name == "PreviousPublicKey" || sf.Name == "PreviousKeyExpires" {
+				continue // a key rollover: signed Gateway status, not the catalog's model (keys.go, TestGatewayKeysRollover)
+			}
 			if !sf.IsExported() {
 				f.t.Fatalf("%s.%s: unexported field in the config model", path, sf.Name)
 			}

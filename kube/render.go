@@ -79,6 +79,10 @@ func WriteCatalog(w io.Writer, c *config.Config) error {
 				if g.PublicKey != "" {
 					add(gm, "publicKey", str(g.PublicKey))
 				}
+				if g.PreviousPublicKey != "" { // a key rollover (keys.go)
+					add(gm, "previousPublicKey", str(g.PreviousPublicKey))
+					add(gm, "previousKeyExpires", str(g.PreviousKeyExpires.UTC().Format(time.RFC3339)))
+				}
 				gws.Content = append(gws.Content, gm)
 			}
 			add(m, "gateways", gws)

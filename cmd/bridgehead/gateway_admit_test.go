@@ -249,6 +249,22 @@ func TestGatewayAdmit(t *testing.T) {
 	if _, err := gw3.Patch(ctx, "site-b.gw-b3", types.MergePatchType, []byte(`{"status":{"publicKey":"`+admitKey1+`"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Errorf("gw-b3 registers its pinned key: %v", err)
 	}
+	// A key rollover the pinned key signed needs no approve-key: the
+	// policy lets a status in whose previousPublicKey is the pinned key
+	// and that carries a signature (the catalog renderer checks the
+	// signature, kube/keys.go); one from another previous key does not.
+	sig := base64.StdEncoding.EncodeToString(make([]byte, 64))
+	rollover := func(key, prev string) error {
+		_, err := gw3.Patch(ctx, "site-b.gw-b3", types.MergePatchType, []byte(`{"status":{"publicKey":"`+key+`","previousPublicKey":"`+prev+
+			`","previousKeyExpires":"2030-01-02T03:04:05Z","keySignature":"`+sig+`"}}`), metav1.PatchOptions{}, "status")
+		return err
+	}
+	if err := rollover(admitKey3, admitKey2); !apierrors.IsForbidden(err) {
+		t.Errorf("gw-b3 rolls over from a key that is not its pinned one: %v, want 403", err)
+	}
+	if err := rollover(admitKey2, admitKey1); err != nil {
+		t.Errorf("gw-b3 rolls over from its pinned key: %v", err)
+	}
 	if code, _, stderr := admit("site-b/gw-b3", "--address", "192.168.50.5"); code == 0 || !strings.Contains(stderr, "spec.address") {
 		t.Errorf("admitting gw-b3 with another address: exit %d %q, want a refusal", code, stderr)
 	}
