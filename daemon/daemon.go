@@ -267,6 +267,7 @@ func Run(ctx context.Context, o Options) error {
 			log.Warn("catalog file changes will not be noticed; reload with SIGHUP", "catalog", cat, "err", err)
 		}
 	}
+	watchKeyFiles(ctx, cfg, changed, log) // key files reload too (keys.go)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)

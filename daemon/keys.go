@@ -2,16 +2,19 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/internal/filewatch"
 	"github.com/bridgehead/bridgehead/router"
 )
 
@@ -239,4 +242,26 @@ func rolloverProof(ring *bhcrypto.KeyRing) string {
 		return ""
 	}
 	return base64.StdEncoding.EncodeToString(sig[:])
+}
+
+// watchKeyFiles watches the key files cfg names (privateKeyFile,
+// previousPrivateKeyFile, presharedKeys) like the config file: a change
+// reloads, and the reload applies changed key files (reloadKeys). A
+// preshared key kept in a Kubernetes Secret mounted as a volume thus
+// follows the Secret (the kubelet swaps the volume's ..data link, which
+// the watch sees). Files a later reload adds are read at each reload but
+// watched from the next start.
+func watchKeyFiles(ctx context.Context, cfg *config.Config, changed chan<- struct{}, log *slog.Logger) {
+	paths := []string{cfg.PrivateKeyPath(), cfg.PreviousPrivateKeyPath()}
+	for _, ref := range cfg.PresharedKeys {
+		paths = append(paths, cfg.PresharedKeyPath(ref))
+	}
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := filewatch.Start(ctx, p, ReloadDebounce, changed, log); err != nil {
+			log.Warn("key file changes will not be noticed; reload with SIGHUP", "file", p, "err", err)
+		}
+	}
 }
