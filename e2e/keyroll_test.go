@@ -52,7 +52,7 @@ func TestKeyRollover(t *testing.T) {
 	prevB := `bridgehead_peer_handshakes_total{gateway="gw-a1",result="previous_key",site="site-a"}`
 	var before float64
 	kr.during("a: gateway A's key rotates", 7020, func() {
-		rot = kr.rotateA(10 * time.Second)
+		rot = kr.rotateA(8 * time.Second)
 		kr.learn("b", rot)
 		time.Sleep(2 * time.Second) // several rekeys on the new key
 		before = metric(l.metrics("b"), prevB)
@@ -94,10 +94,10 @@ func TestKeyRollover(t *testing.T) {
 		for _, keys := range [][]bhcrypto.PresharedKey{{k1, k2}, {k2, k1}, {k2}} {
 			writePSK(t, pskA, keys...)
 			kr.keysReloaded("a")
-			time.Sleep(1200 * time.Millisecond)
+			time.Sleep(time.Second)
 			writePSK(t, pskB, keys...)
 			kr.keysReloaded("b")
-			time.Sleep(1200 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 	})
 	second := 0.0
@@ -244,13 +244,13 @@ func (k *keyRoll) learn(site string, r rotated) {
 // transfer fails the test.
 func (k *keyRoll) during(step string, port int, action func()) {
 	k.t.Helper()
-	const stream = 10 * time.Second
+	const stream = 8 * time.Second
 	sink := k.sinkAt("b-node", "10.245.1.10", port)
 	_, streamDone := k.bg("a-node", filepath.Join(k.bin, "bhprobe"), "udp-stream", "-src", "10.244.1.10",
 		"-rate", "1000", "-duration", stream.String(), fmt.Sprintf("10.245.1.10:%d", port))
 	_, recvDone := k.bgListening("b-node", filepath.Join(k.bin, "bhprobe"), "tcp-recv", "-listen", fmt.Sprintf("10.245.1.10:%d", port+100), "-timeout", "60s")
 	_, sendDone := k.bg("a-node", filepath.Join(k.bin, "bhprobe"), "tcp-send", "-src", "10.244.1.10",
-		"-bytes", strconv.Itoa(20<<20), "-mbps", "16", "-timeout", "60s", fmt.Sprintf("10.245.1.10:%d", port+100))
+		"-bytes", strconv.Itoa(14<<20), "-mbps", "16", "-timeout", "60s", fmt.Sprintf("10.245.1.10:%d", port+100))
 	dropsBefore := map[string]map[string]float64{"a": k.drops("a"), "b": k.drops("b")}
 	time.Sleep(time.Second)
 	action()
