@@ -70,6 +70,9 @@ func TestAgentJoinCost(t *testing.T) {
 	if n, _ := strconv.Atoi(os.Getenv("BRIDGEHEAD_JOIN_COUNT")); n > 0 {
 		joins = n
 	}
+	if nodes/max(nodes/50, 2)+joins > 128 {
+		t.Fatalf("%d joins in a site of %d nodes: over the site's 128 pod blocks", joins, nodes/max(nodes/50, 2))
+	}
 	env := kubetest.Start(t)
 	cs := env.Clientset(t)
 	ctx := context.Background()
@@ -353,10 +356,9 @@ func (p *publisher) publish(ctx context.Context, sites []config.Site) (written, 
 }
 
 // joinSites is nSites dual-stack sites with two gateways each and nNodes
-// nodes spread over them, with the addressing of the controller's scale
-// test: site i has node CIDRs 10.<i/16>.<i%16*16>.0/20 and fd00:<i>::/64,
-// pod CIDRs 100.<64+i/4>.<i%4*64>.0/18 (blocks of /24) and fd10:<i>::/64
-// (blocks of /80).
+// nodes spread over them: site i has node CIDRs 10.<i/16>.<i%16*16>.0/20
+// and fd00:<i>::/64, pod CIDRs 10.<64+i/2>.<i%2*128>.0/17 (128 blocks
+// of /24) and fd10:<i>::/64 (blocks of /80).
 func joinSites(nSites, nNodes int) []config.Site {
 	sites := make([]config.Site, nSites)
 	for i := range sites {
@@ -364,7 +366,7 @@ func joinSites(nSites, nNodes int) []config.Site {
 		sites[i] = config.Site{
 			Name:      name,
 			NodeCIDRs: []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/20", i/16, i%16*16)), netip.MustParsePrefix(fmt.Sprintf("fd00:%x::/64", i))},
-			PodCIDRs:  []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("100.%d.%d.0/18", 64+i/4, i%4*64)), netip.MustParsePrefix(fmt.Sprintf("fd10:%x::/64", i))},
+			PodCIDRs:  []netip.Prefix{netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/17", 64+i/2, i%2*128)), netip.MustParsePrefix(fmt.Sprintf("fd10:%x::/64", i))},
 			Keepalive: 25 * time.Second,
 		}
 		for j := 1; j <= 2; j++ {
@@ -383,13 +385,14 @@ func joinSites(nSites, nNodes int) []config.Site {
 	return sites
 }
 
-// joinNode is node idx of site i: its address the idx-th of the site's
-// node CIDRs after the gateways, its blocks the idx-th of its pod CIDRs.
+// joinNode is node idx (< 128) of site i: its address the idx-th of the
+// site's node CIDRs after the gateways, its blocks the idx-th of its pod
+// CIDRs.
 func joinNode(i, idx int) config.Node {
 	return config.Node{
 		Name:     fmt.Sprintf("node-%03d-%04d", i, idx),
 		Address:  netip.MustParseAddr(fmt.Sprintf("10.%d.%d.%d", i/16, i%16*16+1+idx/250, idx%250+1)),
-		PodCIDR:  netip.MustParsePrefix(fmt.Sprintf("100.%d.%d.0/24", 64+i/4, i%4*64+idx)),
+		PodCIDR:  netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 64+i/2, i%2*128+idx)),
 		Address6: netip.MustParseAddr(fmt.Sprintf("fd00:%x::%x", i, idx+10)),
 		PodCIDR6: netip.MustParsePrefix(fmt.Sprintf("fd10:%x:0:0:%x::/80", i, idx)),
 	}
@@ -414,7 +417,9 @@ func procHWM(pid int) float64 {
 // refusals).
 func TestJoinSitesCheck(t *testing.T) {
 	sites := joinSites(4, 200)
-	sites[1].Nodes = append(sites[1].Nodes, joinNode(1, len(sites[1].Nodes)))
+	for len(sites[1].Nodes) < 128 { // as many joins as a site takes
+		sites[1].Nodes = append(sites[1].Nodes, joinNode(1, len(sites[1].Nodes)))
+	}
 	c := &config.Config{Sites: sites}
 	if problems, _ := config.Check(c, config.CheckOptions{SkipPrivateKey: true}); len(problems) > 0 {
 		t.Fatal(problems)
