@@ -140,7 +140,15 @@ func TestMesh(t *testing.T) {
 	// check runs (some 10 s after the session), the page and verify.
 	_, took := waitCell("up with an RTT", func(c mesh.Cell) bool { return c.State == mesh.Up && c.RTTMs > 0 }, 15*time.Second)
 	t.Logf("cell up after %v", took.Round(time.Millisecond))
-	checkDOM(t, browse("mesh-up"), "up")
+	// chromium's start takes both cores for a second or two: on a
+	// loaded machine the router may take B down meanwhile (its log
+	// says so), and the page rightly shows it red. Then look again.
+	dom := browse("mesh-up")
+	for try := 1; try < 3 && !strings.Contains(dom, cellAttrs("up")); try++ {
+		t.Logf("page shows site-a → site-b %s, the router's view then (see gateway A's log); loading it again", domState(dom))
+		dom = browse("mesh-up")
+	}
+	checkDOM(t, dom, "up")
 	// verify's node checks fail here (no kubelet in this lab): only
 	// the lines about gateway B count.
 	v, _ := l.verify()
@@ -240,7 +248,7 @@ func checkDOM(t *testing.T, dom, state string) {
 	t.Helper()
 	for _, want := range []string{
 		`data-live="1"`,
-		fmt.Sprintf(`data-from="site-a" data-to="site-b" data-state="%s"`, state),
+		cellAttrs(state),
 		`data-from="site-a" data-to="site-a" data-state="self"`,
 		`id="legend"`,
 		"2 sites, 1 pairs: ",
@@ -249,6 +257,21 @@ func checkDOM(t *testing.T, dom, state string) {
 			t.Errorf("the page as chromium renders it lacks %q:\n%s", want, headOf(dom, 3000))
 		}
 	}
+}
+
+// cellAttrs are the attributes of the page's cell site-a → site-b in state.
+func cellAttrs(state string) string {
+	return fmt.Sprintf(`data-from="site-a" data-to="site-b" data-state="%s"`, state)
+}
+
+// domState is the state of the page's cell site-a → site-b.
+func domState(dom string) string {
+	_, rest, ok := strings.Cut(dom, `data-from="site-a" data-to="site-b" data-state="`)
+	if !ok {
+		return "(no cell)"
+	}
+	st, _, _ := strings.Cut(rest, `"`)
+	return st
 }
 
 func headOf(s string, n int) string {
