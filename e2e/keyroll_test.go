@@ -18,7 +18,7 @@ import (
 )
 
 // TestKeyRollover is issue 37's proof for keys, in the two-site lab with
-// a preshared key for the pair and sessions rekeyed every second (so
+// a preshared key for the pair and sessions rekeyed every 2 s (so
 // each step sees many handshakes): a 1 kHz UDP stream and a checksummed
 // TCP transfer run from site A to site B while (a) gateway A's static key
 // rotates (bridgehead rotate-key --write-config on A, the new catalog
@@ -38,7 +38,7 @@ func TestKeyRollover(t *testing.T) {
 	pskA, pskB := filepath.Join(pskDir, "a-b.psk"), filepath.Join(pskDir, "b-a.psk")
 	writePSK(t, pskA, k1)
 	writePSK(t, pskB, k1)
-	l := startLab(t, "RUN_ARGS=--rekey-after 1s",
+	l := startLab(t, "RUN_ARGS=--rekey-after 2s",
 		"CONFIG_EXTRA_A=presharedKeys:\n  - site: site-b\n    file: "+pskA,
 		"CONFIG_EXTRA_B=presharedKeys:\n  - site: site-a\n    file: "+pskB)
 	kr := &keyRoll{lab: l}
@@ -94,10 +94,10 @@ func TestKeyRollover(t *testing.T) {
 		for _, keys := range [][]bhcrypto.PresharedKey{{k1, k2}, {k2, k1}, {k2}} {
 			writePSK(t, pskA, keys...)
 			kr.keysReloaded("a")
-			time.Sleep(time.Second)
+			time.Sleep(1500 * time.Millisecond)
 			writePSK(t, pskB, keys...)
 			kr.keysReloaded("b")
-			time.Sleep(time.Second)
+			time.Sleep(1500 * time.Millisecond)
 		}
 	})
 	second := 0.0
@@ -244,7 +244,7 @@ func (k *keyRoll) learn(site string, r rotated) {
 // transfer fails the test.
 func (k *keyRoll) during(step string, port int, action func()) {
 	k.t.Helper()
-	const stream = 8 * time.Second
+	const stream = 10 * time.Second
 	sink := k.sinkAt("b-node", "10.245.1.10", port)
 	_, streamDone := k.bg("a-node", filepath.Join(k.bin, "bhprobe"), "udp-stream", "-src", "10.244.1.10",
 		"-rate", "1000", "-duration", stream.String(), fmt.Sprintf("10.245.1.10:%d", port))
