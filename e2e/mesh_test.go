@@ -31,6 +31,7 @@ func TestMesh(t *testing.T) {
 	if err != nil {
 		t.Fatal("chromium is needed for the page's test (make deps installs it)")
 	}
+	binaries(t) // built once per test binary: not this test's time
 	start := time.Now()
 	l := startLab(t)
 	t.Logf("lab up in %v", time.Since(start).Round(time.Millisecond))
@@ -67,50 +68,7 @@ func TestMesh(t *testing.T) {
 			}
 		}
 	}()
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
-			err = inNetns(l.ns("a-gw"), func() error {
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
-		DisableKeepAlives: true,
-	}}
-	fetch := func() mesh.Matrix {
-		t.Helper()
-		res, err := client.Get("http://127.0.0.1:9641/mesh.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var m mesh.Matrix
-		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	cellAB := func(m mesh.Matrix) mesh.Cell {
-		c, ok := m.Cell("site-a", "site-b")
-		if !ok {
-			t.Fatalf("no cell site-a → site-b in %+v", m)
-		}
-		return c
-	}
-	waitCell := func(what string, ok func(mesh.Cell) bool, within time.Duration) (mesh.Cell, time.Duration) {
-		t.Helper()
-		begin := time.Now()
-		for {
-			c := cellAB(fetch())
-			if ok(c) {
-				return c, time.Since(begin)
-			}
-			if time.Since(begin) > within {
-				t.Fatalf("site-a → site-b not %s after %v: %+v", what, within, c)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	fetch, cellAB, waitCell := meshOf(t, l)
 	// browse renders the page in chromium in A's namespace: its DOM
 	// once the script has fetched mesh.json, and a screenshot.
 	browse := func(name string) string {
@@ -229,6 +187,96 @@ func TestMesh(t *testing.T) {
 	_, took = waitCell("up again", func(c mesh.Cell) bool { return c.State == mesh.Up }, 15*time.Second)
 	t.Logf("link restored: cell up again after %v", took.Round(time.Millisecond))
 	t.Logf("TestMesh took %v; artifacts in %s", time.Since(start).Round(time.Millisecond), art)
+}
+
+// meshOf returns functions that read gateway A's /mesh.json from
+// inside its namespace: the matrix, its cell site-a → site-b, and a wait
+// for that cell to satisfy ok.
+func meshOf(t *testing.T, l *lab) (fetch func() mesh.Matrix, cellAB func(mesh.Matrix) mesh.Cell,
+	waitCell func(what string, ok func(mesh.Cell) bool, within time.Duration) (mesh.Cell, time.Duration)) {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+			err = inNetns(l.ns("a-gw"), func() error {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+		DisableKeepAlives: true,
+	}}
+	fetch = func() mesh.Matrix {
+		t.Helper()
+		res, err := client.Get("http://127.0.0.1:9641/mesh.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var m mesh.Matrix
+		if err := json.NewDecoder(res.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	cellAB = func(m mesh.Matrix) mesh.Cell {
+		t.Helper()
+		c, ok := m.Cell("site-a", "site-b")
+		if !ok {
+			t.Fatalf("no cell site-a → site-b in %+v", m)
+		}
+		return c
+	}
+	waitCell = func(what string, ok func(mesh.Cell) bool, within time.Duration) (mesh.Cell, time.Duration) {
+		t.Helper()
+		begin := time.Now()
+		for {
+			c := cellAB(fetch())
+			if ok(c) {
+				return c, time.Since(begin)
+			}
+			if time.Since(begin) > within {
+				t.Fatalf("site-a → site-b not %s after %v: %+v", what, within, c)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return fetch, cellAB, waitCell
+}
+
+// TestMeshStandby: on the HA lab (site B has gw-b1 and gw-b2), when
+// gw-b2's WAN link goes down the cell site-a → site-b turns degraded,
+// path standby gw-b1, with gw-b2's link red in the JSON and the table
+// saying the same; it is up again once gw-b2 is back.
+func TestMeshStandby(t *testing.T) {
+	requireRoot(t)
+	binaries(t)
+	start := time.Now()
+	l := startHALab(t)
+	_, _, waitCell := meshOf(t, l)
+	up, took := waitCell("up through both gateways", func(c mesh.Cell) bool {
+		return c.State == mesh.Up && len(c.Rows) == 1 && c.Rows[0].GatewaysUp == 2
+	}, 15*time.Second)
+	t.Logf("lab up in %v, cell up (2 gateways) after %v more", time.Since(start).Round(time.Millisecond)-took, took.Round(time.Millisecond))
+	if up.Path != mesh.Direct {
+		t.Errorf("both up: path %q", mesh.PathText(up.Path, up.Via))
+	}
+	l.fail("gw-b2", "blackhole")
+	deg, took := waitCell("degraded", func(c mesh.Cell) bool { return c.State == mesh.Degraded }, 10*time.Second)
+	t.Logf("gw-b2 cut off: cell degraded after %v: %s", took.Round(time.Millisecond), mesh.PathText(deg.Path, deg.Via))
+	if mesh.PathText(deg.Path, deg.Via) != "standby gw-b1" || deg.Rows[0].GatewaysUp != 1 {
+		t.Errorf("degraded cell: %+v", deg)
+	}
+	for _, lk := range deg.Rows[0].Links {
+		if red := lk.Gateway == "gw-b2"; lk.State.Red() != red {
+			t.Errorf("link %s: %s", lk.Gateway, lk.State)
+		}
+	}
+	out, err := l.exec("a-gw", filepath.Join(l.bin, "bridgehead"), "status", "--mesh", "--endpoint", "127.0.0.1:9641")
+	if f := strings.Fields(tableLine(out, "site-a", "site-b")); err != nil || len(f) < 5 || f[2] != "degraded" || f[3] != "standby" || f[4] != "gw-b1" {
+		t.Errorf("status --mesh with gw-b2 cut off (err %v):\n%s", err, out)
+	}
+	l.restore("gw-b2", "blackhole")
+	_, took = waitCell("up again", func(c mesh.Cell) bool { return c.State == mesh.Up }, 15*time.Second)
+	t.Logf("gw-b2 back: cell up after %v; TestMeshStandby took %v", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 // tableLine is the line from → to of status --mesh's output.
