@@ -262,6 +262,23 @@
 // objects take 192.1 MiB (20,142 bytes a Node), the transformed 21.4 MiB
 // (2,246 bytes a Node).
 //
+// # Scale
+//
+// Failover at 10,000 Nodes over 200 Sites (TestKubeFailoverScale, two
+// `bridgehead controller` processes against the real API server, default
+// lease timings, 20 joins a second throughout; load average 9 to 13 on
+// the 2-core machine from other work): the leader stopped (SIGTERM, the
+// Lease released) -> the standby leading 0.39 s, its allocator rebuilt
+// 1.07 s (the rebuild itself 0.52 s), its first full reconcile (10,021
+// Nodes) 1.66 s; the leader killed (SIGKILL, the Lease expired) -> leading
+// 15.15 s, rebuilt 16.37 s (1.0 s), first full reconcile (10,480 Nodes)
+// 18.28 s. 572 nodes joined during the two failovers; afterwards every
+// Node had a range, none of the 21,144 blocks was held twice (read from
+// the API server), and no leader's audit reported one. RSS: the standby
+// 97 to 98 MiB, the leader 168 to 201 MiB (peak 211 MiB). A cold start
+// (every block allocated) published all 10,000 nodes 75 s after the
+// process started.
+//
 // # Events
 //
 // Events use events.k8s.io/v1. Nodes and Sites are cluster-scoped, and the

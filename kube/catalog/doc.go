@@ -54,6 +54,17 @@
 // cluster: 30,570 bytes written, 305,822,280 to watchers (310,314,076
 // before), the index (64 slice hashes) taking the base's place.
 //
+// What one node agent pays, measured against a real API server
+// (bench/scale TestAgentJoinCost, 10,000 nodes over 200 sites, the agent
+// in its own process, 30 joins a window, one a second, idle subtracted;
+// CPU is utime+stime at 10 ms resolution): a join in another site costs
+// it 1 ms CPU and 8 bytes received (before: 28 ms and 129,660 bytes, the
+// base decoded and the catalog rendered again to find nothing changed); a
+// join in its own site 153 ms and 9,328 bytes (before: 165 ms and 138,358
+// bytes); so a join anywhere 1.8 ms and 54 bytes an agent, 17.6 s CPU and
+// 0.5 MB over the 10,000 agents (before: 28.7 ms and 129,704 bytes an
+// agent, 287 s and 1.30 GB). Agent RSS 41 MiB, peak 51 MiB.
+//
 // A gateway needs all of the base (every site's aggregates and gateways)
 // and only its own site's index and slices: Assemble builds exactly that.
 //
