@@ -400,3 +400,34 @@ func FuzzSitePolicy(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSitePolicyChecks is the two checks alone, as a packet a list
+// concerns pays them: the sender's (source in its pod CIDRs?) and the
+// receiver's (source in the refused site's pod CIDRs?), for a node
+// source (allowed) and a pod source (refused).
+func BenchmarkSitePolicyChecks(b *testing.B) {
+	h := newHotPair(b, bhcrypto.AESGCM)
+	setPolicy(b, h, nil, []string{"site-c"}, true, true)
+	stA, stB := h.a.state.Load(), h.b.state.Load()
+	toB, fromA := stA.sites["site-b"], stB.sites["site-a"]
+	for _, c := range []struct {
+		name string
+		src  netip.Addr
+	}{{"node-source", nodeA}, {"pod-source", podA}} {
+		pkt := udpPacket(b, c.src, podB, make([]byte, 1000))
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				if stA.sendRefused(toB, pkt) {
+					n++
+				}
+				if stB.receiveRefused(fromA, c.src) {
+					n++
+				}
+			}
+			if (n > 0) != (c.src == podA) {
+				b.Fatalf("%d refusals for %s", n, c.src)
+			}
+		})
+	}
+}
