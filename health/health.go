@@ -86,6 +86,15 @@ type PeerState struct {
 	// HandshakeSendErrors counts handshake messages that could not be
 	// sent to the gateway (no route, for one).
 	HandshakeSendErrors uint64 `json:"handshakeSendErrors"`
+	// Key rollover and preshared keys (router.PeerStats): handshakes
+	// made with a previous key during an overlap, completed with the
+	// pair's second preshared key, or refused for a preshared key that
+	// differs; and when the gateway's previous key stops being accepted
+	// (zero outside a rollover).
+	HandshakesPreviousKey uint64    `json:"handshakesPreviousKey,omitempty"`
+	HandshakesSecondPSK   uint64    `json:"handshakesSecondPSK,omitempty"`
+	PSKMismatches         uint64    `json:"pskMismatches,omitempty"`
+	PreviousKeyUntil      time.Time `json:"previousKeyUntil,omitzero"`
 	// LaneBytes and Express: the gateway said, on the session in use,
 	// that it reads lane bytes and has an express lane
 	// (router.PeerStats).
@@ -174,8 +183,14 @@ func PeerStates(stats []router.PeerStats) []PeerState {
 			HandshakesCompleted: s.HandshakesCompleted,
 			HandshakesFailed:    s.HandshakesFailed,
 			HandshakeSendErrors: s.HandshakeSendErrors,
-			LaneBytes:           s.LaneBytes,
-			Express:             s.Express,
+
+			HandshakesPreviousKey: s.HandshakesPreviousKey,
+			HandshakesSecondPSK:   s.HandshakesSecondPSK,
+			PSKMismatches:         s.PSKMismatches,
+			PreviousKeyUntil:      s.PreviousKeyUntil,
+
+			LaneBytes: s.LaneBytes,
+			Express:   s.Express,
 		}
 	}
 	return out

@@ -213,6 +213,7 @@ func TestPeerStates(t *testing.T) {
 		LastHandshake: t0.Add(-time.Minute), LastReceive: t0.Add(-time.Second),
 		SessionCreated: t0.Add(-2 * time.Minute), QueuedPackets: 5, Keepalive: 25 * time.Second,
 		Down: true, Live: router.LivenessStats{State: router.LiveDown, Downs: 2},
+		HandshakesPreviousKey: 6, HandshakesSecondPSK: 7, PSKMismatches: 8, PreviousKeyUntil: t0.Add(time.Hour),
 		LaneBytes: true, Express: true,
 	}
 	want := PeerState{
@@ -221,6 +222,7 @@ func TestPeerStates(t *testing.T) {
 		TxBytes: 2, RxBytes: 4, TxPackets: 1, RxPackets: 3,
 		SessionCreated: in.SessionCreated, QueuedPackets: 5, Keepalive: 25 * time.Second,
 		Down: true, Live: in.Live, LaneBytes: true, Express: true,
+		HandshakesPreviousKey: 6, HandshakesSecondPSK: 7, PSKMismatches: 8, PreviousKeyUntil: in.PreviousKeyUntil,
 	}
 	got := PeerStates([]router.PeerStats{in})
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
