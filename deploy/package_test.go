@@ -41,9 +41,11 @@ func TestBuildDeb(t *testing.T) {
 		}
 	}
 
-	// dpkg-deb -c lists "perms owner/group size date time ./path".
+	// dpkg-deb -c lists "perms owner/group size date time ./path", and
+	// "... ./path -> target" for a symbolic link.
 	listing := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(run(t, "dpkg-deb", "-c", deb)), "\n") {
+		l, _, _ = strings.Cut(l, " -> ")
 		f := strings.Fields(l)
 		listing[strings.TrimPrefix(strings.TrimSuffix(f[len(f)-1], "/"), ".")] = f[0] + " " + f[1]
 	}
