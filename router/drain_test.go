@@ -19,13 +19,20 @@ func TestDrainingMovesFlows(t *testing.T) {
 	sendFlows(t, a, b1, b2, 16, 0)
 	b1.r.SetDraining(true)
 	var downAfter time.Duration
+	// Each tick of the fake clock gets up to 100 ms of real time to be
+	// handled before the next: on a loaded machine the loops lag the
+	// clock, and a fixed short sleep let it run ahead of them (23 ticks
+	// "late" in one run while other tests kept both cores busy).
+	down := func() bool { return peerStats(a, "gw-b1").Live.State == LiveDown }
 	for elapsed := time.Duration(0); elapsed < 5*time.Second; elapsed += ProbeTick {
-		if peerStats(a, "gw-b1").Live.State == LiveDown {
+		if down() {
 			downAfter = elapsed
 			break
 		}
 		clock.Advance(ProbeTick)
-		time.Sleep(time.Millisecond)
+		for wait := time.Now().Add(100 * time.Millisecond); !down() && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	st := peerStats(a, "gw-b1").Live
 	if st.State != LiveDown || st.Reason != DownDraining || !st.Draining {
