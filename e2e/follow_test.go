@@ -475,6 +475,15 @@ func TestFollowAPIServerGone(t *testing.T) {
 	// one may count nothing; kube/follow's TestFollowAPIServerGone
 	// checks the counts against a refusing API server. Seen here after
 	// the restart: 403s while the new API server's RBAC cache fills.)
+	// A watch refused with 403 while the new API server's RBAC cache
+	// fills backs off before it connects again: wait for it (up to
+	// 20 s), then read the counts.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		m := fl.metrics("b")
+		if metric(m, "bridgehead_follow_connected") == 1 && metric(m, "bridgehead_follow_last_sync_timestamp_seconds") >= float64(back.Unix()) {
+			break
+		}
+	}
 	m := fl.metrics("b")
 	var errs float64
 	for _, line := range strings.Split(m, "\n") {

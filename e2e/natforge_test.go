@@ -209,6 +209,12 @@ func TestNATHubForgery(t *testing.T) {
 	if st.Duplicates != 0 {
 		t.Errorf("node E2 received %d stream datagrams twice", st.Duplicates)
 	}
+	// A forgery the kernel steered to the express socket while its loop
+	// was behind is dropped there, as express_overflow, before it is
+	// opened (the low-latency default steers small datagrams there):
+	// still never delivered, counted under that reason instead.
+	overflow := metric(after, `bridgehead_dropped_packets_total{direction="outside",reason="express_overflow"}`) -
+		metric(before, `bridgehead_dropped_packets_total{direction="outside",reason="express_overflow"}`)
 	for _, c := range []struct{ series, what string }{
 		{`bridgehead_dropped_packets_total{direction="outside",reason="bad_tag"}`, "altered"},
 		{`bridgehead_dropped_packets_total{direction="outside",reason="replay"}`, "replayed"},
@@ -217,8 +223,8 @@ func TestNATHubForgery(t *testing.T) {
 		{`bridgehead_transit_dropped_total{reason="bad_tag"}`, "hub tag flipped"},
 	} {
 		d := metric(after, c.series) - metric(before, c.series)
-		if d < each {
-			t.Errorf("%s: %s rose by %v, want at least %d", c.what, c.series, d, each)
+		if d+overflow < each {
+			t.Errorf("%s: %s rose by %v (and %v express overflow drops), want at least %d", c.what, c.series, d, overflow, each)
 		}
 		t.Logf("%s: %s +%v", c.what, c.series, d)
 	}
