@@ -3,11 +3,9 @@ package config
 import (
 	"bytes"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -413,33 +411,8 @@ func checkPrivateKey(c *Config, r *reporter, opts CheckOptions) {
 		r.errorf(field, "is required: the file holding this gateway's private key")
 		return
 	}
-	stat, read := os.Stat, os.ReadFile
-	if opts.Stat != nil {
-		stat = opts.Stat
-	}
-	if opts.ReadFile != nil {
-		read = opts.ReadFile
-	}
-	info, err := stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			r.errorf(field, "%s does not exist", path)
-		} else {
-			r.errorf(field, "%v", err)
-		}
-		return
-	}
-	if !info.Mode().IsRegular() {
-		r.errorf(field, "%s is not a regular file", path)
-		return
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		// As ssh does: a key others could have read may be known to them.
-		r.errorf(field, "%s has mode %04o: group or others can access the private key; run chmod 600 %s", path, perm, path)
-	}
-	data, err := read(path)
-	if err != nil {
-		r.errorf(field, "%v", err)
+	data, ok := readSecretFile(path, field, "private key", r, opts)
+	if !ok {
 		return
 	}
 	pub, err := parsePrivateKey(data)

@@ -176,7 +176,7 @@ func (c *Config) siteByName(name string) *Site {
 func checkKeyFiles(c *Config, r *reporter, opts CheckOptions) {
 	if c.PreviousPrivateKeyFile != "" {
 		const field = "previousPrivateKeyFile"
-		if data, ok := readSecretFile(c.PreviousPrivateKeyPath(), field, r, opts); ok {
+		if data, ok := readSecretFile(c.PreviousPrivateKeyPath(), field, "key", r, opts); ok {
 			pub, err := parsePrivateKey(data)
 			switch g := c.LocalGateway(); {
 			case err != nil:
@@ -199,7 +199,7 @@ func checkKeyFiles(c *Config, r *reporter, opts CheckOptions) {
 			continue
 		}
 		field := joinPath(indexPath("presharedKeys", i), "file")
-		data, ok := readSecretFile(c.PresharedKeyPath(ref), field, r, opts)
+		data, ok := readSecretFile(c.PresharedKeyPath(ref), field, "key", r, opts)
 		if !ok {
 			continue
 		}
@@ -209,10 +209,11 @@ func checkKeyFiles(c *Config, r *reporter, opts CheckOptions) {
 	}
 }
 
-// readSecretFile reads a key file for checkKeyFiles, reporting a missing
-// file, another kind of file, or one group or others can access (as
-// checkPrivateKey does).
-func readSecretFile(path, field string, r *reporter, opts CheckOptions) ([]byte, bool) {
+// readSecretFile reads a key file for checkPrivateKey and checkKeyFiles,
+// reporting a missing file, another kind of file, or one group or others
+// can access (what names the key in that message). As ssh does: a key
+// others could have read may be known to them.
+func readSecretFile(path, field, what string, r *reporter, opts CheckOptions) ([]byte, bool) {
 	stat, read := os.Stat, os.ReadFile
 	if opts.Stat != nil {
 		stat = opts.Stat
@@ -234,7 +235,7 @@ func readSecretFile(path, field string, r *reporter, opts CheckOptions) ([]byte,
 		return nil, false
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		r.errorf(field, "%s has mode %04o: group or others can access the key; run chmod 600 %s", path, perm, path)
+		r.errorf(field, "%s has mode %04o: group or others can access the %s; run chmod 600 %s", path, perm, what, path)
 	}
 	data, err := read(path)
 	if err != nil {
