@@ -88,16 +88,17 @@ func TestKeyRollover(t *testing.T) {
 		metric(l.metrics("b"), expired), refusedA()-was)
 
 	// (b) The pair's preshared key rotates: each side first accepts the
-	// new key, then answers with it, then drops the old one; every mixed
-	// state lasts a few rekeys.
+	// new key, then answers with it, then drops the old one. Every mixed
+	// state lasts until a handshake completed in it (a fixed sleep could
+	// fall between two rekeys and leave a state unexercised).
 	kr.during("b: the pair's preshared key rotates", 7021, func() {
 		for _, keys := range [][]bhcrypto.PresharedKey{{k1, k2}, {k2, k1}, {k2}} {
 			writePSK(t, pskA, keys...)
 			kr.keysReloaded("a")
-			time.Sleep(1500 * time.Millisecond)
+			kr.waitHandshake("b", "gw-a1", "site-a", 10*time.Second, func() {})
 			writePSK(t, pskB, keys...)
 			kr.keysReloaded("b")
-			time.Sleep(1500 * time.Millisecond)
+			kr.waitHandshake("b", "gw-a1", "site-a", 10*time.Second, func() {})
 		}
 	})
 	second := 0.0
