@@ -21,9 +21,9 @@ import (
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/netsetup"
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/router/fq"
-	"github.com/bridgehead/bridgehead/router/packet"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // TestNATHubForgery: a compromised hub cannot alter, replay or forge

@@ -3,7 +3,7 @@ package router
 import (
 	"sync/atomic"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // fragSlots is how many fragmented datagrams a fragTable remembers: the

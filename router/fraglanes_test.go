@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/udp"
 )
 

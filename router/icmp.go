@@ -3,8 +3,8 @@ package router
 import (
 	"sync"
 
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/ratelimit"
-	"github.com/bridgehead/bridgehead/router/packet"
 	"github.com/bridgehead/bridgehead/tun"
 )
 

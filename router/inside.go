@@ -9,7 +9,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )

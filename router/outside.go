@@ -8,7 +8,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/transit"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/router/lpm"
-	"github.com/bridgehead/bridgehead/router/packet"
 )
 
 // Config is the routing part of a gateway's configuration: every site's

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // Spreading relayed flows over hub gateways. A spoke reaches a gateway

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // TestOffloadWriteTCP hands the kernel's TCP stack a connection through

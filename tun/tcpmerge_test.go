@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // seg describes one TCP segment for tcpSeg.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 const testIfName = "bhtest0"

@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
 	"github.com/bridgehead/bridgehead/config"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 	"github.com/bridgehead/bridgehead/nodeagent"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/bench/catalog"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
 )
 
 // ReloadOptions shape a start-up and reload measurement: one `bridgehead

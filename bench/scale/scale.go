@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/bridgehead/bridgehead/bench/catalog"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
 	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
 )
 
 // Options shape a measurement. Zero values take the defaults noted.

@@ -1,6 +1,6 @@
 package fq
 
-import "github.com/bridgehead/bridgehead/router/packet"
+import "github.com/bridgehead/bridgehead/packet"
 
 // ECN field values (RFC 3168) in the low two bits of the IPv4 TOS byte or
 // the IPv6 traffic class.

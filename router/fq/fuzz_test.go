@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // FuzzMarkCE: MarkCE never panics, changes nothing but the ECN bits (and

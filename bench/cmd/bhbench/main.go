@@ -30,11 +30,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/compare"
-	"github.com/bridgehead/bridgehead/internal/bench/flood"
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/sched"
+	"github.com/bridgehead/bridgehead/bench/internal/compare"
+	"github.com/bridgehead/bridgehead/bench/internal/flood"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/sched"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/compare"
+	"github.com/bridgehead/bridgehead/bench/internal/compare"
 )
 
 // TestQuickRun runs bhbench in quick mode for kernel and bridgehead with 2

@@ -12,15 +12,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/iperf"
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/ping"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
-	"github.com/bridgehead/bridgehead/internal/bench/sched"
-	"github.com/bridgehead/bridgehead/internal/bench/stats"
-	"github.com/bridgehead/bridgehead/internal/bench/udprr"
+	"github.com/bridgehead/bridgehead/bench/internal/iperf"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/ping"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
+	"github.com/bridgehead/bridgehead/bench/internal/sched"
+	"github.com/bridgehead/bridgehead/bench/internal/stats"
+	"github.com/bridgehead/bridgehead/bench/internal/udprr"
 )
 
 // The UDP request/response series run during the one-stream test: 64-byte

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
 )
 
 // Markdown is the flood results: one column per phase, then the targets.

@@ -9,4 +9,8 @@
 // call from the per-packet hot path. The package has no state: concurrent
 // calls are safe as long as goroutines do not write the same bytes at the
 // same time (ClampMSS and ICMPTooBig write into their argument buffers).
+//
+// It sits below every package that touches packets (tun's TCP merge, the
+// router's inside and outside paths, the benchmark harness) and imports
+// none of them, so that the imports run one way: down to packet.
 package packet

@@ -9,8 +9,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/sched"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/sched"
 )
 
 // Config is one benchmark invocation.

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/rxstamp"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/rxstamp"
 )
 
 // Result holds the round-trip times of one series.

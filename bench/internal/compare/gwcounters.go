@@ -3,9 +3,9 @@ package compare
 import (
 	"context"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/promtext"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/promtext"
 )
 
 // Counters of bridgehead's own that the report carries (metric names).

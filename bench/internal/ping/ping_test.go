@@ -3,7 +3,7 @@ package ping
 import (
 	"testing"
 
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 func TestEchoRequestChecksum(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/promtext"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/promtext"
 )
 
 // metricsListen is where a bridgehead gateway of the lab serves its

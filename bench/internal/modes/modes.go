@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
 )
 
 // Mode names as the -modes flag takes them.

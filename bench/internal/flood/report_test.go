@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
 
 	"github.com/bridgehead/bridgehead/internal/golden"
 )

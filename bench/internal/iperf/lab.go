@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/ping"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/ping"
 )
 
 // Serve starts the iperf3 server in pod B and waits until it

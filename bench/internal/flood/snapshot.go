@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
-	"github.com/bridgehead/bridgehead/internal/bench/promtext"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
+	"github.com/bridgehead/bridgehead/bench/internal/promtext"
 )
 
 // gwSnapshot is gateway B's counters at one moment.

@@ -15,12 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/iperf"
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/iperf"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
 )
 
 // Run builds the topology with a flood namespace, starts bridgehead,

@@ -3,8 +3,8 @@ package flood
 import (
 	"encoding/json"
 
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
 )
 
 // Report is the result of bhbench -flood, written as results.json.

@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/lab"
-	"github.com/bridgehead/bridgehead/internal/bench/rxstamp"
-	"github.com/bridgehead/bridgehead/router/packet"
+	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/rxstamp"
+	"github.com/bridgehead/bridgehead/packet"
 )
 
 // Result holds the round-trip times of one ping series.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bridgehead/bridgehead/internal/bench/results"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
 
 	"github.com/bridgehead/bridgehead/internal/golden"
 )

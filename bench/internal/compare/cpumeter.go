@@ -1,8 +1,8 @@
 package compare
 
 import (
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/procfs"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/procfs"
 )
 
 // cpuMeter accumulates gateway CPU time and machine softirq time over the

@@ -6,9 +6,9 @@ import (
 	"math"
 	"strings"
 
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
-	"github.com/bridgehead/bridgehead/internal/bench/results"
-	"github.com/bridgehead/bridgehead/internal/bench/stats"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/results"
+	"github.com/bridgehead/bridgehead/bench/internal/stats"
 )
 
 // Report is the result of one benchmark invocation, written as

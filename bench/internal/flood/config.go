@@ -10,8 +10,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/bridgehead/bridgehead/internal/bench/flooder"
-	"github.com/bridgehead/bridgehead/internal/bench/modes"
+	"github.com/bridgehead/bridgehead/bench/internal/flooder"
+	"github.com/bridgehead/bridgehead/bench/internal/modes"
 )
 
 // Config is one flood measurement (bhbench -flood): while a TCP
