@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/bridgehead/bridgehead/internal/promreg"
 	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 	"github.com/bridgehead/bridgehead/mesh"
 )
@@ -66,19 +67,13 @@ func New(o Options) (*Publisher, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Publisher{o: o, writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "bridgehead_mesh_status_writes_total",
-		Help: "Writes of this gateway's mesh rows (status.mesh of its Gateway) to the Kubernetes API, by result (ok, error).",
-	}, []string{"result"})}
-	for _, r := range []string{"ok", "error"} {
-		p.writes.WithLabelValues(r)
+	writes, err := promreg.Results(o.Registry,
+		"bridgehead_mesh_status_writes_total",
+		"Writes of this gateway's mesh rows (status.mesh of its Gateway) to the Kubernetes API, by result (ok, error).")
+	if err != nil {
+		return nil, err
 	}
-	if o.Registry != nil {
-		if err := o.Registry.Register(p.writes); err != nil {
-			return nil, err
-		}
-	}
-	return p, nil
+	return &Publisher{o: o, writes: writes}, nil
 }
 
 // Due says whether rows, measured at now, should be written: a state or
