@@ -195,7 +195,7 @@ func (r *Router) expressInside(ctx context.Context, l *lane) error {
 	wait, release := r.expressThread("inside express", l.tun.Device)
 	defer release()
 	bs := max(l.tun.BatchSize(), 1)
-	b := &insideBatch{bufs: make([][]byte, bs), sizes: make([]int, bs), express: true, frags: r.flows.newTable()}
+	b := &insideBatch{bufs: make([][]byte, bs), sizes: make([]int, bs), express: true, frags: r.flows.NewTable()}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, r.set.bufSize)
 	}

@@ -156,7 +156,7 @@ func TestSteeredLaneByte(t *testing.T) {
 				}
 				want := byte(steer.Lane(lh))
 				if !steered {
-					want = laneByte(pA, kpA, h.a.flows.testHash(pkt), false)
+					want = laneByte(pA, kpA, testHash(h.a.flows, pkt), false)
 				}
 				if got := sb.captureBind.last[1]; got != want {
 					t.Errorf("flow %d: lane byte %#x, want %#x", f, got, want)

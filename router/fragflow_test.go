@@ -72,29 +72,7 @@ func TestFragmentedFlowsStick(t *testing.T) {
 	if share["b1"] < flows/5 || share["b2"] < flows/5 {
 		t.Errorf("flows per gateway %v, want both to carry a share", share)
 	}
-	if n := a.r.flows.misses.Load(); n != 0 {
+	if n := a.r.flows.Misses(); n != 0 {
 		t.Errorf("%d later fragments did not find their first", n)
-	}
-}
-
-// TestFragmentTable: a later fragment takes its first fragment's hash; one
-// whose first was not seen falls back to the 3-tuple and is counted.
-func TestFragmentTable(t *testing.T) {
-	f := (&flowHasher{seed: 7}).newTable()
-	whole := flowPacketSeq(t, 3, 0)
-	first, later := fragmentPair(t, 3, 100)
-	if f.hash(first) != f.hash(whole) {
-		t.Error("first fragment hashed unlike the flow's whole datagrams")
-	}
-	if f.hash(later) != f.hash(whole) {
-		t.Error("later fragment hashed unlike its first")
-	}
-	_, orphan := fragmentPair(t, 3, 101) // its first never routed
-	f.hash(orphan)
-	if n := f.f.misses.Load(); n != 1 {
-		t.Errorf("misses = %d, want 1", n)
-	}
-	if n := testing.AllocsPerRun(100, func() { f.hash(first); f.hash(later) }); n != 0 {
-		t.Errorf("%.1f allocations", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/packet"
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/udp"
 )
 
@@ -58,7 +59,7 @@ func collidingPairs(t *testing.T, seed uint64, n int) (x, y [][2][]byte) {
 	t.Helper()
 	slot := func(p []byte) uint64 {
 		_, key, _, _ := packet.FlowHashFragment(p, seed)
-		return key % fragSlots
+		return key % flowhash.Slots
 	}
 	id := uint16(1)
 	for i := range n {
@@ -83,7 +84,7 @@ func collidingPairs(t *testing.T, seed uint64, n int) (x, y [][2][]byte) {
 // even a datagram that falls in the same fragment table slot.
 func TestFragmentsStayOnTheirLane(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
-	x, y := collidingPairs(t, h.a.flows.seed, 1)
+	x, y := collidingPairs(t, h.a.flows.Seed(), 1)
 	l0, l1 := newFragLane(h.a), newFragLane(h.a)
 	fx := l0.route(t, h, x[0][0])
 	fy := l1.route(t, h, y[0][0]) // same slot, on the other lane
@@ -93,7 +94,7 @@ func TestFragmentsStayOnTheirLane(t *testing.T) {
 	if got := l1.route(t, h, y[0][1]); got != fy {
 		t.Errorf("lane 1: later fragment hashed %#x, its first %#x", got, fy)
 	}
-	if n := h.a.flows.misses.Load(); n != 0 {
+	if n := h.a.flows.Misses(); n != 0 {
 		t.Errorf("%d later fragments did not find their first", n)
 	}
 }
@@ -104,7 +105,7 @@ func TestFragmentsStayOnTheirLane(t *testing.T) {
 func TestFragmentLanesConcurrent(t *testing.T) {
 	h := newHotPair(t, bhcrypto.AESGCM)
 	const n = 300
-	x, y := collidingPairs(t, h.a.flows.seed, n)
+	x, y := collidingPairs(t, h.a.flows.Seed(), n)
 	var wg sync.WaitGroup
 	split := make([]int, 2)
 	for i, dgrams := range [][][2][]byte{x, y} {
@@ -119,10 +120,10 @@ func TestFragmentLanesConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	if split[0]+split[1] != 0 {
-		t.Errorf("datagrams split over flow hashes: lane 0 %d, lane 1 %d of %d each (misses %d)", split[0], split[1], n, h.a.flows.misses.Load())
+		t.Errorf("datagrams split over flow hashes: lane 0 %d, lane 1 %d of %d each (misses %d)", split[0], split[1], n, h.a.flows.Misses())
 	}
 }
 
 // testHash is the flow hash of pkt as a lane that saw no fragment yet
 // gives it: for whole packets and first fragments, what every lane gives.
-func (f *flowHasher) testHash(pkt []byte) uint64 { return f.newTable().hash(pkt) }
+func testHash(f *flowhash.Hasher, pkt []byte) uint64 { return f.NewTable().Hash(pkt) }

@@ -321,7 +321,7 @@ func (c *fakeClock) Step(total time.Duration) {
 // newInsideBatch is one inside read slot with a run of its own, for tests
 // that drive route directly instead of through the reader and sealer.
 func (r *Router) newInsideBatch() *insideBatch {
-	b := r.newInsideSlot(r.flows.newTable())
+	b := r.newInsideSlot(r.flows.NewTable())
 	b.run = &sealRun{out: make([][]byte, 0, len(b.bufs)), flows: make([]uint64, 0, len(b.bufs))}
 	return b
 }

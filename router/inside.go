@@ -10,6 +10,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/packet"
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -25,8 +26,8 @@ type insideBatch struct {
 	flows []uint64
 	// frags is the fragment table of the lane whose packets these are,
 	// shared by the lane's slots and used only by whoever routes them
-	// (insidePipe.mu, or the express lane's inside loop); see fragTable.
-	frags *fragTable
+	// (insidePipe.mu, or the express lane's inside loop); see flowhash.Table.
+	frags *flowhash.Table
 	run   *sealRun // where route collects sealed datagrams
 	// express: the packets are of sparse flows, sealed for the express
 	// lane where the peer has one (sparse.go).
@@ -61,7 +62,7 @@ func newSealRun(bind udp.Bind, n int) *sealRun {
 
 // newInsideSlot returns buffers for one TUN read, without a run, hashing
 // with the lane's fragment table frags.
-func (r *Router) newInsideSlot(frags *fragTable) *insideBatch {
+func (r *Router) newInsideSlot(frags *flowhash.Table) *insideBatch {
 	n := max(r.tun.BatchSize(), 1)
 	b := &insideBatch{bufs: make([][]byte, n), sizes: make([]int, n), frags: frags}
 	for i := range b.bufs {
@@ -140,7 +141,7 @@ func (r *Router) newInsidePipe(l *lane) *insidePipe {
 		taken: make([]*insideBatch, 0, insideSlots),
 		lane:  l,
 	}
-	frags := r.flows.newTable() // the lane's: its slots are routed under p.mu
+	frags := r.flows.NewTable() // the lane's: its slots are routed under p.mu
 	for range insideSlots {
 		b := r.newInsideSlot(frags)
 		b.run = p.run
@@ -280,7 +281,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		if b.flows != nil {
 			flow = b.flows[i]
 		} else {
-			flow = b.frags.hash(pkt) // fragments follow their flow (see fragTable)
+			flow = b.frags.Hash(pkt) // fragments follow their flow (see package flowhash)
 		}
 		p := s.pickFlow(flow, now)
 		if p == nil {
@@ -377,7 +378,7 @@ func (r *Router) flushInside(b *sealRun) {
 // FlowSender is a bind that spreads datagrams by their flow: the relay
 // path (package transit) sends each relayed datagram through the hub
 // gateway that ranks first for its flow, as site.pick does for a site's
-// gateways. flows[i] is the flow hash (flowHasher) of the packet sealed
+// gateways. flows[i] is the flow hash (package flowhash) of the packet sealed
 // in bufs[i]; the bind must not keep either slice.
 type FlowSender interface {
 	SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/router/fq"
 	"github.com/bridgehead/bridgehead/tun"
 )
@@ -64,7 +65,7 @@ type fqPipe struct {
 	// the sparse flows' packets of a read itself (sparse.go): xbatch
 	// and xslots hold them, sparse sorts flows (nil: every flow is
 	// queued; tests of the queue alone).
-	frags  *fragTable
+	frags  *flowhash.Table
 	sparse *sparseFlows
 	xbatch *insideBatch
 	xslots []int32
@@ -89,7 +90,7 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 		batch:  &insideBatch{bufs: make([][]byte, sealBatch), sizes: make([]int, sealBatch), flows: make([]uint64, sealBatch)},
 		run:    newSealRun(l.bind, sealBatch),
 		lane:   l,
-		frags:  r.flows.newTable(),
+		frags:  r.flows.NewTable(),
 		wake:   make(chan struct{}, 1),
 		rslots: make([]int32, bs),
 		rbufs:  make([][]byte, bs),
@@ -252,7 +253,7 @@ func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) int {
 	x.n, p.xslots = 0, p.xslots[:0]
 	for i := range n {
 		pkt := p.rbufs[i][bufHeadroom : bufHeadroom+p.rsizes[i]]
-		p.rhash[i] = p.frags.hash(pkt)
+		p.rhash[i] = p.frags.Hash(pkt)
 		p.rect[i] = fq.ECT(pkt)
 		if p.sparse != nil && p.sparse.sparse(p.rhash[i], p.rsizes[i], ns) {
 			x.bufs[x.n], x.sizes[x.n], x.flows[x.n] = p.rbufs[i], p.rsizes[i], p.rhash[i]

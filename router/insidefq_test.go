@@ -71,7 +71,7 @@ func TestFQSmallFlowOvertakes(t *testing.T) {
 	// seeded per router: one in Flows could share it).
 	mask := uint64(p.q.Config().Flows - 1)
 	small := flowPacket(t, 2, 0)
-	for f := 3; h.a.flows.testHash(small)&mask == h.a.flows.testHash(bulk[0])&mask; f++ {
+	for f := 3; testHash(h.a.flows, small)&mask == testHash(h.a.flows, bulk[0])&mask; f++ {
 		small = flowPacket(t, f, 0)
 	}
 	feed(t, h.a, p, small)

@@ -276,7 +276,7 @@ func lanePackets(tb testing.TB, h *hotPair, pkt []byte, lanes int) [][]byte {
 	for port, found := uint16(1000), 0; found < lanes; port++ {
 		p := bytes.Clone(pkt)
 		binary.BigEndian.PutUint16(p[20:], port)
-		l := int(laneByte(pA, kpA, h.a.flows.testHash(p), false)) % lanes
+		l := int(laneByte(pA, kpA, testHash(h.a.flows, p), false)) % lanes
 		if out[l] == nil {
 			out[l] = p
 			found++

@@ -175,7 +175,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.cookieReplies, prometheus.CounterValue, float64(h.CookieReplies))
 	ch <- prometheus.MustNewConstMetric(c.unreachable, prometheus.GaugeValue, float64(c.r.hs.reach.unreachable.Load()))
 	ch <- prometheus.MustNewConstMetric(c.laneStrays, prometheus.CounterValue, float64(c.r.laneStrays()))
-	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.misses.Load()))
+	ch <- prometheus.MustNewConstMetric(c.fragMisses, prometheus.CounterValue, float64(c.r.flows.Misses()))
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.sent.Load()), "sent")
 	ch <- prometheus.MustNewConstMetric(c.express, prometheus.CounterValue, float64(c.r.express.count.received.Load()), "received")
 	ch <- prometheus.MustNewConstMetric(c.expressSteered, prometheus.GaugeValue, boolGauge(c.r.express.steered))

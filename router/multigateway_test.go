@@ -7,6 +7,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -265,7 +266,7 @@ func TestPickAllocs(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 1, 1)
-	flows := (&flowHasher{seed: 7}).newTable()
+	flows := flowhash.New(7).NewTable()
 	if n := testing.AllocsPerRun(1000, func() { s.pick(pkt, flows, now) }); n != 0 {
 		t.Errorf("pick: %.1f allocations, want 0", n)
 	}
@@ -277,7 +278,7 @@ func TestPickTiers(t *testing.T) {
 	now := time.Now()
 	s := pickSite(t, 3, now)
 	pkt := flowPacket(t, 5, 1)
-	flows := (&flowHasher{seed: 7}).newTable()
+	flows := flowhash.New(7).NewTable()
 	first := s.pick(pkt, flows, now)
 	first.live.state.Store(uint32(LiveDown))
 	second := s.pick(pkt, flows, now)
@@ -370,7 +371,7 @@ func BenchmarkPick(b *testing.B) {
 		b.Run(fmt.Sprint(n, "gateways"), func(b *testing.B) {
 			s := pickSite(b, n, now)
 			pkt := flowPacketB(b, 5)
-			flows := (&flowHasher{seed: 7}).newTable()
+			flows := flowhash.New(7).NewTable()
 			b.ReportAllocs()
 			for b.Loop() {
 				s.pick(pkt, flows, now)

@@ -14,6 +14,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/ratelimit"
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/tun"
 	"github.com/bridgehead/bridgehead/udp"
 )
@@ -111,8 +112,8 @@ type Router struct {
 	// index is written by the handshake loop and the outside loop
 	// (sessions), and by SetConfig (removed peers); read lock-free.
 	index indexTable
-	drops Drops      // any goroutine adds
-	flows flowHasher // the lanes' seed (set by New) and fragment misses
+	drops Drops            // any goroutine adds
+	flows *flowhash.Hasher // the lanes' seed (set by New) and fragment misses
 
 	// The parts.
 	hs     *handshaker    // handshake loop and its state (handshake.go)
@@ -200,7 +201,7 @@ func New(o Options) (*Router, error) {
 	if _, err := io.ReadFull(rnd, seed[:]); err != nil {
 		return nil, fmt.Errorf("router: flow hash seed: %w", err)
 	}
-	r.flows.seed = binary.LittleEndian.Uint64(seed[:])
+	r.flows = flowhash.New(binary.LittleEndian.Uint64(seed[:]))
 	if err := r.initLanes(o.Lanes, o.Express, o.ExpressTUN); err != nil {
 		return nil, err
 	}

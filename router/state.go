@@ -7,6 +7,7 @@ import (
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
 	"github.com/bridgehead/bridgehead/packet"
+	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/router/lpm"
 )
 
@@ -57,14 +58,14 @@ type site struct {
 // gateway while the tier's members stay the same, and when a gateway
 // leaves or returns only the flows ranked first on it move. It runs per
 // packet and allocates nothing.
-func (s *site) pick(pkt []byte, flows *fragTable, now time.Time) *Peer {
+func (s *site) pick(pkt []byte, flows *flowhash.Table, now time.Time) *Peer {
 	if len(s.gateways) < 2 {
 		return s.pickFlow(0, now)
 	}
-	return s.pickFlow(flows.hash(pkt), now) // fragments follow their flow (see fragTable)
+	return s.pickFlow(flows.Hash(pkt), now) // fragments follow their flow (see package flowhash)
 }
 
-// pickFlow is pick for a packet whose flow hash (fragTable.hash) is
+// pickFlow is pick for a packet whose flow hash (flowhash.Table.Hash) is
 // known: the fair-queue inside path hashes packets in the order they were
 // read, which is what the fragment table needs, and seals them later in
 // another order.
