@@ -9,6 +9,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/router/flowhash"
 	"github.com/bridgehead/bridgehead/router/fq"
+	"github.com/bridgehead/bridgehead/router/sparse"
 	"github.com/bridgehead/bridgehead/tun"
 )
 
@@ -62,11 +63,11 @@ type fqPipe struct {
 	// The reader's own, reused for every read: frags is the lane's
 	// fragment table (the reader hashes every packet it reads, in read
 	// order). The reader also seals
-	// the sparse flows' packets of a read itself (sparse.go): xbatch
+	// the sparse flows' packets of a read itself (package sparse): xbatch
 	// and xslots hold them, sparse sorts flows (nil: every flow is
 	// queued; tests of the queue alone).
 	frags  *flowhash.Table
-	sparse *sparseFlows
+	sparse *sparse.Flows
 	xbatch *insideBatch
 	xslots []int32
 	rslots []int32
@@ -104,7 +105,7 @@ func (r *Router) newFQPipe(l *lane) (*fqPipe, error) {
 	if !r.express.steered {
 		// Else the kernel sorts flows and the express lane reads the
 		// sparse ones (express.go): what reaches this queue is bulk.
-		p.sparse = new(sparseFlows)
+		p.sparse = new(sparse.Flows)
 	}
 	p.batch.run = p.run
 	p.freed.L = &p.mu
@@ -255,7 +256,7 @@ func (r *Router) enqueueRead(p *fqPipe, n, k int, now time.Time) int {
 		pkt := p.rbufs[i][bufHeadroom : bufHeadroom+p.rsizes[i]]
 		p.rhash[i] = p.frags.Hash(pkt)
 		p.rect[i] = fq.ECT(pkt)
-		if p.sparse != nil && p.sparse.sparse(p.rhash[i], p.rsizes[i], ns) {
+		if p.sparse != nil && p.sparse.Sparse(p.rhash[i], p.rsizes[i], ns) {
 			x.bufs[x.n], x.sizes[x.n], x.flows[x.n] = p.rbufs[i], p.rsizes[i], p.rhash[i]
 			x.n++
 			p.xslots = append(p.xslots, p.rslots[i])

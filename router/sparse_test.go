@@ -2,70 +2,9 @@ package router
 
 import (
 	"testing"
-	"time"
-)
 
-// TestSparseFlows: what the classifier calls sparse, packet by packet.
-func TestSparseFlows(t *testing.T) {
-	const ms = int64(time.Millisecond)
-	type step struct {
-		n      int   // packets
-		size   int   // bytes each
-		gap    int64 // ns before each
-		sparse int   // how many of them should be sparse, the first ones
-	}
-	for _, tc := range []struct {
-		name  string
-		steps []step
-	}{
-		{"ping every 20 ms", []step{{500, 84, 20 * ms, 500}}},
-		{"100 Hz request/response", []step{{500, 92, 10 * ms, 500}}},
-		{"bulk back to back: a burst, then bulk", []step{{100, 1400, 10_000, sparseBurst / (1400 + sparsePacketCost)}}},
-		{"bulk stays bulk through short pauses", []step{
-			{100, 1400, 10_000, sparseBurst / (1400 + sparsePacketCost)},
-			{10, 84, 150 * ms, 0},
-		}},
-		{"bulk is sparse again after sparseQuiet", []step{
-			{100, 1400, 10_000, sparseBurst / (1400 + sparsePacketCost)},
-			{1, 84, sparseQuiet + ms, 1},
-			{20, 84, 20 * ms, 20},
-		}},
-		// 564 bytes booked per ACK, 328 refilled per gap: the burst
-		// lasts 67 ACKs.
-		{"ACKs of a fast bulk flow, 400 a second, go bulk", []step{{400, 52, 2_500_000, 67}}},
-		{"2 Mbit/s steady goes bulk", []step{{400, 1400, 5_600_000, 0}}}, // checked below: not all sparse
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var s sparseFlows
-			ns := int64(time.Second)
-			for si, st := range tc.steps {
-				got := 0
-				for i := range st.n {
-					ns += st.gap
-					if s.sparse(42, st.size, ns) {
-						if got != i {
-							t.Fatalf("step %d: packet %d sparse after a bulk one", si, i)
-						}
-						got++
-					}
-				}
-				if tc.name == "2 Mbit/s steady goes bulk" {
-					if got == st.n || got == 0 {
-						t.Errorf("step %d: %d of %d sparse, want a burst and then bulk", si, got, st.n)
-					}
-					continue
-				}
-				if got != st.sparse {
-					t.Errorf("step %d: %d of %d packets sparse, want %d", si, got, st.n, st.sparse)
-				}
-			}
-			// Another flow hash bucket is untouched.
-			if !s.sparse(43, 1400, ns) {
-				t.Error("a new flow is not sparse")
-			}
-		})
-	}
-}
+	"github.com/bridgehead/bridgehead/router/sparse"
+)
 
 // A sparse flow's packet is sealed and sent by the reader at once, on the
 // express lane of a peer that has one, while a bulk flow's wait in the
@@ -75,7 +14,7 @@ func TestSparseFlowSentAtOnce(t *testing.T) {
 	for _, express := range []bool{true, false} {
 		t.Run(map[bool]string{true: "peer with express lane", false: "peer without"}[express], func(t *testing.T) {
 			h, sb, p := newFQHotPair(t)
-			p.sparse = new(sparseFlows)
+			p.sparse = new(sparse.Flows)
 			pA := h.a.state.Load().peers[h.b.keys.Load().Current.Public]
 			kpA := pA.current.Load()
 			pA.laneSession.Store(laneTag(kpA))
@@ -91,7 +30,7 @@ func TestSparseFlowSentAtOnce(t *testing.T) {
 			}
 			// A flow in another bucket (hashes are seeded per router).
 			small := flowPacket(t, 2, 0)
-			for f := 3; testHash(h.a.flows, small)%sparseBuckets == testHash(h.a.flows, bulk[0])%sparseBuckets; f++ {
+			for f := 3; testHash(h.a.flows, small)%sparse.Buckets == testHash(h.a.flows, bulk[0])%sparse.Buckets; f++ {
 				small = flowPacket(t, f, 0)
 			}
 			feed(t, h.a, p, bulk...)
@@ -114,7 +53,7 @@ func TestSparseFlowSentAtOnce(t *testing.T) {
 			}
 			// The reader's express path allocates nothing (a frozen clock:
 			// 21 more packets of the flow, at their size plus
-			// sparsePacketCost each, stay within its burst).
+			// sparse.PacketCost each, stay within its burst).
 			if !testing.Short() {
 				if n := testing.AllocsPerRun(20, func() { feed(t, h.a, p, small) }); n != 0 {
 					t.Errorf("%.1f allocations per sparse packet, want 0", n)
