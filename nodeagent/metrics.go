@@ -2,6 +2,8 @@ package nodeagent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bridgehead/bridgehead/internal/promreg"
 )
 
 // Stages of a sync, the label of the error series.
@@ -83,18 +85,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "bridgehead_node_last_error_timestamp_seconds", Help: "Unix time of the last failed step (0: none yet).",
 		}),
 	}
-	for _, op := range []string{"add", "replace", "delete"} {
-		m.routeChanges.WithLabelValues(op)
-	}
-	for _, s := range stages {
-		m.errors.WithLabelValues(s)
-		m.lastError.WithLabelValues(s)
-	}
-	for _, c := range []prometheus.Collector{m.routesInstalled, m.routeChanges, m.routeRepairs, m.repairSeconds,
-		m.cniWritten, m.cniWrites, m.pluginsCopied, m.snatWrites, m.sysctlWrites, m.syncs, m.errors, m.lastError, m.lastErrorTime} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	promreg.Zero(m.routeChanges, "add", "replace", "delete")
+	promreg.Zero(m.errors, stages[:]...)
+	promreg.Zero(m.lastError, stages[:]...)
+	if err := promreg.Register(reg, m.routesInstalled, m.routeChanges, m.routeRepairs, m.repairSeconds,
+		m.cniWritten, m.cniWrites, m.pluginsCopied, m.snatWrites, m.sysctlWrites, m.syncs, m.errors, m.lastError, m.lastErrorTime); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,9 +1,9 @@
 package relay
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bridgehead/bridgehead/internal/promreg"
 )
 
 // metrics are the relay's series, registered on the registry New gets.
@@ -44,12 +44,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	// same registry: it takes over the series of the one before, so the
 	// counters keep counting.
 	var err error
-	m.active = register(reg, m.active, &err)
-	m.total = register(reg, m.total, &err)
-	m.bytes = register(reg, m.bytes, &err)
-	m.refused = register(reg, m.refused, &err)
-	m.closed = register(reg, m.closed, &err)
-	m.dial = register(reg, m.dial, &err)
+	m.active = promreg.Adopt(reg, m.active, &err)
+	m.total = promreg.Adopt(reg, m.total, &err)
+	m.bytes = promreg.Adopt(reg, m.bytes, &err)
+	m.refused = promreg.Adopt(reg, m.refused, &err)
+	m.closed = promreg.Adopt(reg, m.closed, &err)
+	m.dial = promreg.Adopt(reg, m.dial, &err)
 	if err != nil {
 		return nil, err
 	}
@@ -62,21 +62,4 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.closed.WithLabelValues(r)
 	}
 	return m, nil
-}
-
-// register registers c, or returns the collector already registered
-// under its name; the first error is kept in *err.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C, err *error) C {
-	if e := reg.Register(c); e != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(e, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		if *err == nil {
-			*err = e
-		}
-	}
-	return c
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/internal/promreg"
 	"github.com/bridgehead/bridgehead/noderoutes"
 )
 
@@ -279,10 +280,8 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		Help: "Azure Resource Manager requests of the route-table sync by op (list, put, delete) and result (ok, error); a put or delete counts once, polling included."}, []string{"op", "result"})
 	m.routes = prometheus.NewGauge(prometheus.GaugeOpts{Name: "bridgehead_controller_azure_routes",
 		Help: "Routes the site's Azure route table should hold (owned ones, named bh-*)."})
-	for _, c := range []prometheus.Collector{m.syncs, m.requests, m.routes} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
+	if err := promreg.Register(reg, m.syncs, m.requests, m.routes); err != nil {
+		return err
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.syncs.WithLabelValues(r)

@@ -1,9 +1,9 @@
 package follow
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bridgehead/bridgehead/internal/promreg"
 )
 
 // metrics are a Follower's bridgehead_follow_* series.
@@ -43,9 +43,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		Name: "bridgehead_follow_last_sync_timestamp_seconds",
 		Help: "When the API server last answered the catalog's informers: a list, a watch open for a second, a watch event (0: not since start). A healthy follower stamps it at least at every watch restart (client-go: every 5-10 min).",
 	})
-	for _, r := range allReasons {
-		m.watchErrors.WithLabelValues(r)
-	}
+	promreg.Zero(m.watchErrors, allReasons...)
 	m.lastWrite = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "bridgehead_follow_last_write_timestamp_seconds",
 		Help: "When the follower last wrote the catalog file (0: not since start).",
@@ -54,11 +52,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		Name: "bridgehead_follow_state",
 		Help: "1 for the follower's current state: waiting, current, incomplete, malformed, refused, write-failed.",
 	}, []string{"state"})
-	var errs []error
-	for _, c := range []prometheus.Collector{m.evaluations, m.writes, m.refused, m.watchErrors, m.connected, m.lastSync, m.lastWrite, m.states} {
-		errs = append(errs, reg.Register(c))
-	}
-	return errors.Join(errs...)
+	return promreg.Register(reg, m.evaluations, m.writes, m.refused, m.watchErrors, m.connected, m.lastSync, m.lastWrite, m.states)
 }
 
 // state sets the state gauge: 1 for s, 0 for every other.

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/bridgehead/bridgehead/internal/promreg"
 )
 
 // Writer is where a Controller puts its rulesets: a *Table.
@@ -414,13 +416,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "bridgehead_netpol_bridge_netfilter", Help: "1 when br_netfilter passes bridged packets of the family through the forward hook (net.bridge.bridge-nf-call-ip(6)tables=1): without it, policies do not apply between pods of one node.",
 		}, []string{"family"}),
 	}
-	for _, r := range []string{"written", "unchanged", "error"} {
-		m.syncs.WithLabelValues(r)
-	}
-	for _, c := range []prometheus.Collector{m.syncs, m.seconds, m.objects, m.enforcing, m.lastWrite, m.repairs, m.bridge} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	promreg.Zero(m.syncs, "written", "unchanged", "error")
+	if err := promreg.Register(reg, m.syncs, m.seconds, m.objects, m.enforcing, m.lastWrite, m.repairs, m.bridge); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
