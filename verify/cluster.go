@@ -275,12 +275,9 @@ func (c *clusterRun) service(ctx context.Context) {
 		c.rep.add(chk)
 		return
 	}
-	start := time.Now()
-	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, c.o.Service, c.o.Timeout)
-	took := time.Since(start)
+	took, err := c.tcpConnect(ctx, c.o.Service)
 	switch {
 	case err == nil:
-		conn.Close()
 		chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		chk.Result, chk.Figure = Fail, "tcp refused"
@@ -353,12 +350,9 @@ func (c *clusterRun) egress(ctx context.Context) {
 		c.rep.add(chk)
 		return
 	}
-	start := time.Now()
-	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, c.o.Egress, c.o.Timeout)
-	took := time.Since(start)
+	took, err := c.tcpConnect(ctx, c.o.Egress)
 	switch {
 	case err == nil:
-		conn.Close()
 		chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		// Refused is an answer: the path works both ways.
@@ -431,14 +425,24 @@ func (c *clusterRun) callback(ctx context.Context) {
 // kubelet is reached directly from the site's network.
 func (c *clusterRun) callbackDirect(ctx context.Context, dst netip.AddrPort, chk Check) Check {
 	chk.Target = dst.String() + " (direct: the relay's own site)"
-	start := time.Now()
-	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, dst, c.o.Timeout)
+	took, err := c.tcpConnect(ctx, dst)
 	if err != nil {
 		chk.Result, chk.Figure = Fail, "tcp "+describeDialErr(err)
 		chk.Detail = fmt.Sprintf("nothing answers at %s (%v): the API server reaches the kubelets of its own site directly: is the kubelet listening there, and does a firewall on the node let the site's network in?", dst, err)
 		return chk
 	}
-	conn.Close()
-	chk.Result, chk.Figure = Pass, "tcp connect "+ms(time.Since(start))
+	chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
 	return chk
+}
+
+// tcpConnect opens a TCP connection to dst and closes it: how long the
+// connect took, and its error.
+func (c *clusterRun) tcpConnect(ctx context.Context, dst netip.AddrPort) (time.Duration, error) {
+	start := time.Now()
+	conn, err := c.o.Net.Dial(ctx, netip.Addr{}, dst, c.o.Timeout)
+	took := time.Since(start)
+	if err == nil {
+		conn.Close()
+	}
+	return took, err
 }
