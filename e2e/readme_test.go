@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"crypto/rand"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -15,35 +17,82 @@ import (
 	"github.com/bridgehead/bridgehead/internal/mdblock"
 )
 
-// TestReadmeCommands runs, as a newcomer would, the README's shell blocks
-// marked <!-- runs-in: TestReadmeCommands -->, in order, from the
-// repository root, with /etc/bridgehead moved to a temporary directory
-// that does not exist yet. Between the blocks it writes the README's
-// config example as /etc/bridgehead/bridgehead.yaml, with the public key
-// the blocks printed for this gateway (the newcomer's editing step). As in
-// one terminal, what a block exports stays set for the blocks after it.
+// TestReadmeCommands runs, as a newcomer would, the shell blocks of the
+// product docs (README.md, docs/**/*.md) marked
+// <!-- runs-in: TestReadmeCommands -->, file by file and in order, from
+// the repository root, with /etc/bridgehead moved to a temporary
+// directory that does not exist yet. Between the blocks it writes the
+// file's first whole config example as /etc/bridgehead/bridgehead.yaml,
+// with the public key the blocks printed for this gateway (the
+// newcomer's editing step). As in one terminal, what a block exports
+// stays set for the blocks after it in the same file.
 func TestReadmeCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs make build")
 	}
 	root := repoRoot(t)
-	blocks, err := mdblock.Read(filepath.Join(root, "README.md"))
+	files, err := productDocs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var example string
-	var run []mdblock.Block
-	for _, b := range blocks {
-		if b.Lang == "yaml" && example == "" && b.Marker != "fragment" {
-			example = b.Text
+	ran := 0
+	for _, file := range files {
+		blocks, err := mdblock.Read(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if b.Marker == "runs-in" && b.Arg == "TestReadmeCommands" {
-			run = append(run, b)
+		var example string
+		var run []mdblock.Block
+		for _, b := range blocks {
+			if b.Lang == "yaml" && example == "" && b.Marker == "" {
+				example = b.Text
+			}
+			if b.Marker == "runs-in" && b.Arg == "TestReadmeCommands" {
+				run = append(run, b)
+			}
 		}
+		if len(run) == 0 {
+			continue
+		}
+		if example == "" {
+			t.Fatalf("%s: %d blocks marked runs-in TestReadmeCommands, but no whole config example", file, len(run))
+		}
+		t.Run(file, func(t *testing.T) { runDocBlocks(t, root, example, run) })
+		ran++
 	}
-	if len(run) == 0 || example == "" {
-		t.Fatalf("README.md: %d blocks marked runs-in TestReadmeCommands, config example found: %v", len(run), example != "")
+	if ran == 0 {
+		t.Fatal("no product doc has a block marked runs-in TestReadmeCommands")
 	}
+}
+
+// productDocs lists README.md and docs/**/*.md but docs/conformance/ and
+// docs/benchmarks-history.md, relative to root (as
+// cmd/bridgehead/readme_test.go's docFiles).
+func productDocs(root string) ([]string, error) {
+	files := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() && rel == "docs/conformance" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(rel, ".md") && rel != "docs/benchmarks-history.md" {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	sort.Strings(files[1:])
+	return files, err
+}
+
+// runDocBlocks runs one file's blocks in order, as one terminal would.
+func runDocBlocks(t *testing.T, root, example string, run []mdblock.Block) {
 	etc := filepath.Join(t.TempDir(), "etc", "bridgehead")
 	cfgPath := filepath.Join(etc, "bridgehead.yaml")
 	var stdout bytes.Buffer
@@ -74,14 +123,14 @@ func TestReadmeCommands(t *testing.T) {
 	for path, want := range map[string]os.FileMode{etc: 0o700, filepath.Join(etc, "private.key"): 0o600} {
 		st, err := os.Stat(path)
 		if err != nil {
-			t.Fatalf("the README's commands did not create %s: %v", path, err)
+			t.Fatalf("the doc's commands did not create %s: %v", path, err)
 		}
 		if st.Mode().Perm() != want {
 			t.Errorf("%s: mode %04o, want %04o", path, st.Mode().Perm(), want)
 		}
 	}
 	if _, err := os.Stat(cfgPath); err != nil {
-		t.Fatal("no README block used the config")
+		t.Fatal("no block used the config")
 	}
 }
 

@@ -18,25 +18,67 @@ import (
 	"github.com/bridgehead/bridgehead/noderoutes"
 )
 
-// The README's examples are tested so that they cannot rot:
+// The product docs' examples are tested so that they cannot rot. The
+// product docs are README.md and every docs/**/*.md except docs/conformance/
+// and docs/benchmarks-history.md (docFiles); deploy/README.md is checked
+// with them where it has blocks.
 //
-//   - every ```yaml block of README.md and deploy/README.md, and the
-//     example config, is a config that passes `bridgehead check` with no
-//     warning for every gateway of every site (with generated keys), and
-//     `bridgehead routes` for every site in every format. A block that is
-//     not a whole file is marked <!-- fragment: reason --> and is checked
-//     merged over the last whole config before it (its top-level keys
-//     replace the example's); a YAML block that is no bridgehead config
-//     (cloud-init, a manifest) is marked <!-- not-config: reason -->;
-//   - every ```sh block of README.md is marked, on the line before it,
+//   - every ```yaml block, and the example config, is a config that passes
+//     `bridgehead check` with no warning for every gateway of every site
+//     (with generated keys), and `bridgehead routes` for every site in
+//     every format. A block that is not a whole file is marked
+//     <!-- fragment: reason --> and is checked merged over the last whole
+//     config before it in the same file (its top-level keys replace the
+//     example's); a YAML block that is no bridgehead config (cloud-init, a
+//     manifest) is marked <!-- not-config: reason -->;
+//   - every ```sh block is marked, on the line before it,
 //     <!-- runs-in: TestName --> (that test runs it; it must exist) or
 //     <!-- not-run: reason -->;
-//   - the commands the README's ```sh blocks call are exactly the CLI's
-//     command table, and every flag they pass is one of that command's;
-//     the commands in deploy/README.md's code blocks exist and take the
-//     flags they are given.
+//   - every command the docs call, in a fenced or indented block, is one
+//     of the CLI's and takes the flags it is given, and together the
+//     docs' ```sh blocks call every command of the CLI;
+//   - no product doc speaks of the project's history or tracker: the word
+//     "seed", "the issue", or an issue number (#12).
 
 const repo = "../.."
+
+// docFiles returns the product docs, relative to the repository root:
+// README.md and docs/**/*.md but docs/conformance/ and
+// docs/benchmarks-history.md, in a stable order.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md"}
+	err := filepath.WalkDir(filepath.Join(repo, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repo, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "docs/conformance" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(rel, ".md") && rel != "docs/benchmarks-history.md" {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files[1:])
+	return files
+}
+
+// checkedFiles is docFiles and deploy/README.md.
+func checkedFiles(t *testing.T) []string {
+	return append(docFiles(t), "deploy/README.md")
+}
 
 func readBlocks(t *testing.T, file string) []mdblock.Block {
 	t.Helper()
@@ -53,7 +95,8 @@ func TestReadmeConfigs(t *testing.T) {
 		text string
 	}
 	var configs []cfg
-	for _, file := range []string{"README.md", "deploy/README.md"} {
+	total := 0
+	for _, file := range checkedFiles(t) {
 		var base string
 		n := 0
 		for _, b := range readBlocks(t, file) {
@@ -79,9 +122,10 @@ func TestReadmeConfigs(t *testing.T) {
 			configs = append(configs, cfg{b.String(), text})
 			n++
 		}
-		if file == "README.md" && n == 0 {
-			t.Fatal("README.md has no ```yaml config example")
-		}
+		total += n
+	}
+	if total == 0 {
+		t.Fatal("the docs have no ```yaml config example")
 	}
 	example, err := os.ReadFile(filepath.Join(repo, "deploy/package/bridgehead.yaml.example"))
 	if err != nil {
@@ -222,7 +266,11 @@ func shellLang(lang string) bool {
 func TestReadmeShellBlocksMarked(t *testing.T) {
 	tests := testFuncs(t)
 	n := 0
-	for _, b := range readBlocks(t, "README.md") {
+	var blocks []mdblock.Block
+	for _, file := range docFiles(t) {
+		blocks = append(blocks, readBlocks(t, file)...)
+	}
+	for _, b := range blocks {
 		if !shellLang(b.Lang) {
 			continue
 		}
@@ -241,7 +289,7 @@ func TestReadmeShellBlocksMarked(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatal("README.md has no ```sh blocks")
+		t.Fatal("the docs have no ```sh blocks")
 	}
 }
 
@@ -274,13 +322,15 @@ func testFuncs(t *testing.T) map[string]bool {
 	return names
 }
 
-// readmeCalls returns, per command the README's shell blocks call, the
-// flags they pass it.
-func readmeCalls(t *testing.T) map[string]map[string]bool {
+// docCalls returns, per command the docs' shell blocks call, the flags
+// they pass it.
+func docCalls(t *testing.T) map[string]map[string]bool {
 	var lines []string
-	for _, b := range readBlocks(t, "README.md") {
-		if shellLang(b.Lang) {
-			lines = append(lines, strings.Split(b.Text, "\n")...)
+	for _, file := range docFiles(t) {
+		for _, b := range readBlocks(t, file) {
+			if shellLang(b.Lang) {
+				lines = append(lines, strings.Split(b.Text, "\n")...)
+			}
 		}
 	}
 	return bridgeheadCalls(lines)
@@ -329,25 +379,42 @@ func checkCalls(t *testing.T, file string, calls map[string]map[string]bool) {
 	}
 }
 
-func TestDeployReadmeCommands(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(repo, "deploy/README.md"))
-	if err != nil {
-		t.Fatal(err)
+// TestDocsCommands checks every line of every checked file's code blocks
+// that calls bridgehead, fenced (any language) and indented alike.
+func TestDocsCommands(t *testing.T) {
+	for _, file := range checkedFiles(t) {
+		data, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCalls(t, file, bridgeheadCalls(codeLines(string(data))))
 	}
+}
+
+// codeLines returns the lines of Markdown text inside fenced blocks and
+// indented (four spaces or a tab) outside them, trimmed.
+func codeLines(text string) []string {
 	var lines []string
-	for _, l := range strings.Split(string(data), "\n") {
-		lines = append(lines, strings.TrimSpace(l)) // indented and fenced blocks alike
+	fence := ""
+	for _, l := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(l)
+		switch {
+		case fence != "" && trimmed == fence:
+			fence = ""
+		case fence != "":
+			lines = append(lines, trimmed)
+		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
+			fence = trimmed[:3]
+		case strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "\t"):
+			lines = append(lines, trimmed)
+		}
 	}
-	calls := bridgeheadCalls(lines)
-	if len(calls) == 0 {
-		t.Fatal("deploy/README.md calls no bridgehead command")
-	}
-	checkCalls(t, "deploy/README.md", calls)
+	return lines
 }
 
 func TestReadmeCommandList(t *testing.T) {
-	calls := readmeCalls(t)
-	checkCalls(t, "README.md", calls)
+	calls := docCalls(t)
+	checkCalls(t, "the docs", calls)
 	var listed []string
 	for cmd := range calls {
 		listed = append(listed, cmd)
@@ -355,7 +422,33 @@ func TestReadmeCommandList(t *testing.T) {
 	sort.Strings(listed)
 	for _, name := range commandNames() {
 		if calls[name] == nil {
-			t.Errorf("README.md does not list `bridgehead %s` in a ```sh block (it lists %s)", name, strings.Join(listed, ", "))
+			t.Errorf("no product doc lists `bridgehead %s` in a ```sh block (they list %s)", name, strings.Join(listed, ", "))
+		}
+	}
+}
+
+// TestDocsWords keeps the project's history and tracker out of the
+// product docs: they speak to an operator.
+func TestDocsWords(t *testing.T) {
+	banned := []struct {
+		re  *regexp.Regexp
+		why string
+	}{
+		{regexp.MustCompile(`(?i)\bseeds?\b`), "the word \"seed\""},
+		{regexp.MustCompile(`(?i)\bthe issue\b`), "\"the issue\""},
+		{regexp.MustCompile(`(^|[^\w&/#])#[0-9]+\b`), "an issue number"},
+	}
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(data), "\n") {
+			for _, b := range banned {
+				if m := b.re.FindString(line); m != "" {
+					t.Errorf("%s:%d: %s (%q): a product doc speaks to an operator, not of the project's history", file, i+1, b.why, strings.TrimSpace(m))
+				}
+			}
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // Benchmarks of the table in a real kernel (root; network namespaces):
 // what 1,000 policies over 10,000 pods cost a node's forwarding. Run
-// them with -benchtime 3x on a quiet machine (docs/network-policy.md,
+// them with -benchtime 3x on a quiet machine (docs/concepts/network-policy.md,
 // "Cost").
 
 // Ports of the throughput lab: the server pod admits TCP 9100-9110 from

@@ -135,7 +135,7 @@
 //	a node (100 pods)          200   1020    26           715           400
 //	all 10,000 pods local     1080   5870  1026         22715         40000
 //
-// docs/network-policy.md ("Cost") has the later figures: throughput and
+// docs/concepts/network-policy.md ("Cost") has the later figures: throughput and
 // connection rate through a node with the table loaded
 // (BenchmarkThroughput), the compiler state's memory
 // (BenchmarkCompilerMemory), the size of `nft list ruleset` and what the
