@@ -6,6 +6,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/internal/bpfasm"
 )
 
 // Reason is why the filter dropped a datagram.
@@ -142,17 +143,8 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 	}
 	hs := srcKey("h")
 	hs[0] = hs[0].WithSymbol("handshake")
-	var p asm.Instructions
-	add := func(is ...any) {
-		for _, i := range is {
-			switch v := i.(type) {
-			case asm.Instruction:
-				p = append(p, v)
-			case asm.Instructions:
-				p = append(p, v...)
-			}
-		}
-	}
+	var p bpfasm.Program
+	add := p.Add
 	add(
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R7, asm.R6, skbLen, asm.Word),
@@ -228,5 +220,5 @@ func program(indices, endpoints, counts, blocked int, udp int32) asm.Instruction
 		asm.Mov.Imm32(asm.R0, -1).WithSymbol("pass"),
 		asm.Return(),
 	)
-	return p
+	return p.Instructions
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/asm"
+
+	"github.com/bridgehead/bridgehead/internal/bpfasm"
 )
 
 // Buckets is the number of flow buckets: a flow's token bucket is
@@ -233,17 +235,8 @@ func program(state int, c Config) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "bulk_ret"),
 	}
 
-	var p asm.Instructions
-	add := func(is ...any) {
-		for _, i := range is {
-			switch v := i.(type) {
-			case asm.Instruction:
-				p = append(p, v)
-			case asm.Instructions:
-				p = append(p, v...)
-			}
-		}
-	}
+	var p bpfasm.Program
+	add := p.Add
 	// R6 ctx (LD_ABS and LD_IND need it there), R7 skb->len. LD_ABS and
 	// LD_IND leave the value in R0 and clobber R1-R5; every read below
 	// is inside skb->len, so none of them ends the program.
@@ -391,5 +384,5 @@ func program(state int, c Config) asm.Instructions {
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("ret0"),
 		asm.Return(),
 	)
-	return p
+	return p.Instructions
 }
