@@ -384,15 +384,7 @@ func (a *Allocator) Allocate(siteName, node string) (Blocks, error) {
 // pool. The rest are returned as Problems and not taken. Adopting a node's
 // own blocks again is no problem. It returns what the node holds after.
 func (a *Allocator) Adopt(siteName, node string, cidrs []netip.Prefix) (Blocks, []Problem, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.expire()
-	s, ok := a.sites[siteName]
-	if !ok || s.removed {
-		return Blocks{}, nil, fmt.Errorf("site %s: %w", siteName, ErrUnknownSite)
-	}
-	b, probs := a.adopt(s, node, cidrs, false)
-	return b, probs, nil
+	return a.adoptIn(siteName, node, cidrs, false)
 }
 
 // AdoptLive is Adopt for CIDRs that the node's pods use now (what the
@@ -401,6 +393,11 @@ func (a *Allocator) Adopt(siteName, node string, cidrs []netip.Prefix) (Blocks, 
 // it; no Problem), since giving the node another would leave its pods
 // with dead addresses.
 func (a *Allocator) AdoptLive(siteName, node string, cidrs []netip.Prefix) (Blocks, []Problem, error) {
+	return a.adoptIn(siteName, node, cidrs, true)
+}
+
+// adoptIn is Adopt (live false) and AdoptLive (live true).
+func (a *Allocator) adoptIn(siteName, node string, cidrs []netip.Prefix, live bool) (Blocks, []Problem, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.expire()
@@ -408,7 +405,7 @@ func (a *Allocator) AdoptLive(siteName, node string, cidrs []netip.Prefix) (Bloc
 	if !ok || s.removed {
 		return Blocks{}, nil, fmt.Errorf("site %s: %w", siteName, ErrUnknownSite)
 	}
-	b, probs := a.adopt(s, node, cidrs, true)
+	b, probs := a.adopt(s, node, cidrs, live)
 	return b, probs, nil
 }
 
