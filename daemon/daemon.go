@@ -80,25 +80,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer stopFollow()
-	cfg, err := config.LoadWith(o.ConfigPath, o.Overrides)
+	data, err := config.ReadFile(o.ConfigPath)
 	if err != nil {
 		return err
 	}
-	problems, warnings := config.Check(cfg, config.CheckOptions{Overrides: o.Overrides})
-	for _, w := range warnings {
-		log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("refusing to start with a bad config:\n%w", problems)
-	}
-	id, err := identity(cfg)
+	// The same validation as every reload (validate).
+	v, err := validate(o.ConfigPath, data, config.CheckOptions{Overrides: o.Overrides}, nil, time.Now(), log)
 	if err != nil {
-		return err
+		return fmt.Errorf("refusing to start with a bad config:\n%w", err)
 	}
-	rc, err := routerConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("%s: %w", cfg.Path, err)
-	}
+	cfg, id, rc := v.cfg, v.ring.Current, v.router
 	kc, err := kubeClient(cfg)
 	if err != nil {
 		return err
@@ -143,11 +134,6 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The relay path (sites behind NAT, package transit) sits between
 	// the router and the socket.
-	plan, self, err := transitPlan(cfg)
-	if err != nil {
-		ld.close()
-		return fmt.Errorf("%s: %w", cfg.Path, err)
-	}
 	hub, err := transit.New(nil, reg)
 	if err != nil {
 		ld.close()
@@ -155,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	table := &routerTable{}
 	tbind := transit.NewBind(bind, table, hub, mtu)
-	hub.SetPlan(plan, self)
+	hub.SetPlan(v.plan, v.self)
 	lanes := ld.routerLanes(func(b udp.Bind) udp.Bind { return transit.NewBind(b, table, hub, mtu) })
 	var express udp.Bind
 	if ld.express != nil {
@@ -173,11 +159,7 @@ func Run(ctx context.Context, o Options) error {
 		ld.close()
 		return fmt.Errorf("%s: %w", cfg.Path, err)
 	}
-	ring, err := keyRing(cfg, nil, time.Now()) // a rollover's previous key (keys.go)
-	if err == nil {
-		err = r.SetKeyRing(ring)
-	}
-	if err != nil {
+	if err := r.SetKeyRing(v.ring); err != nil { // a rollover's previous key (keys.go)
 		ld.close()
 		return err
 	}

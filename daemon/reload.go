@@ -152,30 +152,13 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 		// missing.
 		return true, g.repairRoutes()
 	}
-	// Decoding and address-plan problems are reported together, the
-	// same list `bridgehead check` prints for the file.
-	next, problems, warnings := config.CheckData(path, data, g.checkOpts)
-	if len(problems) > 0 {
-		return false, problems
-	}
-	for _, w := range warnings {
-		g.log.Warn("config warning", "file", w.File, "line", w.Line, "field", w.Field, "msg", w.Msg)
-	}
-	if err := g.restartOnly(old, next); err != nil {
-		return false, err
-	}
-	rc, err := routerConfig(next)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", next.Path, err)
-	}
-	ring, err := keyRing(next, g.r.KeyRing(), time.Now())
+	// The same validation as at start (validate): a file start-up
+	// refuses, a reload refuses with the same error.
+	v, err := validate(path, data, g.checkOpts, &runningConfig{cfg: old, ring: g.r.KeyRing()}, time.Now(), g.log)
 	if err != nil {
 		return false, err
 	}
-	relayCfg, err := relayConfig(next)
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", next.Path, err)
-	}
+	next := v.cfg
 	// A relay turned on or moved listens before anything changes, so a
 	// taken address refuses the whole reload.
 	moved := relayListen(old) != relayListen(next)
@@ -185,19 +168,12 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 			return false, fmt.Errorf("%s: %w", next.Path, err)
 		}
 	}
-	plan, self, err := transitPlan(next)
-	if err != nil {
-		if started != nil {
-			started.Close()
-		}
-		return false, fmt.Errorf("%s: %w", next.Path, err)
-	}
 	// The plan goes first: the router's new pseudo endpoints name
 	// gateways by their ids in it.
 	if g.transit != nil {
-		g.transit.SetPlan(plan, self)
+		g.transit.SetPlan(v.plan, v.self)
 	}
-	if err := g.r.SetConfig(rc); err != nil {
+	if err := g.r.SetConfig(v.router); err != nil {
 		if started != nil {
 			started.Close()
 		}
@@ -215,11 +191,11 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 		}
 	} else if rl := g.relay.Load(); rl != nil {
 		// Connections to sites the new plan drops are closed.
-		if err := rl.SetConfig(*relayCfg); err != nil {
+		if err := rl.SetConfig(*v.relay); err != nil {
 			g.log.Error("relay kept its previous policy", "err", err)
 		}
 	}
-	if err := g.applyKeyRing(next, ring); err != nil {
+	if err := g.applyKeyRing(next, v.ring); err != nil {
 		g.log.Error("gateway key not rotated", "config", next.Path, "err", err)
 	}
 	g.keyDigest = keyFileDigest(next)
@@ -243,7 +219,7 @@ func (g *gateway) apply(path, why string) (running bool, err error) {
 // restartOnly refuses changes to what a running gateway cannot change:
 // its identity, socket, TUN and the handshake parameters every session
 // depends on. Its key can change: a rotation (keys.go).
-func (g *gateway) restartOnly(old, next *config.Config) error {
+func restartOnly(old, next *config.Config) error {
 	var errs []error
 	same := func(field, a, b string) {
 		if a != b {
