@@ -6,16 +6,15 @@ package ping
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/pace"
 	"github.com/bridgehead/bridgehead/bench/internal/rxstamp"
 	"github.com/bridgehead/bridgehead/packet"
 )
@@ -91,43 +90,22 @@ func Run(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time
 	}()
 
 	dstAddr := &net.IPAddr{IP: dst.AsSlice()}
-	sent := 0
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	end := time.Now().Add(dur)
-	var werr error
-loop:
-	for seq := uint16(1); time.Now().Before(end); seq++ {
+	sent, werr := pace.Send(ctx, interval, func(int) bool { return time.Now().Before(end) }, func(i int) error {
+		seq := uint16(i + 1)
 		msg := EchoRequest(id, seq, 56)
 		mu.Lock()
 		sentAt[seq] = time.Now()
 		mu.Unlock()
-		if _, err := conn.WriteTo(msg, dstAddr); err != nil {
-			// A full queue under load (ENOBUFS) is a lost echo, not a failure.
-			if !errors.Is(err, syscall.ENOBUFS) {
-				werr = err
-				break loop
-			}
-		}
-		sent++
-		select {
-		case <-ctx.Done():
-			werr = ctx.Err()
-			break loop
-		case <-tick.C:
-		}
-	}
-	// Wait for stragglers: up to a second, less once all have come back.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+		_, err := conn.WriteTo(msg, dstAddr)
+		return err
+	})
+	// Wait for stragglers, less once all have come back.
+	pace.Drain(ctx, func() bool {
 		mu.Lock()
-		left := len(sentAt)
-		mu.Unlock()
-		if left == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(sentAt) == 0
+	})
 	conn.Close()
 	<-done
 	mu.Lock()

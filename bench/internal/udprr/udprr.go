@@ -12,15 +12,14 @@ package udprr
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/bridgehead/bridgehead/bench/internal/lab"
+	"github.com/bridgehead/bridgehead/bench/internal/pace"
 	"github.com/bridgehead/bridgehead/bench/internal/rxstamp"
 )
 
@@ -122,38 +121,19 @@ func Run(ctx context.Context, sp Spec) (Result, error) {
 	dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(sp.Dst, uint16(sp.Port)))
 	msg := make([]byte, sp.Size)
 	binary.BigEndian.PutUint32(msg, magic)
-	sent := 0
-	tick := time.NewTicker(sp.Interval)
-	defer tick.Stop()
-	var werr error
-loop:
-	for seq := 0; seq < n; seq++ {
+	sent, werr := pace.Send(ctx, sp.Interval, func(seq int) bool { return seq < n }, func(seq int) error {
 		binary.BigEndian.PutUint64(msg[4:], uint64(seq))
 		mu.Lock()
 		sentAt[seq] = time.Now()
 		mu.Unlock()
-		if _, err := cli.WriteTo(msg, dst); err != nil && !errors.Is(err, syscall.ENOBUFS) {
-			werr = err
-			break
-		}
-		sent++
-		select {
-		case <-ctx.Done():
-			werr = ctx.Err()
-			break loop
-		case <-tick.C:
-		}
-	}
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+		_, err := cli.WriteTo(msg, dst)
+		return err
+	})
+	pace.Drain(ctx, func() bool {
 		mu.Lock()
-		done := len(rtts) == sent
-		mu.Unlock()
-		if done {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(rtts) == sent
+	})
 	cli.Close()
 	srv.Close()
 	wg.Wait()
