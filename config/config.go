@@ -30,15 +30,29 @@ type Config struct {
 	// Path is the file the config was loaded from (not part of the YAML).
 	Path string `yaml:"-"`
 
-	Site           string    `yaml:"site"`
-	Gateway        string    `yaml:"gateway"`
-	PrivateKeyFile string    `yaml:"privateKeyFile"`
-	Listen         string    `yaml:"listen"`
-	Cipher         string    `yaml:"cipher"`
-	Interface      Interface `yaml:"interface"`
-	Cluster        Cluster   `yaml:"cluster"`
-	Metrics        Metrics   `yaml:"metrics"`
-	ControlSocket  string    `yaml:"controlSocket"`
+	// Site is the name of this gateway's site, one of sites.
+	Site string `yaml:"site"`
+	// Gateway is this gateway's name in its site.
+	Gateway string `yaml:"gateway"`
+	// PrivateKeyFile holds this gateway's static private key, base64,
+	// as `bridgehead genkey` writes it; a relative path is taken
+	// relative to the config file.
+	PrivateKeyFile string `yaml:"privateKeyFile"`
+	// Listen is the UDP IP:port the gateway receives tunnel traffic on.
+	Listen string `yaml:"listen"`
+	// Cipher is the AEAD of the data path; every gateway of the cluster
+	// uses the same.
+	Cipher string `yaml:"cipher"`
+	// Interface configures the TUN device.
+	Interface Interface `yaml:"interface"`
+	// Cluster holds cluster-wide facts shared by every site.
+	Cluster Cluster `yaml:"cluster"`
+	// Metrics configures the HTTP endpoint of /metrics, /healthz and
+	// /readyz.
+	Metrics Metrics `yaml:"metrics"`
+	// ControlSocket is the Unix socket `bridgehead status` and
+	// `bridgehead verify` read the running gateway from.
+	ControlSocket string `yaml:"controlSocket"`
 	// PreviousPrivateKeyFile holds the key before a rollover, answered
 	// until the local gateway's previousKeyExpires (keys_rollover.go).
 	PreviousPrivateKeyFile string `yaml:"previousPrivateKeyFile"`
@@ -96,7 +110,9 @@ type Config struct {
 	// Kubernetes publishes this gateway's key and readiness into its
 	// Gateway object; nil (section absent) means off. See kubernetes.go.
 	Kubernetes *Kubernetes `yaml:"kubernetes"`
-	Sites      []Site      `yaml:"sites"`
+	// Sites lists every site of the cluster, this gateway's own too
+	// (with kubernetes.follow they come from the catalog file instead).
+	Sites []Site `yaml:"sites"`
 
 	// ListenAddr is Listen parsed.
 	ListenAddr netip.AddrPort `yaml:"-"`
@@ -112,6 +128,7 @@ type Config struct {
 
 // Interface configures the TUN device.
 type Interface struct {
+	// Name is the TUN device's name.
 	Name string `yaml:"name"`
 	// MTU is a number or "auto" (derived from the WAN interface).
 	MTU MTU `yaml:"mtu"`
@@ -134,9 +151,13 @@ type MTU struct {
 type Cluster struct {
 	// Name goes into the handshake prologue: gateways of different
 	// clusters cannot talk to each other even if keys leak across.
-	Name         string         `yaml:"name"`
+	Name string `yaml:"name"`
+	// ServiceCIDRs are the cluster's Service ranges; check keeps them
+	// apart from every node and pod CIDR.
 	ServiceCIDRs []netip.Prefix `yaml:"serviceCIDRs"`
-	DNSServiceIP netip.Addr     `yaml:"dnsServiceIP"`
+	// DNSServiceIP is the cluster DNS Service's address, inside a
+	// service CIDR.
+	DNSServiceIP netip.Addr `yaml:"dnsServiceIP"`
 }
 
 // LAN is the gateway's side toward its own site's nodes. While the
@@ -174,6 +195,7 @@ func (l *LAN) LANTargetTimeout() time.Duration {
 
 // Metrics configures the HTTP endpoint serving /metrics, /healthz, /readyz.
 type Metrics struct {
+	// Listen is the host:port of the HTTP endpoint; empty: none.
 	Listen string `yaml:"listen"`
 	// ReadyWindow is no longer used: a site is reachable while one of
 	// its gateways is up, which probes decide (Site.ProbeInterval).
@@ -183,9 +205,12 @@ type Metrics struct {
 
 // Site is one location of the cluster: its address plan and gateways.
 type Site struct {
-	Name      string         `yaml:"name"`
+	// Name names the site in metrics, logs and routes.
+	Name string `yaml:"name"`
+	// NodeCIDRs are the ranges of the site's node addresses.
 	NodeCIDRs []netip.Prefix `yaml:"nodeCIDRs"`
-	PodCIDRs  []netip.Prefix `yaml:"podCIDRs"`
+	// PodCIDRs are the ranges of the site's pod addresses.
+	PodCIDRs []netip.Prefix `yaml:"podCIDRs"`
 	// RouterAddress, when set, is the address nodes of this site route
 	// remote traffic to (a load-balancer VIP in front of the gateways).
 	RouterAddress netip.Addr `yaml:"routerAddress"`
@@ -203,9 +228,13 @@ type Site struct {
 	// Via names the hub sites this site relays through toward sites it
 	// cannot reach directly (both without gateway endpoints); empty
 	// means every site with a gateway endpoint (see hubs.go).
-	Via      []string  `yaml:"via"`
+	Via []string `yaml:"via"`
+	// Gateways are the site's gateways; remote sites spread their flows
+	// over those that are up.
 	Gateways []Gateway `yaml:"gateways"`
-	Nodes    []Node    `yaml:"nodes"`
+	// Nodes are the site's nodes with the pod range of each, for the
+	// routes `bridgehead routes` and the node agent install.
+	Nodes []Node `yaml:"nodes"`
 
 	// AllowedSources: the remote sites whose pods may reach this site
 	// (sitepolicy.go); nil: every site, empty: none.
@@ -214,6 +243,7 @@ type Site struct {
 
 // Gateway is one bridgehead instance of a site.
 type Gateway struct {
+	// Name is the gateway's name in its site.
 	Name string `yaml:"name"`
 	// Address is the gateway's LAN address inside its site's node CIDRs.
 	Address netip.Addr `yaml:"address"`
@@ -222,11 +252,15 @@ type Gateway struct {
 	Address6 netip.Addr `yaml:"address6"`
 	// Endpoint is host:port where peers send tunnel traffic; empty for
 	// a gateway behind NAT, which opens its sessions itself (hubs.go).
-	Endpoint  string `yaml:"endpoint"`
+	Endpoint string `yaml:"endpoint"`
+	// PublicKey is the gateway's static public key, base64 (`bridgehead
+	// pubkey` prints it).
 	PublicKey string `yaml:"publicKey"`
 	// PreviousPublicKey is the gateway's key before a rollover, accepted
 	// by its peers until PreviousKeyExpires (keys_rollover.go).
-	PreviousPublicKey  string    `yaml:"previousPublicKey"`
+	PreviousPublicKey string `yaml:"previousPublicKey"`
+	// PreviousKeyExpires ends the rollover: peers refuse
+	// PreviousPublicKey after it.
 	PreviousKeyExpires time.Time `yaml:"previousKeyExpires"`
 
 	// EndpointAddr is Endpoint resolved.
@@ -235,17 +269,24 @@ type Gateway struct {
 
 // Node is a node of a site with the pod range carved for it.
 type Node struct {
-	Name    string       `yaml:"name"`
-	Address netip.Addr   `yaml:"address"`
+	// Name is the node's name (its Kubernetes Node name).
+	Name string `yaml:"name"`
+	// Address is the node's address, inside the site's node CIDRs.
+	Address netip.Addr `yaml:"address"`
+	// PodCIDR is the node's pod range, inside the site's pod CIDRs.
 	PodCIDR netip.Prefix `yaml:"podCIDR"`
-	// Address6 and PodCIDR6 describe a dual-stack node's IPv6 side.
-	Address6 netip.Addr   `yaml:"address6"`
+	// Address6 is a dual-stack node's IPv6 address.
+	Address6 netip.Addr `yaml:"address6"`
+	// PodCIDR6 is a dual-stack node's IPv6 pod range.
 	PodCIDR6 netip.Prefix `yaml:"podCIDR6"`
 }
 
 // CoDel is the codel section (Config.CoDel).
 type CoDel struct {
-	Target   time.Duration `yaml:"target"`
+	// Target is the queueing delay a flow may keep.
+	Target time.Duration `yaml:"target"`
+	// Interval is how long a flow may stay above Target before its
+	// head packets are dropped or ECN-marked.
 	Interval time.Duration `yaml:"interval"`
 }
 

@@ -42,7 +42,10 @@ const (
 // PresharedKeyRef is one entry of presharedKeys: the file holding the
 // preshared keys this gateway shares with the gateways of Site.
 type PresharedKeyRef struct {
+	// Site is the remote site the keys are shared with.
 	Site string `yaml:"site"`
+	// File holds the pair's preshared keys, one or two base64 lines, the
+	// first used to answer; relative to the config file unless absolute.
 	File string `yaml:"file"`
 }
 

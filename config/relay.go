@@ -40,9 +40,10 @@ type Relay struct {
 	// TLS, when set, serves the relay over TLS and requires a client
 	// certificate signed by ClientCAFile.
 	TLS *RelayTLS `yaml:"tls"`
-	// MaxConnections bounds relayed connections in total and
-	// MaxConnectionsPerDestination per destination address and port.
-	MaxConnections               int `yaml:"maxConnections"`
+	// MaxConnections bounds relayed connections in total.
+	MaxConnections int `yaml:"maxConnections"`
+	// MaxConnectionsPerDestination bounds relayed connections per
+	// destination address and port.
 	MaxConnectionsPerDestination int `yaml:"maxConnectionsPerDestination"`
 	// IdleTimeout closes a relayed connection with no bytes either way
 	// for this long, or whose destination or client takes none of the
@@ -66,8 +67,12 @@ type Relay struct {
 // RelayTLS names the relay's certificate, key and the CA of the clients
 // it accepts. Relative paths are taken relative to the config file.
 type RelayTLS struct {
-	CertFile     string `yaml:"certFile"`
-	KeyFile      string `yaml:"keyFile"`
+	// CertFile is the relay's serving certificate (PEM).
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the serving certificate's private key (PEM).
+	KeyFile string `yaml:"keyFile"`
+	// ClientCAFile is the CA that signs the certificates of the clients
+	// the relay accepts (PEM).
 	ClientCAFile string `yaml:"clientCAFile"`
 	// ClientNames, when set, pins the clients: a certificate signed by
 	// ClientCAFile must also carry one of these as its subject common

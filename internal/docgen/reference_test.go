@@ -1,0 +1,97 @@
+package docgen
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/internal/golden"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated pages of docs/reference")
+
+// root is the module root, from this package's directory.
+const root = "../.."
+
+// refPath is a page of docs/reference.
+func refPath(name string) string { return filepath.Join(root, "docs", "reference", name) }
+
+// TestReferenceConfig holds docs/reference/config.md to the config's Go
+// types, their doc comments, config.FieldRules and the restart-only
+// fields of the reload.
+func TestReferenceConfig(t *testing.T) {
+	fields, err := ConfigFields(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := RestartOnly(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, f := range fields {
+		known[f.Path] = true
+	}
+	for _, p := range restart {
+		if !known[p] {
+			t.Errorf("restartOnly compares %q, which is not a config field", p)
+		}
+	}
+	golden.Check(t, refPath("config.md"), ConfigReference(fields, restart), *update)
+}
+
+// TestReferenceExample: docs/reference/bridgehead.yaml passes `bridgehead
+// check --skip-private-key` with no problem and no warning, and sets
+// every field of the config.
+func TestReferenceExample(t *testing.T) {
+	path := refPath("bridgehead.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, problems, warnings := config.CheckData(path, data, config.CheckOptions{SkipPrivateKey: true})
+	for _, p := range append(problems, warnings...) {
+		t.Errorf("the example is not clean: %v", p)
+	}
+	missing, err := MissingFromExample(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Errorf("the example leaves out: %s", strings.Join(missing, ", "))
+	}
+}
+
+// TestMissingFromExample: the completeness walk finds a field left out
+// at the top, in a section, in list items, and takes a commented field.
+func TestMissingFromExample(t *testing.T) {
+	full, err := os.ReadFile(refPath("bridgehead.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, drop, want string
+	}{
+		{"top level", "cipher: aesgcm\n", "cipher"},
+		{"in a section", "  quiet: 2s\n", "drain.quiet"},
+		{"in every list item", "        previousKeyExpires: 2030-01-02T15:04:05Z\n", "sites[].gateways[].previousKeyExpires"},
+		{"a commented field", "  #catalogFile: catalog.yaml\n", "kubernetes.catalogFile"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(string(full), tt.drop) {
+				t.Fatalf("the example has no line %q", tt.drop)
+			}
+			missing, err := MissingFromExample([]byte(strings.Replace(string(full), tt.drop, "", 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(missing, ",") != tt.want {
+				t.Errorf("missing %v, want [%s]", missing, tt.want)
+			}
+		})
+	}
+}
