@@ -1,7 +1,6 @@
 package compare
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -125,11 +124,7 @@ func (r *Report) JSON() ([]byte, error) {
 		s.Values = vals
 		c.Samples = append(c.Samples, s)
 	}
-	b, err := json.MarshalIndent(&c, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return results.JSON(&c)
 }
 
 // WriteFiles writes results.json, results.md and results.svg to dir and
@@ -166,18 +161,7 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	h, s := r.Host, r.Settings
 	fmt.Fprintf(&b, "### bridgehead benchmark, %s\n\n", r.Started)
-	fmt.Fprintf(&b, "Linux %s, %d CPUs", h.Kernel, h.CPUs)
-	if h.CPUModel != "" {
-		fmt.Fprintf(&b, " (%s)", h.CPUModel)
-	}
-	b.WriteString("; ")
-	var tools []string
-	for _, t := range []string{h.Bridgehead, h.WireguardGo, h.Iperf3} {
-		if t != "" {
-			tools = append(tools, t)
-		}
-	}
-	b.WriteString(strings.Join(tools, "; "))
+	b.WriteString(h.Line())
 	fmt.Fprintf(&b, ".\nMedians of %d run(s) of %g s per measurement; tunnel MTU %d, WAN MTU %d, pods MTU 1500; "+
 		"UDP payload %d B at bitrate %s; ping every %s.", s.Runs, s.DurationS, s.TunMTU, s.WANMTU, s.UDPSize, s.UDPBitrate, s.PingInterval)
 	if s.GatewaySched != "" {

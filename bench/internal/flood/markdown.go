@@ -14,18 +14,7 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	h, s := r.Host, r.Settings
 	fmt.Fprintf(&b, "### bridgehead flood benchmark, %s\n\n", r.Started)
-	fmt.Fprintf(&b, "Linux %s, %d CPUs", h.Kernel, h.CPUs)
-	if h.CPUModel != "" {
-		fmt.Fprintf(&b, " (%s)", h.CPUModel)
-	}
-	b.WriteString("; ")
-	var tools []string
-	for _, t := range []string{h.Bridgehead, h.Iperf3} {
-		if t != "" {
-			tools = append(tools, t)
-		}
-	}
-	b.WriteString(strings.Join(tools, "; "))
+	b.WriteString(h.Line())
 	fmt.Fprintf(&b, ".\n%s, one TCP stream pod A → pod B for %g s per phase; each flood aims at %s packets/s "+
 		"from %s to gateway B's %s (sendmmsg, %d per call), starting %g s before the stream and ending %g s after it; "+
 		"tunnel MTU %d, WAN MTU %d. Counters are deltas over each phase's window.",

@@ -1,8 +1,6 @@
 package flood
 
 import (
-	"encoding/json"
-
 	"github.com/bridgehead/bridgehead/bench/internal/flooder"
 	"github.com/bridgehead/bridgehead/bench/internal/results"
 )
@@ -135,11 +133,7 @@ func (r *Report) AllMet() bool {
 
 // JSON is the report as indented JSON.
 func (r *Report) JSON() ([]byte, error) {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return results.JSON(r)
 }
 
 // WriteFiles writes results.json and results.md to dir and returns their

@@ -5,6 +5,7 @@ package results
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -95,4 +96,34 @@ func FormatValue(x float64, decimals int) string {
 		return b.String()
 	}
 	return fmt.Sprintf("%.*f", decimals, x)
+}
+
+// Line describes the host in the caption of a results table: "Linux
+// KERNEL, N CPUs (MODEL); " and the versions of the tools used, in the
+// order bridgehead, wireguard-go, iperf3.
+func (h Host) Line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Linux %s, %d CPUs", h.Kernel, h.CPUs)
+	if h.CPUModel != "" {
+		fmt.Fprintf(&b, " (%s)", h.CPUModel)
+	}
+	b.WriteString("; ")
+	var tools []string
+	for _, t := range []string{h.Bridgehead, h.WireguardGo, h.Iperf3} {
+		if t != "" {
+			tools = append(tools, t)
+		}
+	}
+	b.WriteString(strings.Join(tools, "; "))
+	return b.String()
+}
+
+// JSON is v as JSON indented by two spaces, with a final newline: the
+// results.json of a run.
+func JSON(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
 }

@@ -54,3 +54,34 @@ func TestHostInfo(t *testing.T) {
 		t.Errorf("versions without binaries: %+v", h)
 	}
 }
+
+// TestHostLine: the tools in the order bridgehead, wireguard-go, iperf3,
+// the ones not used left out, the CPU model only when known.
+func TestHostLine(t *testing.T) {
+	for _, c := range []struct {
+		h    Host
+		want string
+	}{
+		{Host{Kernel: "6.8.0", CPUs: 4, CPUModel: "EPYC", Bridgehead: "bridgehead v1", Iperf3: "iperf 3.16", WireguardGo: "wireguard-go v0.0.2"},
+			"Linux 6.8.0, 4 CPUs (EPYC); bridgehead v1; wireguard-go v0.0.2; iperf 3.16"},
+		{Host{Kernel: "6.1", CPUs: 2, Bridgehead: "bridgehead v1", Iperf3: "iperf 3.16"},
+			"Linux 6.1, 2 CPUs; bridgehead v1; iperf 3.16"},
+	} {
+		if got := c.h.Line(); got != c.want {
+			t.Errorf("Line() = %q, want %q", got, c.want)
+		}
+	}
+}
+
+func TestJSONIsIndentedWithAFinalNewline(t *testing.T) {
+	b, err := JSON(map[string]int{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "{\n  \"a\": 1\n}\n"; got != want {
+		t.Errorf("JSON = %q, want %q", got, want)
+	}
+	if _, err := JSON(func() {}); err == nil {
+		t.Error("a func: no error")
+	}
+}
