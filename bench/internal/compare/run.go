@@ -165,31 +165,31 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 		rerr   error
 		loaded = max(d-time.Second, time.Second)
 	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-			return
-		}
+	// whenLoaded runs probe half a second into the bulk flow, unless ctx
+	// ends first.
+	whenLoaded := func(probe func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-time.After(500 * time.Millisecond):
+				probe()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	whenLoaded(func() {
 		lr, lerr = ping.Run(ctx, t.NS(lab.ANode), lab.PodA, lab.PodB, cfg.PingInterval, loaded)
-	}()
+	})
 	// A 100 Hz UDP request/response between two other pods of the same
 	// sites (another flow than the bulk one and the ping).
-	go func() {
-		defer wg.Done()
-		select {
-		case <-time.After(500 * time.Millisecond):
-		case <-ctx.Done():
-			return
-		}
+	whenLoaded(func() {
 		rr, rerr = udprr.Run(ctx, udprr.Spec{
 			ClientNS: t.NS(lab.ANode), ServerNS: t.NS(lab.BNode),
 			Src: lab.PodA2, Dst: lab.PodB2, Port: rrPort, Size: rrSize,
 			Interval: rrInterval, Duration: loaded,
 		})
-	}()
+	})
 	r, err := runClient()
 	wg.Wait()
 	if err != nil {
