@@ -28,6 +28,7 @@ func setupCheck(fs *flag.FlagSet) action {
 		if err != nil {
 			return configError(fs, err)
 		}
+		warnings = append(warnings, compatWarnings(*cfgPath, cfg)...)
 		for _, w := range warnings {
 			fmt.Fprintf(std.err, "warning: %v\n", w)
 		}
