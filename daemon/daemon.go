@@ -8,25 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/vishvananda/netlink"
 
 	"github.com/bridgehead/bridgehead/config"
-	"github.com/bridgehead/bridgehead/control"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/earlydrop"
-	"github.com/bridgehead/bridgehead/internal/filewatch"
 	"github.com/bridgehead/bridgehead/netsetup"
-	"github.com/bridgehead/bridgehead/router"
-	"github.com/bridgehead/bridgehead/sdnotify"
-	"github.com/bridgehead/bridgehead/transit"
 	"github.com/bridgehead/bridgehead/tun"
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // Options configure Run.
@@ -66,287 +55,33 @@ type Options struct {
 // until it has drained once Options.Drain is closed. It reloads the
 // config on SIGHUP and when the file changes. On return every route it
 // added is removed and the TUN is gone.
+//
+// Start-up is a list of steps (start.go), each pushing the undo of what
+// it acquires on one stack: a step's error unwinds what the steps before
+// it acquired, in reverse order; once the gateway stops, the same stack
+// releases everything in the same order.
 func Run(ctx context.Context, o Options) error {
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	// A followed catalog (kubernetes.follow) is fetched first when
-	// there is no file of it yet; its writes reload like file changes.
-	reg := prometheus.NewRegistry()
-	followed := make(chan struct{}, 1)
-	stopFollow, err := startFollow(ctx, o.ConfigPath, o.Overrides, reg, followed, log)
-	if err != nil {
+	s := newStarter(o)
+	defer s.undo.unwind()
+	if err := s.followCatalog(ctx); err != nil {
 		return err
 	}
-	defer stopFollow()
-	data, err := config.ReadFile(o.ConfigPath)
-	if err != nil {
-		return err
-	}
-	// The same validation as every reload (validate).
-	v, err := validate(o.ConfigPath, data, config.CheckOptions{Overrides: o.Overrides}, nil, time.Now(), log)
-	if err != nil {
-		return fmt.Errorf("refusing to start with a bad config:\n%w", err)
-	}
-	cfg, id, rc := v.cfg, v.ring.Current, v.router
-	kc, err := kubeClient(cfg)
-	if err != nil {
-		return err
-	}
-	mtu, err := tunnelMTU(cfg, log)
-	if err != nil {
-		return err
-	}
-
-	nlanes := cfg.LaneCount()
-	if o.Lanes > 0 {
-		nlanes = o.Lanes
-	}
-	missing := o.MissingCaps
-	if missing == nil {
-		missing = missingRealtimeCaps
-	}
-	prio := expressPriority(cfg, o.ExpressPriority, missing, log)
-	ld, err := openLanes(cfg.Interface.Name, mtu, cfg.OffloadEnabled(), cfg.ListenAddr, nlanes, cfg.ExpressEnabled() && !o.NoExpress, prio > 0, log)
-	if err != nil {
-		return err
-	}
-	dev, bind := ld.tuns[0], ld.binds[0]
-	undoProcs, keepP := expressProcs(expressLoops(ld, prio), log)
-	defer undoProcs()
-	var filter router.KernelFilter
-	if cfg.EarlyDropEnabled() {
-		conns := ld.conns()
-		f, err := earlydrop.Attach(conns[0], conns[1:]...)
-		switch {
-		case err != nil && errors.Is(err, os.ErrPermission):
-			log.Warn("kernel early-drop filter needs CAP_BPF; every datagram is checked in userspace (earlyDrop: false turns it off)", "err", err)
-		case err != nil:
-			log.Warn("kernel early-drop filter unavailable; every datagram is checked in userspace", "err", err)
-		default:
-			defer f.Close()
-			filter = f
-			log.Info("kernel early-drop filter attached to the outside socket", "listen", bind.LocalAddr())
-		}
-	} else {
-		log.Info("kernel early-drop filter turned off by earlyDrop")
-	}
-	// The relay path (sites behind NAT, package transit) sits between
-	// the router and the socket.
-	hub, err := transit.New(nil, reg)
-	if err != nil {
-		ld.close()
-		return err
-	}
-	table := &routerTable{}
-	tbind := transit.NewBind(bind, table, hub, mtu)
-	hub.SetPlan(v.plan, v.self)
-	lanes := ld.routerLanes(func(b udp.Bind) udp.Bind { return transit.NewBind(b, table, hub, mtu) })
-	var express udp.Bind
-	if ld.express != nil {
-		express = transit.NewBind(ld.express, table, hub, mtu)
-	}
-	r, err := router.New(router.Options{TUN: dev, Bind: tbind, Lanes: lanes, Express: express, ExpressTUN: ld.expressTUN,
-		ExpressSteered: ld.steered, ExpressPriority: prio, ExpressKeepsP: keepP, Identity: id, Logger: log, Filter: filter, RekeyAfter: o.RekeyAfter,
-		CoDelTarget: cfg.CoDel.Target, CoDelInterval: cfg.CoDel.Interval})
-	if err != nil {
-		ld.close()
-		return err
-	}
-	table.r.Store(r)
-	if err := r.SetConfig(rc); err != nil {
-		ld.close()
-		return fmt.Errorf("%s: %w", cfg.Path, err)
-	}
-	if err := r.SetKeyRing(v.ring); err != nil { // a rollover's previous key (keys.go)
-		ld.close()
-		return err
-	}
-	ns, err := netsetup.New(log)
-	if err != nil {
-		ld.close()
-		return err
-	}
-	defer func() {
-		if err := ns.Close(); err != nil {
-			log.Error("removing routes", "err", err)
-		} else {
-			log.Info("routes removed")
-		}
-	}()
-	want := kernelState(cfg, mtu)
-	if err := ns.Apply(want); err != nil {
-		ld.close()
-		return fmt.Errorf("kernel setup: %w", err)
-	}
-
-	g := &gateway{log: log, r: r, kern: ns, m: newMetricsOn(reg, r, o.Version, ld.sockets()...), id: id, mtu: mtu,
-		version: o.Version, started: time.Now(), transit: hub, paths: tbind,
-		checkOpts: config.CheckOptions{Overrides: o.Overrides}}
-	g.m.reg.MustRegister(newPathCollector(g.peerStates))
-	g.cfg.Store(cfg)
-	g.keyDigest = keyFileDigest(cfg)
-	if last, err := lastRotation(cfg, nil, time.Now()); err == nil && last.Previous != nil {
-		g.rotation.Store(last) // for the Gateway status (keys.go)
-	}
-	// The LAN watch exists before /readyz is served, which reads it.
-	links := lanLinks{h: &netlink.Handle{}}
-	g.lan = lanWatch{log: log, cfg: g.cfg.Load, probe: links.probe, resolve: links.side, deliver: r.SetCanDeliver,
-		targets: newLANTargets(log, func() time.Duration { return time.Since(g.started) })}
-	g.loaded.Store(time.Now().UnixNano())
-	g.m.configInfo.WithLabelValues(cfg.Path, cfg.Hash()).Set(1)
-	g.m.lastReload.SetToCurrentTime()
-	pub, err := newPublisher(cfg, kc, g, log)
-	if err != nil {
-		ld.close()
-		return err
-	}
-	if g.mesh, err = newMeshView(g, kc, log); err != nil {
-		ld.close()
-		return err
-	}
-	if cfg.Metrics.Listen != "" {
-		srv, err := serveMetrics(cfg.Metrics.Listen, g, log)
-		if err != nil {
-			ld.close()
+	for _, step := range []func() error{
+		s.loadConfig,    // validate, as every reload does
+		s.openDevices,   // TUN queues, sockets, express Ps
+		s.attachFilter,  // kernel early-drop filter
+		s.buildRouter,   // relay path, router, its config and key ring
+		s.applyRoutes,   // kernel routes and link settings
+		s.buildGateway,  // reloadable state, metrics, LAN watch, registration, mesh view
+		s.listenMetrics, // /metrics, health, mesh endpoints
+		s.listenRelay,   // CONNECT relay
+		s.listenControl, // control socket
+	} {
+		if err := step(); err != nil {
 			return err
 		}
-		defer srv.Close()
 	}
-
-	rl, err := startRelay(cfg, g.m.reg, log)
-	if err != nil {
-		ld.close()
-		return err
-	}
-	g.relay.Store(rl)
-	defer func() {
-		// Reloads have stopped by now; the relay may have moved.
-		if rl := g.relay.Load(); rl != nil {
-			rl.Close()
-		}
-	}()
-
-	ctl, err := control.Listen(controlSocket(cfg), g.status, log)
-	if err != nil {
-		ld.close()
-		return fmt.Errorf("control socket: %w", err)
-	}
-	defer ctl.Close()
-	notify := sdnotify.New(log)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	changed := make(chan struct{}, 1)
-	if _, err := filewatch.Start(ctx, cfg.Path, ReloadDebounce, changed, log); err != nil {
-		log.Warn("config file changes will not be noticed; reload with SIGHUP", "err", err)
-	}
-	// A followed catalog's file is the config's too: its changes reload
-	// the same way (kubernetes.follow writes it; an operator may too).
-	if cat := cfg.CatalogPath(); cat != "" {
-		if _, err := filewatch.Start(ctx, cat, ReloadDebounce, changed, log); err != nil {
-			log.Warn("catalog file changes will not be noticed; reload with SIGHUP", "catalog", cat, "err", err)
-		}
-	}
-	watchKeyFiles(ctx, cfg, changed, log) // key files reload too (keys.go)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	reloads := make(chan struct{})
-	// The loop keeps only the path: capturing cfg would keep the start-up
-	// config (tens of MB for a large catalog) alive after every reload.
-	path := cfg.Path
-	// Route notifications put back what is deleted as it happens; the
-	// full check (a dump of every route) is then a rare backstop.
-	repairEvery := routeRepairInterval
-	if err := ns.WatchRoutes(ctx, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.repairRoutes()
-	}); err != nil {
-		log.Warn("route notifications unavailable; checking every route every 30 s instead", "err", err)
-	} else {
-		repairEvery = routeBackstopInterval
-		for _, res := range []string{"repaired", "failed"} {
-			g.m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name: "bridgehead_route_repairs_total", Help: "Kernel routes of ours that were deleted and put back (repaired) or could not be (failed), from route notifications.",
-				ConstLabels: prometheus.Labels{"result": res},
-			}, func() float64 {
-				ok, failed := ns.Repairs()
-				if res == "failed" {
-					return float64(failed)
-				}
-				return float64(ok)
-			}))
-		}
-	}
-	repair := time.NewTicker(repairEvery)
-	defer repair.Stop()
-	go func() {
-		defer close(reloads)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-repair.C:
-				g.mu.Lock()
-				g.repairRoutes()
-				g.mu.Unlock()
-			case <-hup:
-				notify.Reloading()
-				g.reload(path, "SIGHUP")
-				notify.Ready()
-			case <-changed:
-				notify.Reloading()
-				g.reload(path, triggerWatch)
-				notify.Ready()
-			case <-followed:
-				notify.Reloading()
-				g.reload(path, triggerFollow)
-				notify.Ready()
-			}
-		}
-	}()
-
-	log.Info("gateway up",
-		"site", cfg.Site, "gateway", cfg.Gateway, "interface", cfg.Interface.Name, "mtu", mtu,
-		"listen", bind.LocalAddr(), "lanes", nlanes, "cipher", id.Cipher, "public_key", id.Public,
-		"peers", len(r.Peers()), "tunnel_routes", len(want.Tunnel), "node_routes", len(want.Via),
-		"config", cfg.Path, "config_hash", cfg.Hash())
-	g.lan.check() // before the first probe goes out, and before the ops loop reads it
-	ops := make(chan struct{})
-	go func() {
-		defer close(ops)
-		g.opsLoop(ctx, notify)
-	}()
-	lan := make(chan struct{})
-	go func() {
-		defer close(lan)
-		g.lan.run(ctx)
-	}()
-	stopRegister := runPublisher(ctx, pub)
-	stopMesh := g.mesh.run(ctx)
-	notify.Ready()
-	if o.Ready != nil {
-		o.Ready()
-	}
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		g.drainOn(ctx, o.Drain, cancel, notify)
-	}()
-	err = r.Run(ctx)
-	notify.Stopping()
-	cancel()
-	<-drained
-	<-reloads
-	<-ops
-	<-lan
-	stopRegister()
-	stopMesh()
-	log.Info("gateway stopping")
-	return err
+	return s.serve(ctx)
 }
 
 // identity reads the private key and builds the handshake identity.
