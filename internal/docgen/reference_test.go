@@ -95,3 +95,16 @@ func TestMissingFromExample(t *testing.T) {
 		})
 	}
 }
+
+// TestReferenceMetrics holds docs/reference/metrics.md to the metrics
+// the code declares.
+func TestReferenceMetrics(t *testing.T) {
+	ms, err := Metrics(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 50 {
+		t.Fatalf("found %d metrics; the scanner lost track of the declarations", len(ms))
+	}
+	golden.Check(t, refPath("metrics.md"), MetricsReference(ms), *update)
+}
