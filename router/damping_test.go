@@ -71,45 +71,6 @@ func TestFlapDamping(t *testing.T) {
 	}
 }
 
-// TestDamper: the answers in a row a gateway needs to be up again double
-// with each down until the cap, start over at a miss, and the count of
-// downs halves for every FlapDecay since the last.
-func TestDamper(t *testing.T) {
-	var d damper
-	decay := int64(FlapDecay)
-	steps := []struct {
-		name    string
-		do      func()
-		replies uint64 // answered so far
-		need    uint64
-		up      bool
-	}{
-		{"first down", func() { d.down(1, 10) }, 12, RecoverProbes, false},
-		{"enough in a row", func() {}, 13, RecoverProbes, true},
-		{"a miss starts over", func() { d.restart(13) }, 15, RecoverProbes, false},
-		{"second down soon after", func() { d.down(2, 20) }, 25, 2 * RecoverProbes, false},
-		{"third", func() { d.down(3, 30) }, 30 + 4*RecoverProbes, 4 * RecoverProbes, true},
-		{"many more: capped", func() {
-			for i := range 10 {
-				d.down(int64(4+i), 40)
-			}
-		}, 40 + RecoverProbes<<maxFlapShift, RecoverProbes << maxFlapShift, true},
-		{"a down two decays later", func() { d.down(13+2*decay, 50) }, 50, 2 * RecoverProbes, false},
-		{"a down long after", func() { d.down(13+100*decay, 60) }, 63, RecoverProbes, true},
-		{"a drain is not a flap", func() { d.drained(70) }, 70 + RecoverProbes, RecoverProbes, true},
-		{"nor counts toward the next down", func() { d.down(14+100*decay, 80) }, 80 + 2*RecoverProbes, 2 * RecoverProbes, true},
-	}
-	for _, s := range steps {
-		s.do()
-		if got := d.need(); got != s.need {
-			t.Errorf("%s: needs %d answers, want %d", s.name, got, s.need)
-		}
-		if got := d.recovered(s.replies); got != s.up {
-			t.Errorf("%s: recovered after %d answers: %v, want %v", s.name, s.replies-d.base, got, s.up)
-		}
-	}
-}
-
 // TestRecoverAfterAnswers: a gateway that went down is up again on the
 // RecoverProbes-th answer in a row, not on the first; the probes lost
 // before the path healed, as they time out, start the count over. One
@@ -140,7 +101,7 @@ func TestRecoverAfterAnswers(t *testing.T) {
 				l.run(t, now)
 			}
 			answers, inRow := 0, 0
-			base := l.pa.live.damp.base
+			base := l.pa.live.damp.Base()
 			elapsed := time.Duration(0)
 			for ; l.pa.live.State() != LiveUp; elapsed += ProbeTick {
 				if elapsed > time.Minute {
@@ -148,7 +109,7 @@ func TestRecoverAfterAnswers(t *testing.T) {
 				}
 				now = now.Add(ProbeTick)
 				p := l.run(t, now)
-				if b := l.pa.live.damp.base; b != base { // a lost probe timed out
+				if b := l.pa.live.damp.Base(); b != base { // a lost probe timed out
 					base, inRow = b, 0
 				}
 				if p != nil && l.pa.live.State() != LiveUp {

@@ -97,7 +97,7 @@ func TestDrainingThenReplaced(t *testing.T) {
 			p = q
 		}
 	}
-	if st := peerStats(a, "gw-b1").Live; st.Downs != 1 || p.live.damp.flaps != 0 || p.live.damp.need() != RecoverProbes {
-		t.Errorf("after a drain gw-b1 has %d downs, %d flaps, needs %d answers; want 1, 0, %d", st.Downs, p.live.damp.flaps, p.live.damp.need(), RecoverProbes)
+	if st := peerStats(a, "gw-b1").Live; st.Downs != 1 || p.live.damp.Flaps() != 0 || p.live.damp.Need() != RecoverProbes {
+		t.Errorf("after a drain gw-b1 has %d downs, %d flaps, needs %d answers; want 1, 0, %d", st.Downs, p.live.damp.Flaps(), p.live.damp.Need(), RecoverProbes)
 	}
 }

@@ -58,7 +58,7 @@ const (
 	ReasonFQOverflow                     // inside: the fair queue was full; dropped from the head of the flow holding the most bytes
 	ReasonCoDel                          // inside: its flow's queue delay stayed over the CoDel target (not ECN-capable, so not marked)
 	ReasonFQExpired                      // inside: waited in the fair queue longer than its time bound
-	ReasonStaleProbeReply                // probe reply that answers no probe in flight (late, a second answer, never asked; inflight.go)
+	ReasonStaleProbeReply                // probe reply that answers no probe in flight (late, a second answer, never asked; probestate.InFlight)
 	ReasonRoamRefused                    // authenticated, but from a stand-in the gateway may not move to (delivered; its endpoint kept; outside.go roam)
 	ReasonResponseLimited                // handshake response for a pending index that already had too many failed ones (handshake.go)
 	ReasonExpressOverflow                // express socket: over the express lane's budget, or not an express transport message, while the spill loop was behind (outside_express.go); what it took is bridgehead_express_spilled_total, the over-budget express datagrams among that bridgehead_express_policed_total

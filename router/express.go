@@ -14,7 +14,7 @@ import (
 
 // The express lane's loops.
 //
-// Sorting flows (sparse.go) keeps a sparse packet out of the bulk queues,
+// Sorting flows (package sparse) keeps a sparse packet out of the bulk queues,
 // but on a gateway whose cores are busy with a bulk flow, the loop that
 // handles it must also get a core at once. Two things delay it:
 //

@@ -30,7 +30,7 @@ type insideBatch struct {
 	frags *flowhash.Table
 	run   *sealRun // where route collects sealed datagrams
 	// express: the packets are of sparse flows, sealed for the express
-	// lane where the peer has one (sparse.go).
+	// lane where the peer has one (package sparse).
 	express bool
 	// dst caches route's last destination lookup (siteCache).
 	dst siteCache

@@ -39,7 +39,7 @@ type Lane struct {
 // atomic send counter; the replay window under its own mutex), the drop
 // counters (atomic), the handshake loop's channel, the ICMP responder
 // (its own lock) and the flow hasher (read-only seed, atomic miss count;
-// each lane's inside path has a fragment table of its own, flows.go).
+// each lane's inside path has a fragment table of its own, package flowhash).
 // The ICMP responder
 // and the handshake and probe messages use lane 0's devices.
 //

@@ -383,7 +383,7 @@ func TestLaneBytes(t *testing.T) {
 		b := make([]byte, probeLen)
 		b[0], b[1] = probeReply, flags
 		echo := uint64(h.a.mono.ns(h.now))
-		pA.live.inflight.sent(echo) // it answers a probe in flight
+		pA.live.inflight.Sent(echo) // it answers a probe in flight
 		binary.BigEndian.PutUint64(b[8:16], echo)
 		return b
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/bridgehead/bridgehead/router/probestate"
 )
 
 // Health probing constants.
@@ -33,6 +35,12 @@ const (
 	// interval of its peers, at least this and at most TimerTick, so a
 	// down gateway is noticed at most a quarter interval late.
 	ProbeTick = 20 * time.Millisecond
+	// RecoverProbes and FlapDecay are the flap damping's (package
+	// probestate): a gateway that went down is up again after
+	// RecoverProbes answered probes in a row, more after repeated downs,
+	// and the count of recent downs halves every FlapDecay.
+	RecoverProbes = probestate.RecoverProbes
+	FlapDecay     = probestate.FlapDecay
 )
 
 // Liveness states of a remote gateway.
@@ -48,7 +56,7 @@ const (
 	// LiveDown: it proved that once, then did not for ProbeMisses probe
 	// intervals although probed; it is up again once it answered
 	// RecoverProbes probes in a row, more after repeated downs
-	// (damping.go).
+	// (package probestate).
 	LiveDown
 )
 
@@ -68,7 +76,7 @@ const (
 	// DownDraining: it answers, but says it is shutting down
 	// (flagDraining: a rolling upgrade, a SIGTERM). It still forwards
 	// what reaches it; a planned stop does not count as a flap
-	// (damping.go).
+	// (probestate.Damper).
 	DownDraining
 )
 
@@ -147,7 +155,7 @@ func (s LiveState) String() string {
 //
 // Writers: rtt, probeReplies and acked by the outside loop (acked also
 // by the handshake loop, for a handshake response), and only for a reply
-// to a probe in flight (inflight.go names its writers); interval by
+// to a probe in flight (probestate.InFlight names its writers); interval by
 // SetConfig; everything else by the handshake loop alone (evaluate and
 // prober.run). Any goroutine may read.
 type liveness struct {
@@ -174,13 +182,14 @@ type liveness struct {
 	// reason is why the state is LiveDown (a DownReason); written by
 	// the handshake loop.
 	reason atomic.Uint32
-	// pmtu is the path MTU prober (pathmtu.go names its writers).
-	pmtu pathMTU
-	// inflight is the probes whose answers count (inflight.go).
-	inflight probesInFlight
+	// pmtu is the path MTU prober (probestate.PathMTU names its
+	// writers).
+	pmtu probestate.PathMTU
+	// inflight is the probes whose answers count (probestate.InFlight).
+	inflight probestate.InFlight
 	// damp decides when a gateway that went down is up again
-	// (damping.go); handshake loop only.
-	damp damper
+	// (probestate.Damper); handshake loop only.
+	damp probestate.Damper
 
 	// Transitions, written by the handshake loop.
 	changedMono atomic.Int64  // mono ns of the last state change; 0: never
@@ -191,6 +200,15 @@ type liveness struct {
 	// counts as active, and since when.
 	lastTx                   uint64
 	activeUntil, activeSince int64
+}
+
+// probeTimeout is how long a probe may stay unanswered, in ns, for a
+// gateway probed every iv with the round trip rtt: three round trips, at
+// least two intervals and at most ProbeMisses (a probe older than that
+// is one the state machine already counted as missed). Its answer is
+// refused after that (probestate.InFlight).
+func probeTimeout(iv, rtt int64) int64 {
+	return min(max(2*iv, 3*rtt), ProbeMisses*iv)
 }
 
 // timeout is how long a probe may stay unanswered (probeTimeout). Any
@@ -245,13 +263,13 @@ type probeAction struct {
 // IdleProbeFactor times the interval. When traffic starts, silence is
 // counted from then, so a gateway probed at the idle pace is not marked
 // down before a fast probe could be answered. A gateway that went down
-// comes back up only once its flaps are damped (damping.go); from its
+// comes back up only once its flaps are damped (probestate.Damper); from its
 // first sign of life it is probed at the full pace until then.
 func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAction {
 	var a probeAction
 	replies := l.probeReplies.Load()
-	if l.inflight.expire(mono, l.timeout()) > 0 || l.cannotDeliver.Load() || l.draining.Load() {
-		l.damp.restart(replies)
+	if l.inflight.Expire(mono, l.timeout()) > 0 || l.cannotDeliver.Load() || l.draining.Load() {
+		l.damp.Restart(replies)
 	}
 	if tx != l.lastTx {
 		if mono >= l.activeUntil {
@@ -294,7 +312,7 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		if cur == LiveUp {
 			next, reason = LiveDown, DownDraining
 		}
-	case session && acked > l.changedMono.Load() && (cur != LiveDown || l.damp.recovered(replies)):
+	case session && acked > l.changedMono.Load() && (cur != LiveDown || l.damp.Recovered(replies)):
 		// Proved since the last change (or ever), with a session to
 		// send on, and, after a down, answering steadily again.
 		next, reason = LiveUp, DownNone
@@ -309,9 +327,9 @@ func (l *liveness) evaluate(mono, acked int64, tx uint64, session bool) probeAct
 		if next == LiveDown {
 			l.downs.Add(1)
 			if reason == DownDraining {
-				l.damp.drained(replies)
+				l.damp.Drained(replies)
 			} else {
-				l.damp.down(mono, replies)
+				l.damp.Down(mono, replies)
 			}
 		}
 		a.changed, a.from = true, cur
@@ -373,8 +391,8 @@ func (l *liveness) stats(mono monoEpoch) LivenessStats {
 		Reason:            DownReason(l.reason.Load()),
 		CannotDeliver:     l.cannotDeliver.Load(),
 		Draining:          l.draining.Load(),
-		PathMTU:           int(l.pmtu.mtu.Load()),
-		MTUDegraded:       l.pmtu.degraded.Load(),
+		PathMTU:           l.pmtu.MTU(),
+		MTUDegraded:       l.pmtu.Degraded(),
 		ProbeInterval:     time.Duration(l.interval.Load()),
 		ProbeRTT:          time.Duration(l.rtt.Load()),
 		ProbesSent:        l.probesSent.Load(),

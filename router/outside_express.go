@@ -22,7 +22,7 @@ import (
 // itself only transport messages carrying the express lane byte, and of
 // those at most ExpressRate a second (ExpressBurst at once): an honest
 // express lane carries sparse flows only, each held to its token bucket
-// by the sender (sparse.go). Everything else it copies, in the batch's
+// by the sender (package sparse). Everything else it copies, in the batch's
 // order, to a spill loop on an ordinary goroutine, which handles it as
 // any lane's outside loop would; a forged express datagram that fails
 // its tag costs the real-time thread one token, no more. When the spill

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/probestate"
 )
 
 // Probes are transport messages whose plaintext is a control message
@@ -17,13 +18,13 @@ import (
 //	byte 1     flags about the sender (flagCannotDeliver, flagLanes, flagExpress, flagDraining); unknown ones ignored
 //	bytes 2-7  reserved, zero; ignored
 //	bytes 8-15 echo: opaque to the answerer, copied into the reply
-//	bytes 16-  padding, any length, ignored (path MTU probes, see pathMTU)
+//	bytes 16-  padding, any length, ignored (path MTU probes, see probestate.PathMTU)
 //
 // They are authenticated like data, so only the peer can prove itself
 // alive, and requests are answered at once by the outside loop, with a
 // reply of probeLen bytes whatever the request's size. The sender puts
 // its monotonic send time in echo, which names the probe: a reply counts
-// only if it echoes a probe still in flight (inflight.go), and the round
+// only if it echoes a probe still in flight (probestate.InFlight), and the round
 // trip is read off it.
 // Gateways that predate flags send zero in byte 1 and ignore bytes 1-7
 // and the padding, so both directions stay compatible.
@@ -42,7 +43,7 @@ const (
 	flagLanes = 0x02
 	// flagExpress: the sender has an express lane (udp.ListenExpress),
 	// so it may get lane byte udp.ExpressLane on this session, which its
-	// kernel steers to a socket of its own (sparse.go).
+	// kernel steers to a socket of its own (package sparse).
 	flagExpress = 0x04
 	// flagDraining: the sender is shutting down (Router.SetDraining):
 	// it still forwards what reaches it, but must get no new flows, and
@@ -172,7 +173,7 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		return
 	}
 	mono := pr.r.mono.ns(now)
-	if c.typ == probeReply && !p.live.inflight.answer(c.echo, mono, p.live.timeout()) {
+	if c.typ == probeReply && !p.live.inflight.Answer(c.echo, mono, p.live.timeout()) {
 		// Late, a second answer, or never asked: it proves nothing
 		// now, and its flags may be as old.
 		pr.r.drops.Add(Outside, ReasonStaleProbeReply, 1)
@@ -209,12 +210,12 @@ func (pr *prober) handleControl(b *outsideBatch, p *Peer, kp *bhcrypto.Keypair, 
 		b.replies.add(msg, from, p)
 	case probeReply: // to a probe in flight
 		p.live.acked.Store(mono)
-		if c.echo&mtuEcho != 0 {
-			p.live.pmtu.answered.Store(sentAt(c.echo))
+		if c.echo&probestate.MTUEcho != 0 {
+			p.live.pmtu.Answer(c.echo)
 			return
 		}
 		p.live.probeReplies.Add(1)
-		if rtt := mono - sentAt(c.echo); rtt >= 0 {
+		if rtt := mono - probestate.SentAt(c.echo); rtt >= 0 {
 			p.live.rtt.Store(rtt)
 		}
 	}
@@ -252,9 +253,9 @@ func (pr *prober) run(st *routingState, now time.Time) {
 		if size := pr.mtuStep(p, mono); size > 0 {
 			// With a small companion, so a lost big one can be
 			// told from a silent path.
-			echo := p.live.pmtu.sent(size, mono)
+			echo := p.live.pmtu.Sent(size, mono)
 			if pr.queue(&pr.bigProbes, p, kp, control{typ: probeRequest, flags: flags, echo: echo, size: size}) {
-				p.live.inflight.sent(echo)
+				p.live.inflight.Sent(echo)
 			}
 			a.probe = session
 		}
@@ -262,7 +263,7 @@ func (pr *prober) run(st *routingState, now time.Time) {
 			continue
 		}
 		if pr.queue(&pr.probes, p, kp, control{typ: probeRequest, flags: flags, echo: uint64(mono), size: probeLen}) {
-			p.live.inflight.sent(uint64(mono))
+			p.live.inflight.Sent(uint64(mono))
 			p.live.lastProbe.Store(mono)
 			p.live.probesSent.Add(1)
 		}
@@ -287,13 +288,29 @@ func (pr *prober) queue(batch *controlBatch, p *Peer, kp *bhcrypto.Keypair, c co
 	return true
 }
 
-// mtuStep runs p's path MTU prober (pathmtu.go) and returns the size of
+// Path MTU probing (probestate.PathMTU): now and then each gateway that
+// is up gets a probe padded to the tunnel's full size, sent with a small
+// one; a gateway whose full-size probes go unanswered while the small
+// ones pass is "up, MTU-degraded" and keeps no flows while a whole
+// gateway of its site is up.
+const (
+	// MTUProbeFactor: the path to a gateway that carries our traffic is
+	// checked at full size every MTUProbeFactor probe intervals
+	// (MTUProbeInterval at the default interval), the first time that
+	// long after it came up; idle gateways are checked MTUIdleFactor
+	// times less often.
+	MTUProbeFactor   = 50
+	MTUProbeInterval = MTUProbeFactor * DefaultProbeInterval
+	MTUIdleFactor    = 6
+)
+
+// mtuStep runs p's path MTU prober (probestate.PathMTU) and returns the size of
 // an MTU probe to send now, 0 for none. Only a gateway that is up is
 // checked; a change of its verdict is logged.
 func (pr *prober) mtuStep(p *Peer, mono int64) int {
 	m := &p.live.pmtu
 	if !p.live.up() {
-		m.pause()
+		m.Pause()
 		return 0
 	}
 	iv := p.live.interval.Load()
@@ -301,11 +318,11 @@ func (pr *prober) mtuStep(p *Peer, mono int64) int {
 	// A degraded gateway gets no flows, so it looks idle; it is checked
 	// at the full pace all the same, so its flows come back soon.
 	every := MTUProbeFactor * iv
-	if !p.live.active(mono) && !m.degraded.Load() {
+	if !p.live.active(mono) && !m.Degraded() {
 		every *= MTUIdleFactor
 	}
-	size, changed := m.step(mono, pr.r.set.mtu, p.live.acked.Load(), timeout, every)
-	if changed && m.degraded.Load() {
+	size, changed := m.Step(mono, probestate.Sizes{Small: probeLen, Full: pr.r.set.mtu, Step: bhcrypto.PaddingMultiple}, p.live.acked.Load(), timeout, every)
+	if changed && m.Degraded() {
 		pr.r.log.Warn("gateway MTU-degraded: full-size probes go unanswered while small ones pass; its flows move to the site's other gateways",
 			"site", p.site, "gateway", p.name, "endpoint", p.Endpoint(), "probe_bytes", pr.r.set.mtu)
 	} else if changed {

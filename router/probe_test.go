@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/binary"
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/probestate"
 	"net/netip"
 	"testing"
 	"time"
@@ -41,8 +42,8 @@ func TestProberPart(t *testing.T) {
 	p := &Peer{}
 	p.live.init(DefaultProbeInterval)
 	sent := r.mono.ns(now.Add(-3 * time.Millisecond))
-	p.live.inflight.sent(uint64(sent))
-	p.live.inflight.sent(uint64(sent) | mtuEcho)
+	p.live.inflight.Sent(uint64(sent))
+	p.live.inflight.Sent(uint64(sent) | probestate.MTUEcho)
 	pr.handleControl(nil, p, nil, reply(flagCannotDeliver, uint64(sent), probeLen), netip.AddrPort{}, now)
 	if got := time.Duration(p.live.rtt.Load()); got != 3*time.Millisecond {
 		t.Errorf("rtt %v, want 3ms", got)
@@ -50,9 +51,9 @@ func TestProberPart(t *testing.T) {
 	if p.live.probeReplies.Load() != 1 || p.live.acked.Load() != r.mono.ns(now) || !p.live.cannotDeliver.Load() {
 		t.Errorf("reply not booked: replies %d acked %d cannotDeliver %v", p.live.probeReplies.Load(), p.live.acked.Load(), p.live.cannotDeliver.Load())
 	}
-	pr.handleControl(nil, p, nil, reply(0, uint64(sent)|mtuEcho, 1400), netip.AddrPort{}, now)
-	if p.live.pmtu.answered.Load() != sent || p.live.probeReplies.Load() != 1 || p.live.cannotDeliver.Load() {
-		t.Errorf("MTU probe answer: answered %d (want %d), small replies %d", p.live.pmtu.answered.Load(), sent, p.live.probeReplies.Load())
+	pr.handleControl(nil, p, nil, reply(0, uint64(sent)|probestate.MTUEcho, 1400), netip.AddrPort{}, now)
+	if p.live.pmtu.Answered() != sent || p.live.probeReplies.Load() != 1 || p.live.cannotDeliver.Load() {
+		t.Errorf("MTU probe answer: answered %d (want %d), small replies %d", p.live.pmtu.Answered(), sent, p.live.probeReplies.Load())
 	}
 	pr.handleControl(nil, p, nil, []byte{probeReply, 0, 0}, netip.AddrPort{}, now)
 	if got := r.drops.Get(Outside, ReasonMalformed); got != 1 {
@@ -97,7 +98,7 @@ func TestLaneFlagsCrossedSessions(t *testing.T) {
 	} {
 		var b outsideBatch // no reply slots: a request is booked, not answered
 		echo := uint64(r.mono.ns(now))
-		p.live.inflight.sent(echo) // every reply answers a probe in flight
+		p.live.inflight.Sent(echo) // every reply answers a probe in flight
 		r.probe.handleControl(&b, p, step.kp, msg(step.typ, flagLanes|flagExpress, echo), netip.AddrPort{}, now)
 		if got, gotX := p.laneSession.Load(), p.expressSession.Load(); got != step.want || gotX != step.want {
 			t.Errorf("%s: laneSession %#x expressSession %#x, want %#x", step.name, got, gotX, step.want)

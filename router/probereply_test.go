@@ -6,6 +6,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/probestate"
 )
 
 // probeLink is A probing B over a hotPair, one datagram at a time and by
@@ -138,22 +139,22 @@ func TestStaleProbeReplies(t *testing.T) {
 		}, false},
 		{"answer to an MTU probe never sent", func(t *testing.T, l *probeLink) ([]byte, time.Time) {
 			_, at := l.firstProbe(t)
-			return l.forge(t, uint64(l.h.a.mono.ns(at))|mtuEcho), at.Add(time.Millisecond)
+			return l.forge(t, uint64(l.h.a.mono.ns(at))|probestate.MTUEcho), at.Add(time.Millisecond)
 		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newProbeLink(t)
 			msg, at := tt.reply(t, l)
-			acked, replies, mtu := l.pa.live.acked.Load(), l.pa.live.probeReplies.Load(), l.pa.live.pmtu.answered.Load()
+			acked, replies, mtu := l.pa.live.acked.Load(), l.pa.live.probeReplies.Load(), l.pa.live.pmtu.Answered()
 			l.deliver(msg, at)
 			gotAcked, gotReplies := l.pa.live.acked.Load(), l.pa.live.probeReplies.Load()
 			switch {
 			case tt.accept && (gotAcked != l.h.a.mono.ns(at) || gotReplies != replies+1):
 				t.Errorf("reply not booked: acked %d (want %d), replies %d (want %d)", gotAcked, l.h.a.mono.ns(at), gotReplies, replies+1)
-			case !tt.accept && (gotAcked != acked || gotReplies != replies || l.pa.live.pmtu.answered.Load() != mtu):
+			case !tt.accept && (gotAcked != acked || gotReplies != replies || l.pa.live.pmtu.Answered() != mtu):
 				t.Errorf("stale reply booked: acked moved %s, replies %d -> %d, MTU answer %d -> %d",
-					time.Duration(gotAcked-acked), replies, gotReplies, mtu, l.pa.live.pmtu.answered.Load())
+					time.Duration(gotAcked-acked), replies, gotReplies, mtu, l.pa.live.pmtu.Answered())
 			}
 			if stale := l.h.a.drops.Get(Outside, ReasonStaleProbeReply); stale != map[bool]uint64{true: 0, false: 1}[tt.accept] {
 				t.Errorf("%d replies dropped as stale", stale)
@@ -163,46 +164,5 @@ func TestStaleProbeReplies(t *testing.T) {
 				t.Errorf("a stale reply brought B back up")
 			}
 		})
-	}
-}
-
-// TestProbesInFlight: a probe is answered once, only while younger than
-// the timeout and only if sent; expire takes out the old ones and counts
-// the small probes among them as missed, not the MTU probes.
-func TestProbesInFlight(t *testing.T) {
-	const timeout = 100
-	var f probesInFlight
-	f.sent(1000)
-	f.sent(1050 | mtuEcho)
-	f.sent(1090)
-	steps := []struct {
-		name string
-		do   func() bool
-		want bool
-	}{
-		{"never sent", func() bool { return f.answer(1010, 1020, timeout) }, false},
-		{"echo 0", func() bool { return f.answer(0, 1020, timeout) }, false},
-		{"in flight", func() bool { return f.answer(1000, 1020, timeout) }, true},
-		{"answered twice", func() bool { return f.answer(1000, 1030, timeout) }, false},
-		{"too old", func() bool { return f.answer(1050|mtuEcho, 1151, timeout) }, false},
-		{"expire: the MTU probe, not missed", func() bool { return f.expire(1160, timeout) == 0 }, true},
-		{"its answer after it expired", func() bool { return f.answer(1050|mtuEcho, 1140, timeout) }, false},
-		{"expire: the small one, missed", func() bool { return f.expire(1200, timeout) == 1 }, true},
-		{"nothing left", func() bool { return f.expire(5000, timeout) == 0 }, true},
-	}
-	for _, s := range steps {
-		if got := s.do(); got != s.want {
-			t.Errorf("%s: %v, want %v", s.name, got, s.want)
-		}
-	}
-	var wrap probesInFlight // the oldest slot is reused: forgotten
-	for i := range inflightSlots + 1 {
-		wrap.sent(uint64(1000 + i))
-	}
-	if wrap.answer(1000, 1010, timeout) || !wrap.answer(1001, 1010, timeout) {
-		t.Error("a full ring forgets its oldest probe, and only that")
-	}
-	if n := testing.AllocsPerRun(100, func() { wrap.sent(2000); wrap.answer(2000, 2001, timeout) }); n != 0 {
-		t.Errorf("%.1f allocations", n)
 	}
 }

@@ -49,7 +49,7 @@ type Options struct {
 	// Express, if not nil, is the express socket of Bind's port
 	// (udp.ListenExpress): an outside loop of its own reads it and
 	// writes to ExpressTUN, and the gateway tells its peers that it
-	// has one, so that they send sparse flows on it (sparse.go). Owned
+	// has one, so that they send sparse flows on it (package sparse). Owned
 	// like Bind.
 	Express udp.Bind
 	// ExpressTUN is the express lane's TUN queue, which it only writes
@@ -124,7 +124,7 @@ type Router struct {
 
 	// lanes are the data path's lanes, lane 0 first (lanes.go); set by New.
 	lanes []*lane
-	// express is the express lane and its counts (sparse.go).
+	// express is the express lane and its counts (package sparse).
 	express expressPart
 }
 

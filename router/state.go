@@ -52,7 +52,7 @@ type site struct {
 
 // pick returns the gateway that carries pkt's flow. Among the site's
 // gateways in the best tier — up with a usable session and a whole path,
-// else up but MTU-degraded (see pathMTU), else any with a usable
+// else up but MTU-degraded (see probestate.PathMTU), else any with a usable
 // session, else any (a handshake starts there) — it takes the one
 // that ranks first for the flow by rendezvous hashing: a flow stays on one
 // gateway while the tier's members stay the same, and when a gateway
@@ -84,7 +84,7 @@ func (s *site) pickFlow(flow uint64, now time.Time) *Peer {
 			tier = 1
 			if p.live.up() {
 				tier = 2
-				if !p.live.pmtu.degraded.Load() {
+				if !p.live.pmtu.Degraded() {
 					tier = 3
 				}
 			}

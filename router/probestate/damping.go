@@ -1,9 +1,9 @@
-package router
+package probestate
 
 import "time"
 
-// Flap damping. A gateway goes down after ProbeMisses silent probe
-// intervals, which fails its flows over fast. Coming back up on the first
+// Flap damping. A gateway goes down after the router's ProbeMisses
+// silent probe intervals, which fails its flows over fast. Coming back up on the first
 // answer made a lossy path (one that carries a probe now and then between
 // spells of loss) move its flows to the site's other gateways and back
 // about once a second, each move reordering or stalling them. So going
@@ -12,12 +12,12 @@ import "time"
 //
 //   - A gateway that went down is up again only after RecoverProbes of
 //     our probes in a row were answered. A probe unanswered for
-//     probeTimeout (inflight.go), or a control message saying it cannot
+//     the probe timeout (InFlight), or a control message saying it cannot
 //     deliver, starts the count over. On a healthy path that takes about
 //     RecoverProbes intervals plus the timeout of the last probe lost
 //     before it healed: about a second at the default interval.
 //   - Each down within a FlapDecay or so of the last doubles the count,
-//     up to RecoverProbes << maxFlapShift (48 answers: about ten seconds
+//     up to RecoverProbes << MaxFlapShift (48 answers: about ten seconds
 //     at the default interval while we send it data, when it is probed
 //     at the full pace). Counting answers rather than time keeps the
 //     hold-down in step with the site's probe interval.
@@ -38,37 +38,38 @@ const (
 	// RecoverProbes is how many probes in a row a gateway that went down
 	// once must answer to be up again.
 	RecoverProbes = 3
-	// maxFlapShift bounds the doubling of RecoverProbes for repeated
+	// MaxFlapShift bounds the doubling of RecoverProbes for repeated
 	// downs.
-	maxFlapShift = 4
+	MaxFlapShift = 4
 	// FlapDecay halves the count of recent downs of a gateway for every
 	// FlapDecay since its last down.
 	FlapDecay = time.Minute
 )
 
-// damper is one gateway's flap damping (see above). It belongs to the
-// handshake loop (liveness.evaluate).
-type damper struct {
-	flaps    int    // recent downs as of lastDown, at most maxFlapShift+1
+// Damper is one gateway's flap damping (see above); the zero Damper has
+// seen no down. It belongs to the router's handshake loop
+// (liveness.evaluate): no lock.
+type Damper struct {
+	flaps    int    // recent downs as of lastDown, at most MaxFlapShift+1
 	lastDown int64  // mono ns of the last down; 0: never
-	base     uint64 // answered probes (liveness.probeReplies) when the streak started
+	base     uint64 // answered probes (the router's liveness.probeReplies) when the streak started
 }
 
-// down notes that the gateway went down at mono, having answered replies
+// Down notes that the gateway went down at mono, having answered replies
 // probes so far.
-func (d *damper) down(mono int64, replies uint64) {
-	d.flaps = min(d.recent(mono)+1, maxFlapShift+1)
+func (d *Damper) Down(mono int64, replies uint64) {
+	d.flaps = min(d.recent(mono)+1, MaxFlapShift+1)
 	d.lastDown = mono
 	d.base = replies
 }
 
-// drained notes that the gateway went down because it is draining,
+// Drained notes that the gateway went down because it is draining,
 // having answered replies probes so far: the streak starts over, and
 // the recent downs stay as they were.
-func (d *damper) drained(replies uint64) { d.base = replies }
+func (d *Damper) Drained(replies uint64) { d.base = replies }
 
 // recent is the count of recent downs at mono, decayed.
-func (d *damper) recent(mono int64) int {
+func (d *Damper) recent(mono int64) int {
 	if d.lastDown == 0 {
 		return 0
 	}
@@ -79,15 +80,22 @@ func (d *damper) recent(mono int64) int {
 	return d.flaps >> halvings
 }
 
-// restart starts the streak of answers over at replies: a probe went
+// Restart starts the streak of answers over at replies: a probe went
 // unanswered, or the gateway cannot deliver.
-func (d *damper) restart(replies uint64) { d.base = replies }
+func (d *Damper) Restart(replies uint64) { d.base = replies }
 
-// need is how many answers in a row bring the gateway back up.
-func (d *damper) need() uint64 {
-	return RecoverProbes << min(max(d.flaps-1, 0), maxFlapShift)
+// Need is how many answers in a row bring the gateway back up.
+func (d *Damper) Need() uint64 {
+	return RecoverProbes << min(max(d.flaps-1, 0), MaxFlapShift)
 }
 
-// recovered reports whether the gateway answered enough probes in a row,
+// Recovered reports whether the gateway answered enough probes in a row,
 // replies in all, to be up again.
-func (d *damper) recovered(replies uint64) bool { return replies-d.base >= d.need() }
+func (d *Damper) Recovered(replies uint64) bool { return replies-d.base >= d.Need() }
+
+// Base is the count of answered probes at which the current streak
+// started.
+func (d *Damper) Base() uint64 { return d.base }
+
+// Flaps is the count of recent downs as of the last one, before decay.
+func (d *Damper) Flaps() int { return d.flaps }
