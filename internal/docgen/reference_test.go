@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,4 +108,26 @@ func TestReferenceMetrics(t *testing.T) {
 		t.Fatalf("found %d metrics; the scanner lost track of the declarations", len(ms))
 	}
 	golden.Check(t, refPath("metrics.md"), MetricsReference(ms), *update)
+}
+
+// TestReferenceLogs holds docs/reference/logs.md to the log calls of
+// the gateway's packages.
+func TestReferenceLogs(t *testing.T) {
+	pkgs, err := GatewayPackages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"daemon", "router", "udp", "tun"} {
+		if !slices.Contains(pkgs, want) {
+			t.Fatalf("the gateway's packages %v lack %s", pkgs, want)
+		}
+	}
+	events, err := LogEvents(root, pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) < 20 {
+		t.Fatalf("found %d log events; the scanner lost track of the log calls", len(events))
+	}
+	golden.Check(t, refPath("logs.md"), LogsReference(events, pkgs), *update)
 }
