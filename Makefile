@@ -46,6 +46,16 @@ deps:
 demo: deps build
 	deploy/lab/demo.sh
 
+# diagram renders docs/architecture.svg from docs/architecture.dot with
+# Graphviz's dot (apt-get install graphviz; deliberately not in deps). The
+# SVG carries its source's sha256, so TestArchitectureSVG fails when the
+# .dot changed without a new rendering, and CI needs no Graphviz.
+.PHONY: diagram
+diagram:
+	sum=$$(sha256sum docs/architecture.dot | cut -d' ' -f1) && \
+	dot -Tsvg docs/architecture.dot | sed "1a <!-- source: docs/architecture.dot sha256:$$sum -->" > docs/architecture.svg.tmp && \
+	mv docs/architecture.svg.tmp docs/architecture.svg
+
 # generate: deepcopy and the CRDs of the bridgehead.io API (kube/apis) by
 # controller-gen, pinned here; TestGeneratedUpToDate (kube/apis/v1alpha1)
 # runs the same two commands into a temporary directory and diffs.

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -472,4 +474,27 @@ func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stder
 	var out, errb bytes.Buffer
 	code = run(args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// TestArchitectureSVG fails when docs/architecture.dot changed without
+// `make diagram`: the SVG carries the sha256 of the source it was
+// rendered from, so this needs no Graphviz.
+func TestArchitectureSVG(t *testing.T) {
+	dot, err := os.ReadFile(filepath.Join(repo, "docs/architecture.dot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(filepath.Join(repo, "docs/architecture.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(dot)
+	want := hex.EncodeToString(sum[:])
+	m := regexp.MustCompile(`<!-- source: docs/architecture\.dot sha256:([0-9a-f]{64}) -->`).FindSubmatch(svg)
+	switch {
+	case m == nil:
+		t.Fatal("docs/architecture.svg names no source sha256: render it with `make diagram`")
+	case string(m[1]) != want:
+		t.Fatalf("docs/architecture.svg was rendered from another docs/architecture.dot (sha256 %s, the file's is %s): run `make diagram`", m[1], want)
+	}
 }
