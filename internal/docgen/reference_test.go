@@ -131,3 +131,15 @@ func TestReferenceLogs(t *testing.T) {
 	}
 	golden.Check(t, refPath("logs.md"), LogsReference(events, pkgs), *update)
 }
+
+// TestReferenceCRD holds docs/reference/crd.md to the CRDs' schemas.
+func TestReferenceCRD(t *testing.T) {
+	crds, err := CRDs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crds) < 2 {
+		t.Fatalf("found %d CRDs in deploy/kubernetes, want Site and Gateway at least", len(crds))
+	}
+	golden.Check(t, refPath("crd.md"), CRDReference(crds), *update)
+}
