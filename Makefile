@@ -56,6 +56,13 @@ diagram:
 	dot -Tsvg docs/architecture.dot | sed "1a <!-- source: docs/architecture.dot sha256:$$sum -->" > docs/architecture.svg.tmp && \
 	mv docs/architecture.svg.tmp docs/architecture.svg
 
+# reference: regenerate docs/reference (CLI, config, CRDs, metrics, logs)
+# from the code. Without -update the same tests fail when a page is stale.
+.PHONY: reference
+reference:
+	$(GO) test ./cmd/bridgehead -run TestReference -count=1 -update
+	$(GO) test ./internal/docgen -run TestReference -count=1 -update
+
 # generate: deepcopy and the CRDs of the bridgehead.io API (kube/apis) by
 # controller-gen, pinned here; TestGeneratedUpToDate (kube/apis/v1alpha1)
 # runs the same two commands into a temporary directory and diffs.
