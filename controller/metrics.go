@@ -2,6 +2,8 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bridgehead/bridgehead/internal/promreg"
 )
 
 // metrics are the controller's Prometheus metrics (bridgehead_controller_*).
@@ -82,20 +84,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 	}
 	reg.MustRegister(m.catalogPublishes, m.catalogWrites, m.catalogBytesWritten, m.catalogBytes, m.catalogObjects, m.catalogNodes, m.catalogLeftOut, m.catalogRender)
-	for _, r := range []string{"ok", "error", "invalid"} {
-		m.catalogPublishes.WithLabelValues(r)
-	}
-	for _, op := range []string{"create", "update", "delete"} {
-		m.catalogWrites.WithLabelValues(op)
-	}
+	promreg.Zero(m.catalogPublishes, "ok", "error", "invalid")
+	promreg.Zero(m.catalogWrites, "create", "update", "delete")
 	reg.MustRegister(m.leader, m.unassigned, m.siteNodes, m.siteBlocks, m.allocations, m.problems,
 		m.reconciles, m.reconcileDur, m.writes, m.rebuildNodes, m.rebuildSecs, m.firstPass, m.doubleAllocs, m.conflicts)
-	for _, r := range []string{"no_site", "ambiguous"} {
-		m.unassigned.WithLabelValues(r)
-	}
-	for _, r := range []string{"allocated", "adopted", "exhausted"} {
-		m.allocations.WithLabelValues(r)
-	}
+	promreg.Zero(m.unassigned, "no_site", "ambiguous")
+	promreg.Zero(m.allocations, "allocated", "adopted", "exhausted")
 	for _, k := range []string{"node", "site", "catalog", "releases"} {
 		for _, r := range []string{"ok", "error"} {
 			m.reconciles.WithLabelValues(k, r)
