@@ -418,7 +418,7 @@ func (h *handshaker) handleCookieReply(msg []byte) {
 // due for rekeying, or packets queued behind a freshly confirmed session.
 func (h *handshaker) onTrigger(p *Peer, now time.Time, scratch []byte) {
 	if p.removed.Load() {
-		p.queue.clear()
+		p.queue.Clear()
 		return
 	}
 	kp := p.current.Load()

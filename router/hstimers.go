@@ -31,7 +31,7 @@ func (h *handshaker) timers(now time.Time) {
 			if now.Sub(p.hs.firstAttempt) >= RekeyAttemptTime {
 				h.dropPending(p)
 				p.hs.firstAttempt = time.Time{}
-				n := p.queue.clear()
+				n := p.queue.Clear()
 				h.r.drops.Add(Inside, ReasonHandshakeTimeout, uint64(n))
 				h.count.timedOut.Add(1)
 				p.hsFailed.Add(1)
@@ -168,7 +168,7 @@ func (h *handshaker) logDrops(now time.Time) {
 func (h *handshaker) flushQueue(p *Peer, kp *bhcrypto.Keypair, scratch []byte) int {
 	sent := 0
 	batch := [][]byte{nil}
-	p.queue.drain(func(pkt []byte) {
+	p.queue.Drain(func(pkt []byte) {
 		n := copy(scratch[bufHeadroom:], pkt)
 		padded := bhcrypto.PaddedLen(n, h.r.set.mtu)
 		clear(scratch[bufHeadroom+n : bufHeadroom+padded])

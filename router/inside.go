@@ -290,7 +290,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		}
 		kp := p.current.Load()
 		ready := kp != nil && usable(kp, now)
-		if !ready || p.queue.busy() {
+		if !ready || p.queue.Busy() {
 			// No session yet, or packets queued before it was set
 			// up are still going out (the handshake loop flushes
 			// them after it makes the session current): this one
@@ -298,7 +298,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			if run.peer == p {
 				r.flushInside(run)
 			}
-			if !p.queue.push(pkt) {
+			if !p.queue.Push(pkt) {
 				r.drops.Add(Inside, ReasonQueueFull, 1)
 			}
 			// A pending handshake's response flushes the queue;

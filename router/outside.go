@@ -257,7 +257,7 @@ func (r *Router) confirm(p *Peer, kp *bhcrypto.Keypair, now time.Time) {
 	r.hs.count.completed.Add(1)
 	p.hsCompleted.Add(1)
 	// Packets queued while this side waited can go now.
-	if p.queue.len() > 0 {
+	if p.queue.Len() > 0 {
 		r.hs.want(p)
 	}
 }

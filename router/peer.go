@@ -6,6 +6,7 @@ import (
 	"time"
 
 	bhcrypto "github.com/bridgehead/bridgehead/crypto"
+	"github.com/bridgehead/bridgehead/router/setupqueue"
 )
 
 // PeerConfig describes one remote gateway.
@@ -95,7 +96,7 @@ type Peer struct {
 	// response came: up to 60 s toward a silent peer.
 	handshaking atomic.Bool
 
-	queue packetQueue // safe for concurrent use (see packetQueue)
+	queue setupqueue.Queue // safe for concurrent use (see package setupqueue)
 
 	// laneSession is laneTag of the session on which the peer last said
 	// it reads lane bytes (flagLanes in a control message), 0 if none:
@@ -183,7 +184,7 @@ func newPeer(c PeerConfig, queueLen, slotSize int, now func() time.Time, mono mo
 	ep := c.Endpoint
 	p.endpoint.Store(&ep)
 	p.configEndpoint.Store(&ep)
-	p.queue.init(queueLen, slotSize)
+	p.queue.Init(queueLen, slotSize)
 	return p
 }
 
@@ -253,7 +254,7 @@ func (p *Peer) Stats() PeerStats {
 		RxPackets: p.rxPackets.Load(), RxBytes: p.rxBytes.Load(),
 		LastHandshake: p.mono.time(p.lastHandshake.Load()),
 		LastReceive:   p.mono.time(p.lastReceive.Load()),
-		QueuedPackets: p.queue.len(),
+		QueuedPackets: p.queue.Len(),
 		Keepalive:     time.Duration(p.keepalive.Load()),
 		Live:          p.live.stats(p.mono),
 

@@ -245,7 +245,7 @@ func (r *Router) SetConfig(c *Config) error {
 		p.removed.Store(true)
 		kps := p.keypairs.close()
 		r.retire(kps[:]...)
-		if n := p.queue.clear(); n > 0 {
+		if n := p.queue.Clear(); n > 0 {
 			r.drops.Add(Inside, ReasonNoRoute, uint64(n))
 		}
 	}

@@ -71,7 +71,7 @@ func TestSessionSetupKeepsOrder(t *testing.T) {
 	for range queued {
 		route()
 	}
-	if n := pa.queue.len(); n != queued {
+	if n := pa.queue.Len(); n != queued {
 		t.Fatalf("%d packets queued, want %d", n, queued)
 	}
 	// The handshake, by hand: A initiates, B answers.

@@ -1,37 +1,41 @@
-package router
+package setupqueue
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// packetQueue holds packets for a peer while its session is being set up.
+// Queue holds packets for one peer while its session is being set up.
 //
 // It is a bounded ring of preallocated slots: enqueueing copies the packet
 // into a slot (the TUN buffer is reused by the next read), and a full queue
 // refuses the packet instead of growing. Slots are allocated on first use so
-// peers that never queue cost nothing. Safe for concurrent use.
-type packetQueue struct {
+// peers that never queue cost nothing. Safe for concurrent use once Init
+// has run (before the Queue is shared).
+type Queue struct {
 	mu       sync.Mutex
 	slots    [][]byte
 	sizes    []int
 	head, n  int
 	cap      int
 	slotSize int
-	// held is n, published for the lock-free check of busy, except that
-	// drain clears it only after its last packet went out: while it is
+	// held is n, published for the lock-free check of Busy, except that
+	// Drain clears it only after its last packet went out: while it is
 	// not zero, a packet sent around the queue could overtake one in it.
 	// Written under mu.
 	held atomic.Int32
 }
 
-func (q *packetQueue) init(capacity, slotSize int) {
+// Init sets the queue's bound: capacity packets of at most slotSize
+// bytes each.
+func (q *Queue) Init(capacity, slotSize int) {
 	q.cap = capacity
 	q.slotSize = slotSize
 }
 
-// push copies pkt into the queue and reports whether there was room.
-func (q *packetQueue) push(pkt []byte) bool {
+// Push copies pkt into the queue and reports whether there was room (and
+// the packet fit a slot).
+func (q *Queue) Push(pkt []byte) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == q.cap || len(pkt) > q.slotSize {
@@ -51,9 +55,10 @@ func (q *packetQueue) push(pkt []byte) bool {
 	return true
 }
 
-// drain calls f for each queued packet in order and empties the queue. f
-// must not keep pkt after it returns. It holds the queue lock throughout.
-func (q *packetQueue) drain(f func(pkt []byte)) int {
+// Drain calls f for each queued packet in order and empties the queue, and
+// returns how many it held. f must not keep pkt after it returns. It
+// holds the queue lock throughout, so a Push waits for the drain.
+func (q *Queue) Drain(f func(pkt []byte)) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.n
@@ -67,8 +72,8 @@ func (q *packetQueue) drain(f func(pkt []byte)) int {
 	return n
 }
 
-// clear empties the queue and returns how many packets it held.
-func (q *packetQueue) clear() int {
+// Clear empties the queue and returns how many packets it held.
+func (q *Queue) Clear() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.n
@@ -77,12 +82,13 @@ func (q *packetQueue) clear() int {
 	return n
 }
 
-func (q *packetQueue) len() int {
+// Len is how many packets are queued.
+func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n
 }
 
-// busy reports, without locking, whether packets are queued or still being
+// Busy reports, without locking, whether packets are queued or still being
 // drained: a sender must then queue behind them to keep the order.
-func (q *packetQueue) busy() bool { return q.held.Load() != 0 }
+func (q *Queue) Busy() bool { return q.held.Load() != 0 }
