@@ -38,7 +38,7 @@
 // the receiver's GRO joined two lanes' runs, and then its lane opens the
 // other's datagrams too and counts them (lane.strays).
 //
-// The express lane (sparse.go): each inside reader sorts flows by a token
+// The express lane (package sparse): each inside reader sorts flows by a token
 // bucket per flow hash bucket, in which each packet costs its size plus
 // sparsePacketCost (so a fast flow's ACKs are not sparse). A sparse flow
 // (a ping, DNS, an API call) skips the fair queue, and the reader seals
@@ -60,7 +60,8 @@
 //
 // Several gateways per site: the inside path hashes each packet's flow
 // (packet.FlowHashFragment; a later fragment, which has no ports, takes
-// its first fragment's hash from its lane's small table, flows.go) and
+// its first fragment's hash from its lane's small table, package
+// flowhash) and
 // ranks the site's gateways by rendezvous hashing
 // (site.pick), preferring gateways that are up. "Up" is one liveness
 // state per gateway (liveness.go): only evidence that our own packets
@@ -68,9 +69,9 @@
 // handshake), never its own traffic, so a path cut one way only goes
 // down too; a gateway unproven for its site's probe interval gets an
 // authenticated probe (probe.go) that the outside loop answers at once,
-// and only an answer to a probe still in flight counts (inflight.go);
+// and only an answer to a probe still in flight counts (probestate.InFlight);
 // ProbeMisses unproven intervals mark it down, and its flows move to the
-// site's other gateways. Coming back is damped (damping.go): only after
+// site's other gateways. Coming back is damped (probestate.Damper): only after
 // RecoverProbes answered probes in a row, twice as many for each further
 // down within about FlapDecay (up to 16 times), so a lossy path does not
 // move its flows back and forth at the probe rate. A gateway that answers but cannot deliver to
@@ -104,7 +105,7 @@
 //
 // Path MTU black holes: now and then (MTUProbeInterval, six times less
 // often for an idle gateway) each gateway that is up gets a probe padded
-// to the tunnel's full size with a small one beside it (pathmtu.go).
+// to the tunnel's full size with a small one beside it (probestate.PathMTU).
 // When mtuProbeTries full-size probes in a row go unanswered while their
 // small companions are answered, the gateway is "up, MTU-degraded": it
 // keeps no flows while a whole gateway of its site is up (site.pick ranks
@@ -120,7 +121,7 @@
 //
 // Buffers are allocated once per loop; a packet is never copied on the way
 // through except when it has to wait in a peer's bounded queue for a
-// handshake. Routing state (table, sites, peers) is immutable once
+// handshake (package setupqueue). Routing state (table, sites, peers) is immutable once
 // published and swapped whole with SetConfig through an atomic pointer, so
 // the hot path takes no lock for it. Sessions are found by receiver index
 // in an open-addressing table of atomic slots (index.go), read without
@@ -169,8 +170,9 @@
 //   - prober (probe.go): the remote gateways' health. run (handshake
 //     loop) steps every Peer's liveness and path MTU prober and sends the
 //     probes; handleControl (outside loop) answers probes and books
-//     the answers to probes in flight (inflight.go); cannotDeliver is written by SetCanDeliver from any
-//     goroutine. liveness.go and pathmtu.go name the writer of each
+//     the answers to probes in flight (probestate.InFlight);
+//     cannotDeliver is written by SetCanDeliver from any goroutine.
+//     liveness.go and package probestate name the writer of each
 //     per-gateway field.
 //   - icmpResponder (icmp.go): "too big" errors from the inside path,
 //     rate limited per source (its limiter's GC runs in the handshake
@@ -179,11 +181,36 @@
 //     errors) go through write, one at a time.
 //   - loopHealth (health.go): one progress stamp per loop, each written
 //     by its loop, read by Healthy.
-//   - sparseFlows (sparse.go): one per inside lane, owned by its reader
-//     goroutine (no lock): which flows are sparse.
+//   - sparse.Flows (package sparse): one per inside lane, owned by its
+//     reader goroutine (no lock): which flows are sparse.
 //
 // Per peer, Peer (peer.go) names the writer of each field: keypairs under
 // its own lock, hs (peerHandshake) the handshake loop's alone.
+//
+// # Subpackages
+//
+// The parts that read nothing of the Router are packages of their own
+// below it; each imports only leaf packages (packet, steer), never
+// router, and the test in internal/layering keeps it so:
+//
+//   - router/lpm: the longest-prefix-match table of every site's node
+//     and pod CIDRs (routingState.table).
+//   - router/fq: the inside path's per-flow fair queue (deficit round
+//     robin, CoDel, ECN), fed by insidefq.go.
+//   - router/flowhash: the flow hash every lane shares and each lane's
+//     fragment table, so a flow's fragments take its gateway (site.pick).
+//   - router/sparse: the express lane's sorter of sparse and bulk flows,
+//     one per inside reader.
+//   - router/probestate: the per-gateway state machines the prober
+//     steps (probes in flight, path MTU search, flap damping), held in
+//     each gateway's liveness.
+//   - router/setupqueue: a peer's bounded queue of packets waiting for
+//     its session, pushed by the inside path and drained by the
+//     handshake loop.
+//
+// What stays here needs the Router's wiring or the routing state, or is
+// part of the API the daemon, transit, health and the tests read
+// (Options, Config, PeerStats, LiveState, Reason, Drops, Clock).
 //
 // Time comes from an injected Clock so tests drive timers without sleeping.
 package router
