@@ -45,10 +45,10 @@ func newMetricsOn(reg *prometheus.Registry, r *router.Router, version string, so
 			Name: "bridgehead_config_info", Help: "The running config: file and hash of its bytes.",
 		}, []string{"path", "hash"}),
 		readyGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "bridgehead_ready", Help: "1 when every remote site is reachable (what /readyz reports).",
+			Name: "bridgehead_ready", Help: "1 while this gateway is ready, what /readyz reports: it reaches at least one remote site (or there is none), can deliver to its own site, and is not draining.",
 		}),
 		siteReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "bridgehead_site_up", Help: "1 when at least one gateway of the remote site sent an authenticated packet within the readiness window.",
+			Name: "bridgehead_site_up", Help: "1 while at least one gateway of the remote site is up (it answered our probes within three probe intervals) or draining.",
 		}, []string{"site"}),
 	}
 	m.reloads.WithLabelValues("success")
