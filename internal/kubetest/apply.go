@@ -8,7 +8,10 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -26,6 +29,56 @@ import (
 // installed first.
 func (e *Env) ApplyFiles(t testing.TB, files ...string) {
 	t.Helper()
+	create := e.creator(t)
+	for _, f := range files {
+		objs, err := decodeObjects(f)
+		if err != nil {
+			t.Fatalf("kubetest: %v", err)
+		}
+		for _, o := range objs {
+			if err := create(o); err != nil {
+				t.Fatalf("kubetest: %s: %v", filepath.Base(f), err)
+			}
+		}
+	}
+}
+
+// CreateObjects creates typed objects as the admin, in order, as
+// ApplyFiles does the objects of files: each must carry its apiVersion
+// and kind (TypeMeta). The namespace of a namespaced object is created
+// first when it is missing.
+func (e *Env) CreateObjects(t testing.TB, objs ...runtime.Object) {
+	t.Helper()
+	create := e.creator(t)
+	for _, obj := range objs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatalf("kubetest: %T: %v", obj, err)
+		}
+		o := &unstructured.Unstructured{Object: m}
+		if o.GetAPIVersion() == "" || o.GetKind() == "" {
+			t.Fatalf("kubetest: %T %s: no apiVersion or kind (set its TypeMeta)", obj, o.GetName())
+		}
+		if ns := o.GetNamespace(); ns != "" {
+			nsObj := &unstructured.Unstructured{}
+			nsObj.SetAPIVersion("v1")
+			nsObj.SetKind("Namespace")
+			nsObj.SetName(ns)
+			if err := create(nsObj); err != nil {
+				t.Fatalf("kubetest: %v", err)
+			}
+		}
+		if err := create(o); err != nil {
+			t.Fatalf("kubetest: %v", err)
+		}
+	}
+}
+
+// creator returns a function that creates an object, as the admin,
+// through the resource discovery maps its kind to; an object that
+// exists already is left as it is.
+func (e *Env) creator(t testing.TB) func(*unstructured.Unstructured) error {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
 	if err != nil {
 		t.Fatalf("kubetest: discovery: %v", err)
@@ -35,27 +88,23 @@ func (e *Env) ApplyFiles(t testing.TB, files ...string) {
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
-	ctx := context.Background()
-	for _, f := range files {
-		objs, err := decodeObjects(f)
-		if err != nil {
-			t.Fatalf("kubetest: %v", err)
-		}
-		for _, o := range objs {
-			gvk := o.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("kubetest: %s: %s %s: %v", filepath.Base(f), gvk.Kind, o.GetName(), err)
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if ns := o.GetNamespace(); ns != "" {
-				ri = dyn.Resource(m.Resource).Namespace(ns)
-			}
-			if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("kubetest: %s: create %s %s: %v", filepath.Base(f), gvk.Kind, o.GetName(), err)
-			}
-		}
+	return func(o *unstructured.Unstructured) error { return create(mapper, dyn, o) }
+}
+
+func create(mapper meta.RESTMapper, dyn dynamic.Interface, o *unstructured.Unstructured) error {
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
 	}
+	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if ns := o.GetNamespace(); ns != "" {
+		ri = dyn.Resource(m.Resource).Namespace(ns)
+	}
+	if _, err := ri.Create(context.Background(), o, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	return nil
 }
 
 // ServiceAccountConfig returns a client config that authenticates as

@@ -9,13 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/bridgehead/bridgehead/internal/kubetest"
 	"github.com/bridgehead/bridgehead/kube"
@@ -87,21 +83,16 @@ func TestPublishAndListRealAPIServer(t *testing.T) {
 	env := kubetest.Start(t)
 	env.InstallCRDs(t, "../../deploy/kubernetes/crds")
 	ctx := context.Background()
-	cs := env.Clientset(t)
 	admin, err := dynamic.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	gwRes := admin.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource))
 	for _, g := range []struct{ name, site string }{{"east.gw1", "east"}, {"west.gw1", "west"}} {
-		gw := &v1.Gateway{ObjectMeta: metav1.ObjectMeta{Name: g.name}, Spec: v1.GatewaySpec{Site: g.site, Address: "10.1.0.5"}}
-		m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(gw)
-		u := &unstructured.Unstructured{Object: m}
-		u.SetAPIVersion(v1.SchemeGroupVersion.String())
-		u.SetKind("Gateway")
-		if _, err = gwRes.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		env.CreateObjects(t, &v1.Gateway{
+			TypeMeta:   metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "Gateway"},
+			ObjectMeta: metav1.ObjectMeta{Name: g.name}, Spec: v1.GatewaySpec{Site: g.site, Address: "10.1.0.5"},
+		})
 	}
 	// kube/register's field, under its own manager.
 	force := true
@@ -110,9 +101,7 @@ func TestPublishAndListRealAPIServer(t *testing.T) {
 		metav1.PatchOptions{FieldManager: "bridgehead-gateway", Force: &force}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range kube.GatewayRBAC("east.gw1") {
-		createTyped(t, cs, o)
-	}
+	env.CreateObjects(t, kube.GatewayRBAC("east.gw1")...)
 	user, groups := kubetest.ServiceAccount(kube.GatewayNamespace, "east.gw1")
 	gwClient, err := dynamic.NewForConfig(env.Impersonate(user, groups...))
 	if err != nil {
@@ -160,27 +149,5 @@ func TestPublishAndListRealAPIServer(t *testing.T) {
 	other, _ := New(Options{Client: gwClient, Gateway: "west.gw1"})
 	if err := other.Step(ctx, rows, t0); err == nil {
 		t.Error("east.gw1's credential wrote west.gw1's mesh rows")
-	}
-}
-
-func createTyped(t *testing.T, cs kubernetes.Interface, o runtime.Object) {
-	t.Helper()
-	ctx := context.Background()
-	var err error
-	switch o := o.(type) {
-	case *corev1.ServiceAccount:
-		if _, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
-			t.Fatal(err)
-		}
-		_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-	case *rbacv1.ClusterRole:
-		_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-	case *rbacv1.ClusterRoleBinding:
-		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-	default:
-		t.Fatalf("unexpected %T", o)
-	}
-	if err != nil {
-		t.Fatal(err)
 	}
 }
