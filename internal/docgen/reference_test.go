@@ -143,3 +143,52 @@ func TestReferenceCRD(t *testing.T) {
 	}
 	golden.Check(t, refPath("crd.md"), CRDReference(crds), *update)
 }
+
+// TestReferenceDocsAgree holds the hand-written docs to the code: the
+// state names they use, the metrics, labels and help texts they quote,
+// and their lists of restart-only fields.
+func TestReferenceDocsAgree(t *testing.T) {
+	files, err := DocFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paras, err := ReadParagraphs(root, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states, err := StateNames(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range CheckStates(paras, states) {
+		t.Error(p)
+	}
+	ms, err := Metrics(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range CheckMetricMentions(f, string(data), ms) {
+			t.Error(p)
+		}
+	}
+	fields, err := ConfigFields(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := RestartOnly(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, problems := CheckRestartLists(paras, fields, restart)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if found == 0 {
+		t.Error("no doc lists the restart-only fields (docs/operations/upgrades.md did)")
+	}
+}
