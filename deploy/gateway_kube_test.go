@@ -114,7 +114,7 @@ func TestGatewayDaemonSet(t *testing.T) {
 }
 
 // relayTLSFiles are the relay's TLS files as a Site's spec.relay.tls names
-// them (deploy/README.md): relative to the config's directory.
+// them (docs/getting-started/aks.md): relative to the config's directory.
 var relayTLSFiles = config.RelayTLS{CertFile: "relay/tls.crt", KeyFile: "relay/tls.key", ClientCAFile: "relay/ca.crt"}
 
 // checkRelayTLSMount: the gateway container's config directory is one

@@ -55,7 +55,7 @@ param adminUsername string = 'bridgehead'
 @description('OpenSSH public key of the admin user; the image refuses passwords and root logins.')
 param sshPublicKey string
 
-@description('cloud-init user data for every instance (az: cloudInit=@gw.yaml), e.g. deploy/cloud-init/gateway-image.yaml. Empty: the gateways boot, generate their keys and wait for a config.')
+@description('cloud-init user data for every instance (az: cloudInit=@gw.yaml), e.g. a cloud-config whose write_files puts the config in /etc/bridgehead/bridgehead.yaml (the image has the package; deploy/cloud-init/gateway.yaml is for a stock image). Empty: the gateways boot, generate their keys and wait for a config.')
 param cloudInit string = ''
 
 @description('UDP port of the tunnel; must match listen in bridgehead.yaml.')
