@@ -2,9 +2,14 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // referenceMinimal is a config that leaves out every field with a
@@ -115,4 +120,107 @@ func lanesDefault(c *Config) string {
 		return fmt.Sprintf("lanes %d, LaneCount %d", c.Lanes, c.LaneCount())
 	}
 	return fmt.Sprintf("one per CPU, at most %d", MaxLanes)
+}
+
+// TestFieldRuleRanges holds every range FieldRules documents ("lo..hi")
+// to the decoder and the checks: the bounds are accepted, a step outside
+// either is refused at the field. A range qualified by another field
+// ("at most maxConnections") is not tried at its upper bound.
+func TestFieldRuleRanges(t *testing.T) {
+	rangeRE := regexp.MustCompile(`^(\S+)\.\.([^,\s]+)`)
+	tried := 0
+	for _, r := range FieldRules() {
+		m := rangeRE.FindStringSubmatch(r.Values)
+		if m == nil {
+			continue
+		}
+		tried++
+		qualified := strings.Contains(r.Values, ",") && !strings.HasSuffix(r.Values, ", or auto")
+		below, above := step(t, m[1], -1), step(t, m[2], +1)
+		cases := []struct {
+			value  string
+			accept bool
+		}{{m[1], true}, {below, false}, {above, false}}
+		if !qualified {
+			cases = append(cases, struct {
+				value  string
+				accept bool
+			}{m[2], true})
+		}
+		for _, tc := range cases {
+			field := strings.ReplaceAll(r.Path, "[]", "[0]")
+			refused := problemAt(t, withField(t, r.Path, tc.value), field)
+			if refused == tc.accept {
+				t.Errorf("%s: %s (documented %s): refused %v, want %v", r.Path, tc.value, r.Values, refused, !tc.accept)
+			}
+		}
+	}
+	if tried < 10 {
+		t.Fatalf("tried %d ranges; the pattern lost track of FieldRules", tried)
+	}
+}
+
+// step is the value just below (-1) or above (+1) a bound: a duration
+// one nanosecond off, an integer one off.
+func step(t *testing.T, bound string, dir int) string {
+	if d, err := time.ParseDuration(bound); err == nil {
+		return (d + time.Duration(dir)).String()
+	}
+	n, err := strconv.Atoi(bound)
+	if err != nil {
+		t.Fatalf("bound %q is neither a duration nor an integer", bound)
+	}
+	return strconv.Itoa(n + dir)
+}
+
+// withField is referenceMinimal with the field at path (lists: their
+// first element) set to value.
+func withField(t *testing.T, path, value string) []byte {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(referenceMinimal), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := doc.Content[0]
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		name, list := strings.CutSuffix(p, "[]")
+		var v *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == name {
+				v = n.Content[j+1]
+			}
+		}
+		if i == len(parts)-1 {
+			if v != nil {
+				v.Kind, v.Tag, v.Value, v.Style = yaml.ScalarNode, "", value, 0
+			} else {
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, &yaml.Node{Kind: yaml.ScalarNode, Value: value})
+			}
+			break
+		}
+		if v == nil {
+			v = &yaml.Node{Kind: yaml.MappingNode}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, v)
+		}
+		if list {
+			v = v.Content[0]
+		}
+		n = v
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// problemAt reports whether checking data finds a problem at field.
+func problemAt(t *testing.T, data []byte, field string) bool {
+	_, problems, _ := CheckData("range.yaml", data, CheckOptions{SkipPrivateKey: true})
+	for _, p := range problems {
+		if p.Field == field {
+			return true
+		}
+	}
+	return false
 }
