@@ -112,7 +112,17 @@ func LogEvents(root string, dirs []string) ([]LogEvent, error) {
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].File < out[j].File })
-	return out, nil
+	// The same event logged from two places in one file is one row.
+	seen := map[string]bool{}
+	uniq := out[:0]
+	for _, e := range out {
+		k := e.File + "\x00" + e.Level + "\x00" + e.Message + "\x00" + strings.Join(e.Keys, ",")
+		if !seen[k] {
+			seen[k] = true
+			uniq = append(uniq, e)
+		}
+	}
+	return uniq, nil
 }
 
 // logEvent reads one call as a log event.
