@@ -498,3 +498,41 @@ func TestArchitectureSVG(t *testing.T) {
 		t.Fatalf("docs/architecture.svg was rendered from another docs/architecture.dot (sha256 %s, the file's is %s): run `make diagram`", m[1], want)
 	}
 }
+
+// TestDocsLinks fails on a relative link of a product doc (or
+// deploy/README.md), outside code, to a file that does not exist.
+func TestDocsLinks(t *testing.T) {
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	codeSpanRE := regexp.MustCompile("`[^`]*`")
+	for _, file := range checkedFiles(t) {
+		data, err := os.ReadFile(filepath.Join(repo, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fence := ""
+		for i, line := range strings.Split(string(data), "\n") {
+			trimmed := strings.TrimSpace(line)
+			switch {
+			case fence != "":
+				if trimmed == fence {
+					fence = ""
+				}
+				continue
+			case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
+				fence = trimmed[:3]
+				continue
+			}
+			line = codeSpanRE.ReplaceAllString(line, "")
+			for _, m := range linkRE.FindAllStringSubmatch(line, -1) {
+				target, _, _ := strings.Cut(m[1], "#")
+				if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path := filepath.Join(repo, filepath.Dir(file), target)
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: link to %s, which does not exist", file, i+1, m[1])
+				}
+			}
+		}
+	}
+}
