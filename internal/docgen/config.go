@@ -221,7 +221,7 @@ func ConfigReference(fields []ConfigField, restartOnly []string) []byte {
 	b.WriteString("Durations are Go durations (`200ms`, `25s`, `24h`). A field left out takes its default.\n\n")
 	b.WriteString("| Field | Type | Default | Values |\n|---|---|---|---|\n")
 	for _, f := range fields {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | %s |\n", f.Path, pathAnchor(f.Path), f.Type, cell(code(f.Default)), cell(f.Values))
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | %s |\n", f.Path, pathAnchor(f.Path), f.Type, cell(defaultText(f.Default)), cell(f.Values))
 	}
 	short := shortAnchors(fields)
 	restart := map[string]bool{}
@@ -237,7 +237,7 @@ func ConfigReference(fields []ConfigField, restartOnly []string) []byte {
 		fmt.Fprintf(&b, "%s\n\n", f.Doc)
 		fmt.Fprintf(&b, "- Type: %s\n", f.Type)
 		if f.Default != "" {
-			fmt.Fprintf(&b, "- Default: `%s`\n", f.Default)
+			fmt.Fprintf(&b, "- Default: %s\n", defaultText(f.Default))
 		}
 		if f.Values != "" {
 			fmt.Fprintf(&b, "- Values: %s\n", f.Values)
@@ -288,4 +288,13 @@ func shortAnchors(fields []ConfigField) map[string]string {
 		}
 	}
 	return out
+}
+
+// defaultText shows a default value as code, and a description of one
+// ("one per CPU, at most 64") as words.
+func defaultText(d string) string {
+	if strings.Contains(d, " ") {
+		return d
+	}
+	return code(d)
 }
