@@ -49,14 +49,8 @@ func TestAgentRoll(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 
-	d := nl.nodeDir("a-n1")
-	state := filepath.Join(d, "node-state.json")
-	conf := filepath.Join(d, "net.d", "05-bridgehead.conflist")
-	owned := func() string {
-		return nl.mustExec("a-n1", "ip", "route", "show", "proto", "66") + nl.mustExec("a-n1", "ip", "-6", "route", "show", "proto", "66") +
-			nl.mustExec("a-n1", "nft", "-a", "list", "table", "inet", "bridgehead-node")
-	}
-	before, confBefore := owned(), stat(t, conf)
+	state := filepath.Join(nl.nodeDir("a-n1"), "node-state.json")
+	before := nl.agentOwned("a-n1")
 
 	// Roll 1: from an agent before versioned state.
 	nl.stopAgent("a-n1")
@@ -68,26 +62,7 @@ func TestAgentRoll(t *testing.T) {
 	nl.startAgent("a-n1")
 	nl.waitAgentSynced("a-n1", 1)
 	adopted := time.Since(start)
-	m := nl.agentMetrics("a-n1")
-	for _, series := range []string{
-		`bridgehead_node_route_changes_total{op="add"}`, `bridgehead_node_route_changes_total{op="replace"}`,
-		`bridgehead_node_route_changes_total{op="delete"}`, "bridgehead_node_snat_table_writes_total",
-		"bridgehead_node_cni_config_writes_total",
-	} {
-		if v := metric(m, series); v != 0 {
-			t.Errorf("adopting a schema-1 node: %s = %v, want 0", series, v)
-		}
-	}
-	if after := owned(); after != before {
-		t.Errorf("routes or nftables handles changed across the roll:\nbefore\n%s\nafter\n%s", before, after)
-	}
-	if st := stat(t, conf); !st.ModTime().Equal(confBefore.ModTime()) {
-		t.Error("the CNI config was rewritten")
-	}
-	waitFile(t, state, `"schema": 2`)
-	if _, ok := nl.agentLog("a-n1", "adopted the node as the previous agent left it", start); !ok {
-		t.Error("the new agent did not say it adopted the node")
-	}
+	nl.checkAdopted(t, "a-n1", before, start, "adopting a schema-1 node")
 
 	// Roll 2: a rollback, onto a newer agent's state.
 	nl.stopAgent("a-n1")
@@ -103,8 +78,8 @@ func TestAgentRoll(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if after := owned(); after != before {
-		t.Errorf("the node changed under a newer agent's state:\nbefore\n%s\nafter\n%s", before, after)
+	if after := nl.agentOwned("a-n1"); after.kernel != before.kernel {
+		t.Errorf("the node changed under a newer agent's state:\nbefore\n%s\nafter\n%s", before.kernel, after.kernel)
 	}
 	if b, _ := os.ReadFile(state); string(b) != newer {
 		t.Errorf("the newer agent's state file was rewritten: %s", b)

@@ -77,17 +77,26 @@ func (nl *nodeLab) nodeDir(n string) string { return filepath.Join(nl.dir, n) }
 // image), metrics on 127.0.0.1:9643 and a 2 s periodic check.
 func (nl *nodeLab) startAgent(n string) {
 	nl.t.Helper()
+	nl.startAgentBinary(n, filepath.Join(nl.bin, "bridgehead"), "--state-file", filepath.Join(nl.nodeDir(n), "node-state.json"))
+}
+
+// startAgentBinary starts binary's `bridgehead node` in node n as
+// startAgent does, with the flags every release knows and then extra
+// (a release before --state-file gets none).
+func (nl *nodeLab) startAgentBinary(n, binary string, extra ...string) {
+	nl.t.Helper()
 	d := nl.nodeDir(n)
 	log, err := openAppend(filepath.Join(nl.dir, n+"-agent.log"))
 	if err != nil {
 		nl.t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command("ip", "netns", "exec", nl.ns(n), filepath.Join(nl.bin, "bridgehead"), "node",
+	args := append([]string{"netns", "exec", nl.ns(n), binary, "node",
 		"--config", filepath.Join(nl.dir, n[:1]+".yaml"), "--node", nodeName(n),
 		"--cni-conf-dir", filepath.Join(d, "net.d"), "--cni-bin-dir", filepath.Join(d, "bin"),
 		"--cni-plugins-from", nl.plugins, "--ipam-data-dir", filepath.Join(d, "ipam"),
-		"--metrics-listen", "127.0.0.1:9643", "--repair-interval", "2s", "--state-file", filepath.Join(d, "node-state.json"))
+		"--metrics-listen", "127.0.0.1:9643", "--repair-interval", "2s"}, extra...)
+	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		nl.t.Fatal(err)
