@@ -3,10 +3,8 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -14,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bridgehead/bridgehead/health"
 	"github.com/bridgehead/bridgehead/router"
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // stepClock is a router.Clock whose ticker the test drives: tick
@@ -159,22 +155,8 @@ func TestDrainer(t *testing.T) {
 // TestDrainReadiness: a drain turns /readyz to 503 with "draining",
 // control status not ready, and the router's draining flag on.
 func TestDrainReadiness(t *testing.T) {
-	dir := t.TempDir()
-	k := newLabKeys(t, dir)
-	path := k.write(t, dir, "a", k.siteYAML("a", "10.1.0.0/24", "10.11.0.0/16", epA.String()), k.siteYAML("b", "10.2.0.0/24", "10.12.0.0/16", epB.String()))
-	bindA, _ := udp.NewPair(epA, epB)
-	g, _, _ := startGateway(t, path, bindA)
-	mux := http.NewServeMux()
-	g.healthHandlers(mux)
-	readyz := func() (int, health.Report) {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		var rep health.Report
-		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
-			t.Fatal(err)
-		}
-		return rec.Code, rep
-	}
+	g, _ := newLabAB(t).startA(t)
+	readyz := readyz(t, g)
 	if _, rep := readyz(); rep.Draining || g.r.Draining() {
 		t.Fatalf("before the drain: %+v, router draining %v", rep, g.r.Draining())
 	}

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // writeFollowing turns the config at path into one that follows a
@@ -44,16 +42,11 @@ func writeAtomic(t *testing.T, path, content string) {
 // catalog refused naming the catalog file and the running config kept,
 // an unchanged pair of files not parsed.
 func TestReloadFollowedCatalog(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	sc := keys.siteYAML("c", "10.3.0.0/24", "10.103.0.0/16", "127.0.0.1:51003")
-	pathA := keys.write(t, dir, "a", sa, sb)
+	l := newLabAB(t)
+	sa, sb, pathA := l.a, l.b, l.path
+	sc := l.keys.siteYAML("c", "10.3.0.0/24", "10.103.0.0/16", "127.0.0.1:51003")
 	cat := writeFollowing(t, pathA)
-	bindA, bindB := udp.NewPair(epA, epB)
-	bindB.Close()
-	ga, _, kernA := startGateway(t, pathA, bindA)
+	ga, kernA := l.startA(t)
 	if got := len(ga.cfg.Load().Sites); got != 2 {
 		t.Fatalf("started with %d sites from the catalog, want 2", got)
 	}

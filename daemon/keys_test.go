@@ -23,11 +23,8 @@ import (
 // kept and packets keep flowing both ways. A key file the catalog does
 // not list is refused, and the running keys stay.
 func TestReloadRotatesKey(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	pathA := keys.write(t, dir, "a", sa, sb)
+	l := newLabAB(t)
+	dir, keys, sa, sb, pathA := l.dir, l.keys, l.a, l.b, l.path
 	pathB := keys.write(t, dir, "b", sa, sb)
 	bindA, bindB := udp.NewPair(epA, epB)
 	ga, tunA, _ := startGateway(t, pathA, bindA)

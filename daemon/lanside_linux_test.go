@@ -3,15 +3,18 @@ package daemon
 import (
 	"bytes"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/bridgehead/bridgehead/config"
 )
@@ -22,15 +25,7 @@ import (
 // netlink handle in it. The namespace and handle go when the test ends.
 func lanNS(t *testing.T, name string) *netlink.Handle {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a network namespace; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root; CI runs as root")
-		}
-		t.Skip("needs root to create a network namespace")
-	}
+	needsNetns(t)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -159,4 +154,69 @@ func TestLANWatchDerived(t *testing.T) {
 			t.Errorf("log line %d: %s\nwant %s", i, lines[i], want[i])
 		}
 	}
+}
+
+// TestNetlinkLANProbe: in a namespace of its own, the probe finds the LAN
+// interface down, without a carrier (its veth peer down), and a nodeCIDR
+// without a route through it, and nothing wrong once all is well.
+func TestNetlinkLANProbe(t *testing.T) {
+	enterNetns(t)
+
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lan"}, PeerName: "lanpeer"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	lan, _ := netlink.LinkByName("lan")
+	peer, _ := netlink.LinkByName("lanpeer")
+	for _, a := range []string{"192.168.77.2/24", "fd00:77::2/64"} {
+		addr, _ := netlink.ParseAddr(a)
+		addr.Flags = unix.IFA_F_NODAD
+		if err := netlink.AddrAdd(lan, addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Forwarding makes the kernel route the subnet-router anycast
+	// address fd00:77:: to lo, as on a gateway.
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Site: "b", LAN: &config.LAN{Interface: "lan"}, Sites: []config.Site{{
+		Name: "b", NodeCIDRs: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24"), netip.MustParsePrefix("fd00:77::/64"), netip.MustParsePrefix("192.168.78.0/24")},
+	}}}
+	check := func(step, want string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second) // carrier changes settle asynchronously
+		links := lanLinks{h: &netlink.Handle{}}
+		probe := func() string { return links.probe(cfg, links.side(cfg)) }
+		got := probe()
+		for !strings.Contains(got, want) || (want == "" && got != "") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: probe says %q, want %q", step, got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+			got = probe()
+		}
+		t.Logf("%s: %q", step, got)
+	}
+	check("link down", "LAN interface lan is down")
+	netlink.LinkSetUp(lan)
+	check("peer down", "LAN interface lan has no carrier")
+	netlink.LinkSetUp(peer)
+	check("no route to the second nodeCIDR", "no route to nodeCIDR 192.168.78.0/24 through the LAN interface lan")
+	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: lan.Attrs().Index, Dst: mustIPNet("192.168.78.0/24"), Gw: []byte{192, 168, 77, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	check("all well", "")
+	cfg.LAN.Interface = "nosuch"
+	check("no such interface", "LAN interface nosuch: ")
+	cfg.LAN = nil
+	check("no lan section", "")
+}
+
+func mustIPNet(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -22,15 +21,7 @@ import (
 // passes nothing), the problem appears within the target timeout, per
 // family; when the rule goes, it clears. Each figure is logged.
 func TestLANTargets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs network namespaces; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("needs root; CI runs as root")
-		}
-		t.Skip("needs root to create network namespaces")
-	}
+	needsNetns(t)
 	const gwNS, nodeNS = "bhc-lt-gw", "bhc-lt-node"
 	ip := func(args ...string) {
 		t.Helper()

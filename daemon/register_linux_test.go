@@ -6,12 +6,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,15 +30,7 @@ import (
 // object's status, with its own credential (the real API server), and
 // stops the publisher on shutdown (TestMain checks for leaks).
 func TestRunRegisters(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a network namespace and an API server; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("CI runs as root: this test must run")
-		}
-		t.Skip("needs root to create a network namespace")
-	}
+	needsNetns(t) // and an API server
 	env := kubetest.Start(t)
 	env.InstallCRDs(t, "../deploy/kubernetes/crds")
 	ctx := context.Background()
@@ -86,7 +76,7 @@ func TestRunRegisters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := runInNetns(t, path)
+	stop := runInNetns(t, netns.None(), path)
 	defer stop()
 
 	// Site b's gateway never answers: the gateway is up but not ready.
@@ -125,55 +115,6 @@ func TestRunRegisters(t *testing.T) {
 	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "NoRemoteSite" || !strings.Contains(ready.Message, "site-b") {
 		t.Errorf("Ready condition %+v, want False, NoRemoteSite naming site-b", ready)
 	}
-}
-
-// runInNetns runs the daemon from path in a private network namespace
-// (as TestRunRepairsDeletedRoute does: Run creates the TUN and socket on
-// its calling thread, locked into the namespace) and returns the
-// function that stops it and checks it returned nil.
-func runInNetns(t *testing.T, path string) (stop func()) {
-	t.Helper()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		ns, err := netns.New()
-		if err != nil {
-			done <- err
-			return
-		}
-		defer ns.Close()
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		if err != nil {
-			done <- err
-			return
-		}
-		done <- Run(ctx, Options{ConfigPath: path, Ready: func() { close(ready) }})
-	}()
-	stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("Run: %v", err)
-	case <-time.After(10 * time.Second):
-		stop()
-		t.Fatal("gateway not ready")
-	}
-	return stop
 }
 
 func createObject(t *testing.T, cs kubernetes.Interface, o kruntime.Object) {

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bridgehead/bridgehead/config"
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // freeAddr is a loopback TCP address nothing listens on (now).
@@ -49,17 +48,9 @@ func connectStatus(t *testing.T, addr, dst string) int {
 // TestReloadRelay: reloads turn the relay on, move it to another address
 // (the old one stops answering, the counters carry on) and turn it off.
 func TestReloadRelay(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	path := keys.write(t, dir, "a", sa, sb)
-	plain, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bindA, _ := udp.NewPair(epA, epB)
-	g, _, _ := startGateway(t, path, bindA)
+	l := newLabAB(t)
+	path, plain := l.path, mustRead(t, l.path)
+	g, _ := l.startA(t)
 	t.Cleanup(func() {
 		if rl := g.relay.Load(); rl != nil {
 			rl.Close()
@@ -156,15 +147,8 @@ func TestReloadRelay(t *testing.T) {
 // is closed without an answer and counted as client_not_allowed; one
 // inside is answered.
 func TestRelayConfigLimits(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	path := keys.write(t, dir, "a", sa, sb)
-	plain, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newLabAB(t)
+	path, plain := l.path, mustRead(t, l.path)
 	addr := freeAddr(t)
 	text := strings.Replace(string(plain), "sites:\n", "relay:\n  listen: "+addr+
 		"\n  maxPendingPerSource: 5\n  allowedClients: [127.0.0.2/32]\nsites:\n", 1)

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,16 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
-	"github.com/bridgehead/bridgehead/config"
-	bhcrypto "github.com/bridgehead/bridgehead/crypto"
-	"github.com/bridgehead/bridgehead/netsetup"
 	"github.com/bridgehead/bridgehead/packet"
 	"github.com/bridgehead/bridgehead/router"
 	"github.com/bridgehead/bridgehead/router/fq"
@@ -29,124 +23,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeKernel records what the gateway asked of the kernel.
-type fakeKernel struct {
-	mu    sync.Mutex
-	last  netsetup.Want
-	calls int
-	fail  error // returned by Apply, if set
-}
-
-func (k *fakeKernel) Apply(w netsetup.Want) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.last, k.calls = w, k.calls+1
-	return k.fail
-}
-func (k *fakeKernel) Close() error { return nil }
-
-func (k *fakeKernel) tunnel() []netip.Prefix {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.last.Tunnel
-}
-
-// labFiles writes keys and configs for sites a and b (and optionally c)
-// into dir and returns the config path of gateway `local`.
-type labKeys struct {
-	priv map[string]bhcrypto.PrivateKey
-}
-
-func newLabKeys(t *testing.T, dir string) *labKeys {
-	k := &labKeys{priv: map[string]bhcrypto.PrivateKey{}}
-	for _, s := range []string{"a", "b", "c"} {
-		p, err := bhcrypto.GeneratePrivateKey(rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.priv[s] = p
-		if err := os.WriteFile(filepath.Join(dir, s+".key"), []byte(p.String()+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return k
-}
-
-// siteYAML is one site of the catalog; endpoints are memory-bind addresses.
-func (k *labKeys) siteYAML(s, node, pod, ep string) string {
-	return fmt.Sprintf(`  - name: site-%[1]s
-    nodeCIDRs: [%[2]s]
-    podCIDRs: [%[3]s]
-    gateways:
-      - name: gw-%[1]s1
-        address: %[5]s
-        endpoint: %[4]s
-        publicKey: %[6]s
-`, s, node, pod, ep, strings.TrimSuffix(node, ".0/24")+".2", k.priv[s].PublicKey())
-}
-
-func (k *labKeys) write(t *testing.T, dir, local string, sites ...string) string {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "site: site-%s\ngateway: gw-%s1\nprivateKeyFile: %s.key\nlisten: 127.0.0.1:51820\ninterface: {name: bh-%s, mtu: 1420}\nsites:\n", local, local, local, local)
-	for _, s := range sites {
-		b.WriteString(s)
-	}
-	path := filepath.Join(dir, local+".yaml")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-var (
-	epA = netip.MustParseAddrPort("127.0.0.1:51001")
-	epB = netip.MustParseAddrPort("127.0.0.1:51002")
-)
-
-// startGateway runs one gateway in process on a channel TUN and a memory
-// bind, from its config file, the way Run would.
-func startGateway(t *testing.T, path string, bind udp.Bind) (*gateway, *tun.Channel, *fakeKernel) {
-	t.Helper()
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := identity(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := tun.NewChannel(cfg.Interface.Name, 1420)
-	r, err := router.New(router.Options{TUN: dev, Bind: bind, Identity: id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := routerConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.SetConfig(rc); err != nil {
-		t.Fatal(err)
-	}
-	k := &fakeKernel{}
-	g := &gateway{log: slog.New(slog.DiscardHandler), r: r, kern: k, m: newMetrics(r, "test"), id: id, mtu: 1420}
-	g.cfg.Store(cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	return g, dev, k
-}
 
 func ipv4UDP(src, dst netip.Addr, payload []byte) []byte {
 	b := make([]byte, 28+len(payload))
@@ -171,12 +47,9 @@ func ipv4UDP(src, dst netip.Addr, payload []byte) []byte {
 // lost, the a-b session is never renegotiated, and the kernel routes follow
 // each config. Run under -race; goleak checks goroutines at the end.
 func TestReloadKeepsSessions(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
+	l := newLabAB(t)
+	dir, keys, sa, sb, pathA := l.dir, l.keys, l.a, l.b, l.path
 	sc := keys.siteYAML("c", "10.3.0.0/24", "10.103.0.0/16", "127.0.0.1:51003")
-	pathA := keys.write(t, dir, "a", sa, sb)
 	pathB := keys.write(t, dir, "b", sa, sb)
 	bindA, bindB := udp.NewPair(epA, epB)
 	ga, tunA, kernA := startGateway(t, pathA, bindA)
@@ -342,14 +215,9 @@ func awaitPacket(dev *tun.Channel, pkt []byte, i int, dropped func() bool) (bool
 // TestReloadRefusals: a bad file, or a change that needs a restart, is
 // refused with a clear error; the running config keeps forwarding.
 func TestReloadRefusals(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	pathA := keys.write(t, dir, "a", sa, sb)
-	bindA, bindB := udp.NewPair(epA, epB)
-	ga, _, kernA := startGateway(t, pathA, bindA)
-	bindB.Close()
+	l := newLabAB(t)
+	pathA := l.path
+	ga, kernA := l.startA(t)
 	before := ga.cfg.Load()
 
 	cases := []struct {
@@ -450,14 +318,9 @@ func settledHandshakes(t *testing.T, r *router.Router) [4]uint64 {
 // and only kernel routes fail, the log says the new config is running
 // (with its hash), not that the old one stays in force.
 func TestReloadKernelFailureLog(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	pathA := keys.write(t, dir, "a", sa, sb)
-	bindA, bindB := udp.NewPair(epA, epB)
-	ga, _, kernA := startGateway(t, pathA, bindA)
-	bindB.Close()
+	l := newLabAB(t)
+	dir, keys, sa, sb, pathA := l.dir, l.keys, l.a, l.b, l.path
+	ga, kernA := l.startA(t)
 	var logs bytes.Buffer
 	ga.log = slog.New(slog.NewTextHandler(&logs, nil))
 	before := ga.cfg.Load()
@@ -501,14 +364,9 @@ func TestReloadKernelFailureLog(t *testing.T) {
 // one is not looked at, only the kernel state is re-applied; one byte more
 // and it is parsed, and refused.
 func TestReloadUnchangedIsNotParsed(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	pathA := keys.write(t, dir, "a", sa, sb)
-	bindA, bindB := udp.NewPair(epA, epB)
-	bindB.Close()
-	ga, _, kernA := startGateway(t, pathA, bindA)
+	l := newLabAB(t)
+	dir, pathA := l.dir, l.path
+	ga, kernA := l.startA(t)
 	before := ga.cfg.Load()
 	if err := os.Remove(filepath.Join(dir, "a.key")); err != nil {
 		t.Fatal(err)

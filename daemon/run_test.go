@@ -12,12 +12,8 @@ import (
 // private key file that group or others can read, before it touches the
 // kernel, and the error says how to fix it.
 func TestRunRefusesReadableKey(t *testing.T) {
-	dir := t.TempDir()
-	k := newLabKeys(t, dir)
-	path := k.write(t, dir, "a",
-		k.siteYAML("a", "10.1.0.0/24", "10.11.0.0/16", epA.String()),
-		k.siteYAML("b", "10.2.0.0/24", "10.12.0.0/16", epB.String()))
-	key := filepath.Join(dir, "a.key")
+	l := newLabAB(t)
+	path, key := l.path, filepath.Join(l.dir, "a.key")
 	if err := os.Chmod(key, 0o640); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/bridgehead/bridgehead/udp"
 )
 
 // TestStartAndReloadRefuseAlike: start-up and reload validate a config
@@ -14,15 +12,9 @@ import (
 // reload refuses too, with the same error naming file and field, and
 // keeps its config; a file that reload refuses, Run refuses too.
 func TestStartAndReloadRefuseAlike(t *testing.T) {
-	dir := t.TempDir()
-	keys := newLabKeys(t, dir)
-	sa := keys.siteYAML("a", "10.1.0.0/24", "10.101.0.0/16", epA.String())
-	sb := keys.siteYAML("b", "10.2.0.0/24", "10.102.0.0/16", epB.String())
-	path := keys.write(t, dir, "a", sa, sb)
-	good := mustRead(t, path)
-	bindA, bindB := udp.NewPair(epA, epB)
-	g, _, _ := startGateway(t, path, bindA)
-	bindB.Close()
+	l := newLabAB(t)
+	keys, path, good := l.keys, l.path, mustRead(t, l.path)
+	g, _ := l.startA(t)
 	running := g.cfg.Load()
 
 	cases := []struct {
