@@ -125,6 +125,40 @@ func LogEvents(root string, dirs []string) ([]LogEvent, error) {
 	return uniq, nil
 }
 
+// CommandLogEvents finds the log events of the function fn (the run
+// command's setup, setupRun) in the package directory dir.
+func CommandLogEvents(root, dir, fn string) ([]LogEvent, error) {
+	files, err := parseFlat(root, dir)
+	if err != nil {
+		return nil, err
+	}
+	consts := stringConsts(files)
+	var out []LogEvent
+	found := false
+	for _, f := range files {
+		for _, decl := range f.File.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Name.Name != fn || fd.Body == nil {
+				continue
+			}
+			found = true
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if ev, ok := logEvent(call, consts); ok {
+						ev.File = f.Rel
+						out = append(out, ev)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("no function %s in %s", fn, dir)
+	}
+	return out, nil
+}
+
 // logEvent reads one call as a log event.
 func logEvent(call *ast.CallExpr, consts map[string]string) (LogEvent, bool) {
 	sel, ok := call.Fun.(*ast.SelectorExpr)
@@ -198,7 +232,7 @@ func slogLevel(e ast.Expr) string {
 // LogsReference renders docs/reference/logs.md.
 func LogsReference(events []LogEvent, pkgs []string) []byte {
 	var b bytes.Buffer
-	b.WriteString(generatedBy("the slog calls of the packages `bridgehead run` links"))
+	b.WriteString(generatedBy("the slog calls of the run command and of the packages it links"))
 	b.WriteString("# Gateway log events\n\n")
 	b.WriteString("Every event the gateway (`bridgehead run`) logs at INFO, WARN or ERROR with a fixed message, with its keys and where it is logged. ")
 	b.WriteString("`--log-format json` writes them as JSON objects with `level` and `msg`; `--log-level` filters them ([cli.md](cli.md#run)). Events logged at DEBUG, and messages built at run time, are left out.\n\n")

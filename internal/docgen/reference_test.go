@@ -126,6 +126,11 @@ func TestReferenceLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	run, err := CommandLogEvents(root, "cmd/bridgehead", "setupRun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = append(run, events...)
 	if len(events) < 20 {
 		t.Fatalf("found %d log events; the scanner lost track of the log calls", len(events))
 	}
