@@ -124,10 +124,16 @@ func (e *Env) ServiceAccountConfig(t testing.TB, ns, name string) *rest.Config {
 	if err != nil {
 		t.Fatalf("kubetest: token for ServiceAccount %s/%s: %v", ns, name, err)
 	}
+	return e.tokenConfig(tr.Status.Token)
+}
+
+// tokenConfig is a client config of this API server that authenticates
+// with a bearer token.
+func (e *Env) tokenConfig(token string) *rest.Config {
 	return &rest.Config{
 		Host:            e.Config.Host,
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM},
-		BearerToken:     tr.Status.Token,
+		BearerToken:     token,
 		QPS:             e.Config.QPS,
 		Burst:           e.Config.Burst,
 	}

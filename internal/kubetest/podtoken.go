@@ -39,11 +39,5 @@ func (e *Env) PodServiceAccountConfig(t testing.TB, ns, name, pod, node string) 
 	if err != nil {
 		t.Fatalf("kubetest: token of ServiceAccount %s/%s bound to pod %s: %v", ns, name, pod, err)
 	}
-	return &rest.Config{
-		Host:            e.Config.Host,
-		TLSClientConfig: rest.TLSClientConfig{CAData: e.pki.caPEM},
-		BearerToken:     tr.Status.Token,
-		QPS:             e.Config.QPS,
-		Burst:           e.Config.Burst,
-	}
+	return e.tokenConfig(tr.Status.Token)
 }
