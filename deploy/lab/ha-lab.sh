@@ -35,8 +35,7 @@ LAN_INTERFACE=${LAN_INTERFACE-lan}
 LB_INTERVAL=${LB_INTERVAL:-100ms}
 here=$(cd "$(dirname "$0")" && pwd)
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '    $ %s\n' "$*"; "$@"; }
+. "$here/lib.sh"
 
 # link NS DEV SWITCH PORT: a veth from NS (named DEV) to a port of the
 # bridge in SWITCH.
@@ -47,20 +46,11 @@ link() {
 }
 
 up() {
-	local dir=$1 p=${2:-bhha}
-	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
-	echo "$p" >"$dir/prefix"
-	: >"$dir/namespaces"
-	: >"$dir/pids"
+	local dir p=${2:-bhha}
+	dir=$(lab_state "$1" "$p")
 
 	say "creating namespaces"
-	for ns in a-node a-gw b-gw b-gw2 b-node wan b-lan; do
-		ip netns add "$p-$ns"
-		echo "$p-$ns" >>"$dir/namespaces"
-		ip -n "$p-$ns" link set lo up
-		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
-	done
+	lab_namespaces "$dir" "$p" a-node a-gw b-gw b-gw2 b-node wan b-lan
 	for sw in wan b-lan; do
 		ip -n "$p-$sw" link add br0 type bridge
 		ip -n "$p-$sw" link set br0 up
@@ -76,20 +66,9 @@ up() {
 	link "$p-b-gw" lan "$p-b-lan" g1
 	link "$p-b-gw2" lan "$p-b-lan" g2
 	link "$p-b-node" eth0 "$p-b-lan" node
-	ip -n "$p-a-gw" addr add 10.224.0.4/16 dev lan
-	ip -n "$p-a-gw" addr add fd00:224::4/64 dev lan nodad
-	ip -n "$p-a-node" addr add 10.224.0.5/16 dev eth0
-	ip -n "$p-a-node" addr add fd00:224::5/64 dev eth0 nodad
-	ip -n "$p-a-node" addr add 10.244.1.10/32 dev lo
-	ip -n "$p-a-node" addr add fd00:244:0:1::10/128 dev lo
-	ip -n "$p-b-gw" addr add 192.168.50.2/24 dev lan
-	ip -n "$p-b-gw" addr add fd00:50::2/64 dev lan nodad
+	lab_two_sites "$p"
 	ip -n "$p-b-gw2" addr add 192.168.50.3/24 dev lan
 	ip -n "$p-b-gw2" addr add fd00:50::3/64 dev lan nodad
-	ip -n "$p-b-node" addr add 192.168.50.5/24 dev eth0
-	ip -n "$p-b-node" addr add fd00:50::5/64 dev eth0 nodad
-	ip -n "$p-b-node" addr add 10.245.1.10/32 dev lo
-	ip -n "$p-b-node" addr add fd00:245:0:1::10/128 dev lo
 	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
 	ip -n "$p-b-gw" addr add 203.0.113.2/24 dev wan
 	ip -n "$p-b-gw2" addr add 203.0.113.3/24 dev wan
@@ -123,23 +102,14 @@ up() {
 
 	say "node routes from 'bridgehead routes' (site B: ECMP over both gateways)"
 	for s in a b; do
-		"$BRIDGEHEAD" routes --config "$dir/${s}1.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
-		sed 's/^/    /' "$dir/$s-node-routes.sh"
-		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+		lab_node_routes "$dir" "$p" "${s}1" "$s"
 	done
 
 	say "starting gateways"
-	start "$dir" "$p" a1 a-gw
-	start "$dir" "$p" b1 b-gw
-	start "$dir" "$p" b2 b-gw2
-	for ns in a-gw b-gw b-gw2; do
-		local ok=
-		for _ in $(seq 1 100); do
-			if ip -n "$p-$ns" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
-			sleep 0.1
-		done
-		[ -n "$ok" ] || { echo "gateway in $p-$ns did not come up" >&2; cat "$dir"/*.log >&2; return 1; }
-	done
+	lab_start "$dir" "$p" a1 a-gw "$BRIDGEHEAD"
+	lab_start "$dir" "$p" b1 b-gw "$BRIDGEHEAD"
+	lab_start "$dir" "$p" b2 b-gw2 "$BRIDGEHEAD"
+	lab_wait_up "$dir" "$p" a1:a-gw b1:b-gw b2:b-gw2
 
 	say "node B's balancer: routes only via gateways whose /readyz answers 200"
 	local dests
@@ -147,14 +117,6 @@ up() {
 	ip netns exec "$p-b-node" "$BHPROBE" lb-watch -gateways 192.168.50.2,192.168.50.3 -gateways6 fd00:50::2,fd00:50::3 \
 		-ready-port 9641 -interval "$LB_INTERVAL" -dests "$dests" >"$dir/lb.log" 2>&1 &
 	echo $! >>"$dir/pids"
-}
-
-# start DIR PREFIX GW NS starts gateway GW in namespace NS.
-start() {
-	ip netns exec "$2-$4" "$BRIDGEHEAD" run --config "$1/$3.yaml" >"$1/$3.log" 2>&1 &
-	echo $! >>"$1/pids"
-	echo $! >"$1/$3.pid"
-	echo "    gw-$3 pid $! (log $1/$3.log)"
 }
 
 catalog() {
@@ -184,6 +146,6 @@ YAML
 
 case "${1:-}" in
 up) shift; up "$@" ;;
-down) shift; "$here/lab.sh" down "$@" ;;
+down) shift; lab_down "$@" ;;
 *) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
 esac

@@ -37,26 +37,14 @@ RUN_ARGS=${RUN_ARGS:-}
 CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
 CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '    $ %s\n' "$*"; "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 up() {
-	local dir=$1 p=${2:-bhlab}
-	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
-	echo "$p" >"$dir/prefix"
-	: >"$dir/namespaces"
-	: >"$dir/pids"
+	local dir p=${2:-bhlab}
+	dir=$(lab_state "$1" "$p")
 
 	say "creating namespaces ($p-a-node, $p-a-gw, $p-b-gw, $p-b-node)"
-	for ns in a-node a-gw b-gw b-node; do
-		run ip netns add "$p-$ns"
-		echo "$p-$ns" >>"$dir/namespaces"
-		ip -n "$p-$ns" link set lo up
-		# Lab links come up at once; duplicate address detection would
-		# hold IPv6 (link-local addresses included) back for a second.
-		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
-	done
+	lab_namespaces "$dir" "$p" a-node a-gw b-gw b-node
 
 	say "wiring links: node A -- gateway A == WAN == gateway B -- node B"
 	run ip -n "$p-a-gw" link add lan type veth peer name eth0 netns "$p-a-node"
@@ -64,20 +52,8 @@ up() {
 	run ip -n "$p-a-gw" link add wan type veth peer name wan netns "$p-b-gw"
 	ip -n "$p-a-gw" link set wan mtu "$WAN_MTU"
 	ip -n "$p-b-gw" link set wan mtu "$WAN_MTU"
-	# Site A LAN
-	ip -n "$p-a-gw" addr add 10.224.0.4/16 dev lan
-	ip -n "$p-a-gw" addr add fd00:224::4/64 dev lan nodad
-	ip -n "$p-a-node" addr add 10.224.0.5/16 dev eth0
-	ip -n "$p-a-node" addr add fd00:224::5/64 dev eth0 nodad
-	ip -n "$p-a-node" addr add 10.244.1.10/32 dev lo
-	ip -n "$p-a-node" addr add fd00:244:0:1::10/128 dev lo
-	# Site B LAN
-	ip -n "$p-b-gw" addr add 192.168.50.2/24 dev lan
-	ip -n "$p-b-gw" addr add fd00:50::2/64 dev lan nodad
-	ip -n "$p-b-node" addr add 192.168.50.5/24 dev eth0
-	ip -n "$p-b-node" addr add fd00:50::5/64 dev eth0 nodad
-	ip -n "$p-b-node" addr add 10.245.1.10/32 dev lo
-	ip -n "$p-b-node" addr add fd00:245:0:1::10/128 dev lo
+	# Site LANs
+	lab_two_sites "$p"
 	# WAN
 	ip -n "$p-a-gw" addr add 203.0.113.1/24 dev wan
 	ip -n "$p-b-gw" addr add 203.0.113.2/24 dev wan
@@ -125,9 +101,7 @@ up() {
 
 	say "installing node routes from 'bridgehead routes' (nodes run nothing of ours)"
 	for s in a b; do
-		"$BRIDGEHEAD" routes --config "$dir/$s.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
-		sed 's/^/    /' "$dir/$s-node-routes.sh"
-		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+		lab_node_routes "$dir" "$p" "$s" "$s"
 	done
 
 	say "starting gateways"
@@ -135,22 +109,9 @@ up() {
 		local bin=$BRIDGEHEAD_A
 		if [ "$s" = b ]; then bin=$BRIDGEHEAD_B; fi
 		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
-		ip netns exec "$p-$s-gw" "$bin" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
-		echo $! >>"$dir/pids"
-		echo "    gw-${s}1 pid $! (log $dir/$s.log)"
+		lab_start "$dir" "$p" "$s" "$s-gw" "$bin" $RUN_ARGS
 	done
-	for s in a b; do
-		local ok=
-		for _ in $(seq 1 100); do
-			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
-			sleep 0.1
-		done
-		if [ -z "$ok" ]; then
-			echo "gateway $s did not come up; its log:" >&2
-			cat "$dir/$s.log" >&2
-			return 1
-		fi
-	done
+	lab_wait_up "$dir" "$p" a:a-gw b:b-gw
 	ip -n "$p-a-gw" route show dev bh0 | sed 's/^/    gw-a1: /'
 }
 
@@ -184,38 +145,8 @@ sites:
 YAML
 }
 
-down() {
-	local dir=$1
-	[ -d "$dir" ] || return 0
-	if [ -f "$dir/pids" ]; then
-		while read -r pid; do
-			[ -n "$pid" ] || continue
-			kill -TERM "$pid" 2>/dev/null || true
-		done <"$dir/pids"
-		# A second signal: gateways stop at once instead of draining
-		# first (SIGTERM alone drains; the lab is going away).
-		while read -r pid; do
-			[ -n "$pid" ] || continue
-			kill -INT "$pid" 2>/dev/null || true
-		done <"$dir/pids"
-		while read -r pid; do
-			[ -n "$pid" ] || continue
-			for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-			kill -KILL "$pid" 2>/dev/null || true
-		done <"$dir/pids"
-		: >"$dir/pids"
-	fi
-	if [ -f "$dir/namespaces" ]; then
-		while read -r ns; do
-			[ -n "$ns" ] || continue
-			ip netns del "$ns" 2>/dev/null || true
-		done <"$dir/namespaces"
-		: >"$dir/namespaces"
-	fi
-}
-
 case "${1:-}" in
 up) shift; up "$@" ;;
-down) shift; down "$@" ;;
+down) shift; lab_down "$@" ;;
 *) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
 esac

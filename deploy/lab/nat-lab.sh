@@ -54,8 +54,7 @@ HUBS=${HUBS:-1}
 # RUN_ARGS: extra flags for `bridgehead run`.
 RUN_ARGS=${RUN_ARGS:-}
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '    $ %s\n' "$*"; "$@"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SITES="a e1 e2"
 [ "$HUBS" = 1 ] || [ "$HUBS" = 2 ] || { echo "HUBS: want 1 or 2, not $HUBS" >&2; exit 2; }
@@ -64,22 +63,14 @@ GATEWAYS=$SITES
 [ "$HUBS" = 1 ] || GATEWAYS="a a2 e1 e2"
 
 up() {
-	local dir=$1 p=${2:-bhnat}
-	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
-	echo "$p" >"$dir/prefix"
-	: >"$dir/namespaces"
-	: >"$dir/pids"
+	local dir p=${2:-bhnat}
+	dir=$(lab_state "$1" "$p")
 
 	say "creating namespaces ($p-*)"
 	local extra=
 	[ "$HUBS" = 1 ] || extra="a2-gw a-lan"
-	for ns in wan a-gw a-node e1-nat e1-gw e1-node e2-nat e2-gw e2-node $extra; do
-		run ip netns add "$p-$ns"
-		echo "$p-$ns" >>"$dir/namespaces"
-		ip -n "$p-$ns" link set lo up
-		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
-	done
+	# shellcheck disable=SC2086 # extra is a list of names
+	lab_namespaces "$dir" "$p" wan a-gw a-node e1-nat e1-gw e1-node e2-nat e2-gw e2-node $extra
 
 	say "the WAN: a bridge, site A's gateway and the two NAT routers on it"
 	ip -n "$p-wan" link add br0 type bridge
@@ -195,31 +186,18 @@ NFT
 
 	say "node routes from 'bridgehead routes'"
 	for s in $SITES; do
-		"$BRIDGEHEAD" routes --config "$dir/$s.yaml" --site "site-$s" --format ip >"$dir/$s-node-routes.sh"
-		ip netns exec "$p-$s-node" sh -e "$dir/$s-node-routes.sh"
+		lab_node_routes "$dir" "$p" "$s" "$s"
 	done
 
 	[ "$START" = 1 ] || return 0
 	say "starting gateways"
+	local up=()
 	for s in $GATEWAYS; do
 		# shellcheck disable=SC2086 # RUN_ARGS is a list of flags
-		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" $RUN_ARGS >"$dir/$s.log" 2>&1 &
-		echo $! >>"$dir/pids"
-		echo $! >"$dir/$s.pid"
-		echo "    gw-$s pid $! (log $dir/$s.log)"
+		lab_start "$dir" "$p" "$s" "$s-gw" "$BRIDGEHEAD" $RUN_ARGS
+		up+=("$s:$s-gw")
 	done
-	for s in $GATEWAYS; do
-		local ok=
-		for _ in $(seq 1 100); do
-			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
-			sleep 0.1
-		done
-		if [ -z "$ok" ]; then
-			echo "gateway $s did not come up; its log:" >&2
-			cat "$dir/$s.log" >&2
-			return 1
-		fi
-	done
+	lab_wait_up "$dir" "$p" "${up[@]}"
 }
 
 # lanside GW NODE NET POD: a veth between a gateway and its node, the
@@ -265,13 +243,8 @@ YAML
 YAML
 }
 
-# down is lab.sh's: the same state files (pids, namespaces) in STATE_DIR.
-down() {
-	"$(dirname "$0")/lab.sh" down "$@"
-}
-
 case "${1:-}" in
 up) shift; up "$@" ;;
-down) shift; down "$@" ;;
+down) shift; lab_down "$@" ;;
 *) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
 esac

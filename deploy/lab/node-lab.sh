@@ -30,19 +30,12 @@ BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
 CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
 CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 up() {
-	local dir=$1 p=${2:-bhnode}
-	mkdir -p "$dir"
-	dir=$(cd "$dir" && pwd)
-	echo "$p" >"$dir/prefix"
-	: >"$dir/namespaces"
-	: >"$dir/pids"
-	for ns in a-gw b-gw a-n1 a-n2 b-n1 b-n2 inet; do
-		ip netns add "$p-$ns"
-		echo "$p-$ns" >>"$dir/namespaces"
-		ip -n "$p-$ns" link set lo up
-		ip netns exec "$p-$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
-	done
+	local dir p=${2:-bhnode}
+	dir=$(lab_state "$1" "$p")
+	lab_namespaces "$dir" "$p" a-gw b-gw a-n1 a-n2 b-n1 b-n2 inet
 	for ns in a-gw b-gw; do
 		ip netns exec "$p-$ns" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 	done
@@ -95,21 +88,9 @@ up() {
 		"$BRIDGEHEAD" check --config "$dir/$s.yaml" >/dev/null
 	done
 	for s in a b; do
-		ip netns exec "$p-$s-gw" "$BRIDGEHEAD" run --config "$dir/$s.yaml" >"$dir/$s.log" 2>&1 &
-		echo $! >>"$dir/pids"
+		lab_start "$dir" "$p" "$s" "$s-gw" "$BRIDGEHEAD"
 	done
-	for s in a b; do
-		local ok=
-		for _ in $(seq 1 100); do
-			if ip -n "$p-$s-gw" route show dev bh0 2>/dev/null | grep -q .; then ok=1; break; fi
-			sleep 0.1
-		done
-		if [ -z "$ok" ]; then
-			echo "gateway $s did not come up; its log:" >&2
-			cat "$dir/$s.log" >&2
-			return 1
-		fi
-	done
+	lab_wait_up "$dir" "$p" a:a-gw b:b-gw
 }
 
 # lan SITE ADDR4 ADDR6: the site's LAN bridge in its gateway's namespace.
@@ -160,13 +141,8 @@ sites:
 YAML
 }
 
-# down is lab.sh's: the same state files (pids, namespaces) in STATE_DIR.
-down() {
-	"$(dirname "$0")/lab.sh" down "$@"
-}
-
 case "${1:-}" in
 up) shift; p=${2:-bhnode}; up "$@" ;;
-down) shift; down "$@" ;;
+down) shift; lab_down "$@" ;;
 *) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
 esac
