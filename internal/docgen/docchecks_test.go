@@ -97,3 +97,30 @@ func TestParagraphs(t *testing.T) {
 		t.Errorf("paragraphs %q", got)
 	}
 }
+
+func TestAnchors(t *testing.T) {
+	md := "# Title\n\n<a id=\"probeinterval\"></a>\n### `sites[].probeInterval`\n\n## Site\n\n## Site\n"
+	got := Anchors(md)
+	for _, want := range []string{"title", "probeinterval", "sitesprobeinterval", "site", "site-1"} {
+		if !got[want] {
+			t.Errorf("no anchor %q in %v", want, got)
+		}
+	}
+	if got["sites[].probeinterval"] {
+		t.Error("punctuation kept in an anchor")
+	}
+}
+
+func TestCheckReferenceLinks(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"docs/reference/config.md": "<a id=\"via\"></a>\n### `sites[].via`\n",
+		"docs/ops.md":              "[a](reference/config.md#via) [b](reference/config.md#sitesvia) [c](reference/config.md#nope) [d](reference/gone.md#x) [e](other.md#y)",
+	})
+	problems, err := CheckReferenceLinks(root, []string{"docs/ops.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) != 2 || !strings.Contains(problems[0], "#nope") || !strings.Contains(problems[1], "gone.md") {
+		t.Errorf("problems %q, want #nope and gone.md", problems)
+	}
+}

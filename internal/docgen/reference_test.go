@@ -189,6 +189,13 @@ func TestReferenceDocsAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	links, err := CheckReferenceLinks(root, append(files, "docs/reference/README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range links {
+		t.Error(p)
+	}
 	found, problems := CheckRestartLists(paras, fields, restart)
 	for _, p := range problems {
 		t.Error(p)
