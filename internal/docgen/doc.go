@@ -3,7 +3,8 @@
 // by go/ast), the CRD fields (from the OpenAPI schemas of
 // deploy/kubernetes/crds), the metrics and the log events (by scanning
 // the source tree), and checks what the hand-written docs say about
-// states, metrics and restart-only fields against the code.
+// states, metrics and restart-only fields, and their links into the
+// reference, against the code.
 //
 // `go test ./internal/docgen -run TestReference -update` rewrites the
 // generated pages; without -update the test fails when a page differs
