@@ -81,20 +81,7 @@ func (w *catalogWatch) assemble(site string) ([]config.Site, error) {
 // change of a catalog object.
 func (w *catalogWatch) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		w.mu.Lock()
-		ch := w.ch
-		w.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-	}
+	waitChanged(t, &w.mu, &w.ch, timeout, what, cond)
 }
 
 // minGap is the shortest time between two writes of one object, and the
@@ -294,28 +281,11 @@ func TestKubeCatalogJoinOneSlice(t *testing.T) {
 	h.createSite(t, "site-j", []string{"10.60.0.0/16"}, []string{"100.64.0.0/12"}, 24, 64)
 	h.createGateway(t, "site-j", "gw1", "10.60.0.1", "192.0.2.60:51820")
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for k := w; k < nodes; k += 16 {
-				// node-0000, node-0002, ...: the joining node-0001 sorts
-				// between them.
-				if err := h.createNode(ctx, fmt.Sprintf("node-%04d", 2*k), fmt.Sprintf("10.60.%d.%d", 1+k/250, k%250+1)); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	createParallel(t, nodes, 16, func(k int) error {
+		// node-0000, node-0002, ...: the joining node-0001 sorts
+		// between them.
+		return h.createNode(ctx, fmt.Sprintf("node-%04d", 2*k), fmt.Sprintf("10.60.%d.%d", 1+k/250, k%250+1))
+	})
 	w := watchCatalog(t, h.cs)
 	in := h.start(t, "bhc-join", nil)
 	waitLeader(t, h, in, 30*time.Second)

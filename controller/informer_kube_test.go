@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,26 +98,10 @@ func BenchmarkNodeCacheHeap(b *testing.B) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for w := range 32 {
-		wg.Go(func() {
-			for i := w; i < nodes; i += 32 {
-				if _, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{FieldManager: "kubelet"}); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	createParallel(b, nodes, 32, func(i int) error {
+		_, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{FieldManager: "kubelet"})
+		return err
+	})
 	sample, err := cs.CoreV1().Nodes().Get(ctx, kubeletNode(0).Name, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)

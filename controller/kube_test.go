@@ -188,20 +188,7 @@ func (o *observer) firstReady(name string) (time.Time, bool) {
 // waitFor waits until cond holds, re-checking on every change.
 func (o *observer) waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		o.mu.Lock()
-		ch := o.ch
-		o.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-	}
+	waitChanged(t, &o.mu, &o.ch, timeout, what, cond)
 }
 
 func (o *observer) node(name string) *corev1.Node {

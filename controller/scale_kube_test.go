@@ -109,27 +109,10 @@ func createScaleCluster(t *testing.T, h *kubeHarness, nodes int) int {
 		}
 	}
 	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for w := range 32 {
-		wg.Go(func() {
-			for k := w; k < nodes; k += 32 {
-				name, ip4, ip6 := scaleNode(k, sites)
-				if err := h.createNode(ctx, name, ip4, ip6); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	createParallel(t, nodes, 32, func(k int) error {
+		name, ip4, ip6 := scaleNode(k, sites)
+		return h.createNode(ctx, name, ip4, ip6)
+	})
 	t.Logf("created %d Sites, %d Gateways, %d Nodes in %s", sites, 2*sites, nodes, time.Since(t0).Round(time.Millisecond))
 	return sites
 }
