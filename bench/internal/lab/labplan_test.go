@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -17,12 +18,29 @@ func TestLabPlanMatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab := string(raw)
+	raw, err = os.ReadFile("../../../deploy/lab/lib.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib := string(raw)
 
-	// Addresses: `ip -n "$p-ROLE" addr add ADDR dev DEV` in lab.sh.
+	// Addresses: `ip -n "$p-ROLE" addr add ADDR dev DEV` in lab.sh (the
+	// WAN), and the sites lab.sh builds with lib.sh's lab_two_sites:
+	// `lab_site "$1" SITE GW4 GW6 NODE4 NODE6 POD4 POD6`, the gateway's
+	// on its lan, the node's on eth0, the pod's on the node's lo.
 	re := regexp.MustCompile(`ip -n "\$p-([a-z-]+)" addr add (\S+) dev (\S+)`)
 	var want []string
 	for _, m := range re.FindAllStringSubmatch(lab, -1) {
 		want = append(want, m[1]+" "+m[2]+" "+m[3])
+	}
+	if !strings.Contains(lab, `lab_two_sites "$p"`) {
+		t.Fatal("lab.sh no longer builds its sites with lab_two_sites")
+	}
+	site := regexp.MustCompile(`(?m)^\s*lab_site "\$1" ([a-z]+) (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)$`)
+	for _, m := range site.FindAllStringSubmatch(lib, -1) {
+		gw, node := m[1]+"-gw", m[1]+"-node"
+		want = append(want, gw+" "+m[2]+" lan", gw+" "+m[3]+" lan",
+			node+" "+m[4]+" eth0", node+" "+m[5]+" eth0", node+" "+m[6]+" lo", node+" "+m[7]+" lo")
 	}
 	var got []string
 	for _, c := range labLinks(ANode, BNode, AGW, BGW, 1500) {
@@ -33,7 +51,7 @@ func TestLabPlanMatches(t *testing.T) {
 	slices.Sort(want)
 	slices.Sort(got)
 	if len(want) < 14 {
-		t.Fatalf("found only %d addresses in lab.sh; did its form change?\n%v", len(want), want)
+		t.Fatalf("found only %d addresses in lab.sh and lib.sh; did their form change?\n%v", len(want), want)
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("addresses differ:\nlab.sh: %v\nbench:  %v", want, got)
