@@ -6,7 +6,7 @@
 // kernel picks a TUN queue by flow hash, so a ping, a DNS query or a small
 // request hashed to the queue of a bulk flow waits behind milliseconds of
 // it before a lane even reads it; sorting flows after the read
-// (router/sparse.go) comes too late for that wait. The gateway's TUN has
+// (package router/sparse) comes too late for that wait. The gateway's TUN has
 // n bulk queues, 0..n-1, read by the bulk lanes, and one more, queue n,
 // the express queue, read by a real-time thread that seals and sends what
 // it reads at once. Program is a TUN steering program
@@ -15,7 +15,7 @@
 // returns. It is built with github.com/cilium/ebpf's asm, no compiler
 // needed.
 //
-// The sorting is router/sparse.go's, moved into the kernel: each flow
+// The sorting is package router/sparse's, moved into the kernel: each flow
 // hash bucket (Buckets of them) is a token bucket, Rate bytes/s with a
 // Burst, and a flow whose bucket holds its packet's size is sparse and
 // goes to the express queue; one that outgrows it is bulk and goes to

@@ -15,7 +15,7 @@ import (
 const Buckets = 1024
 
 // Defaults for the zero fields of Config. The flow bucket is
-// router/sparse.go's: about 1 Mbit/s, and a TCP handshake and a small
+// package router/sparse's: about 1 Mbit/s, and a TCP handshake and a small
 // request or response at once.
 const (
 	DefaultRate       = 128 << 10 // bytes per second
@@ -24,7 +24,7 @@ const (
 	DefaultTotalRate  = 2 << 20   // bytes per second
 	DefaultTotalBurst = 256 << 10 // bytes
 	// DefaultPacketCost is what the daemon sets Config.PacketCost to;
-	// router/sparse.go's readers charge it too.
+	// package router/sparse's readers charge it too.
 	DefaultPacketCost = 512 // bytes
 )
 
@@ -53,7 +53,7 @@ type Config struct {
 	// bucket.
 	Rate, Burst int
 	// Quiet is how long a bulk flow must send nothing to be sparse
-	// again. As in router/sparse.go, a bucket's first packet counts as
+	// again. As in package router/sparse, a bucket's first packet counts as
 	// one after a gap of Quiet: with Quiet below Burst/Rate a new flow
 	// starts with Quiet*Rate tokens, not Burst.
 	Quiet time.Duration
@@ -169,7 +169,7 @@ func u32(v uint32) int32 { return int32(v) }
 // Buckets: keyed, so that nobody can aim a flow at another's bucket.
 //
 // Sparse or bulk: the flow bucket runs
-// sparseFlows.sparse of router/sparse.go (R9 points at it), and a packet
+// sparse.Flows.Sparse of package router/sparse (R9 points at it), and a packet
 // it finds sparse must also fit the aggregate at state[Buckets] (R8).
 // The aggregate is a token bucket in its GCRA form, one word: the
 // theoretical arrival time tat; a packet of size bytes costs
