@@ -340,35 +340,38 @@ func (t *Topology) Down() error {
 // the same links and addresses as deploy/lab/lab.sh (TestLabPlanMatches
 // compares them).
 func labLinks(a, b, ga, gb string, wanMTU int) [][]string {
-	return [][]string{
+	cmds := [][]string{
 		{"-n", ga, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", a},
 		{"-n", gb, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", b},
 		{"-n", ga, "link", "add", "wan", "type", "veth", "peer", "name", "wan", "netns", gb},
 		{"-n", ga, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
 		{"-n", gb, "link", "set", "wan", "mtu", fmt.Sprint(wanMTU)},
-		// Site A LAN
-		{"-n", ga, "addr", "add", gwALAN + "/16", "dev", "lan"},
-		{"-n", ga, "addr", "add", gwALAN6 + "/64", "dev", "lan", "nodad"},
-		{"-n", a, "addr", "add", nodeA + "/16", "dev", "eth0"},
-		{"-n", a, "addr", "add", "fd00:224::5/64", "dev", "eth0", "nodad"},
-		{"-n", a, "addr", "add", PodA.String() + "/32", "dev", "lo"},
-		{"-n", a, "addr", "add", "fd00:244:0:1::10/128", "dev", "lo"},
-		// Site B LAN
-		{"-n", gb, "addr", "add", gwBLAN + "/24", "dev", "lan"},
-		{"-n", gb, "addr", "add", gwBLAN6 + "/64", "dev", "lan", "nodad"},
-		{"-n", b, "addr", "add", nodeB + "/24", "dev", "eth0"},
-		{"-n", b, "addr", "add", "fd00:50::5/64", "dev", "eth0", "nodad"},
-		{"-n", b, "addr", "add", PodB.String() + "/32", "dev", "lo"},
-		{"-n", b, "addr", "add", "fd00:245:0:1::10/128", "dev", "lo"},
+	}
+	cmds = append(cmds, labSite(ga, a, gwALAN+"/16", gwALAN6+"/64", nodeA+"/16", "fd00:224::5/64", PodA.String()+"/32", "fd00:244:0:1::10/128")...)
+	cmds = append(cmds, labSite(gb, b, gwBLAN+"/24", gwBLAN6+"/64", nodeB+"/24", "fd00:50::5/64", PodB.String()+"/32", "fd00:245:0:1::10/128")...)
+	return append(cmds,
 		// WAN
-		{"-n", ga, "addr", "add", WANA + "/24", "dev", "wan"},
-		{"-n", gb, "addr", "add", WANB + "/24", "dev", "wan"},
-		{"-n", ga, "link", "set", "lan", "up"},
-		{"-n", ga, "link", "set", "wan", "up"},
-		{"-n", gb, "link", "set", "lan", "up"},
-		{"-n", gb, "link", "set", "wan", "up"},
-		{"-n", a, "link", "set", "eth0", "up"},
-		{"-n", b, "link", "set", "eth0", "up"},
+		[]string{"-n", ga, "addr", "add", WANA + "/24", "dev", "wan"},
+		[]string{"-n", gb, "addr", "add", WANB + "/24", "dev", "wan"},
+		[]string{"-n", ga, "link", "set", "lan", "up"},
+		[]string{"-n", ga, "link", "set", "wan", "up"},
+		[]string{"-n", gb, "link", "set", "lan", "up"},
+		[]string{"-n", gb, "link", "set", "wan", "up"},
+		[]string{"-n", a, "link", "set", "eth0", "up"},
+		[]string{"-n", b, "link", "set", "eth0", "up"},
+	)
+}
+
+// labSite is deploy/lab/lib.sh's lab_site: a site's gateway addresses
+// on its lan, its node's on eth0 and the node's pod addresses on lo.
+func labSite(gw, node, gw4, gw6, node4, node6, pod4, pod6 string) [][]string {
+	return [][]string{
+		{"-n", gw, "addr", "add", gw4, "dev", "lan"},
+		{"-n", gw, "addr", "add", gw6, "dev", "lan", "nodad"},
+		{"-n", node, "addr", "add", node4, "dev", "eth0"},
+		{"-n", node, "addr", "add", node6, "dev", "eth0", "nodad"},
+		{"-n", node, "addr", "add", pod4, "dev", "lo"},
+		{"-n", node, "addr", "add", pod6, "dev", "lo"},
 	}
 }
 
