@@ -122,8 +122,8 @@ push: crane container
 # cluster: a real two-site Kubernetes cluster on this machine (root), left
 # running: the control plane in site A, kubelet, containerd and kube-proxy
 # per node, each node its own network and mount namespace, bridgehead
-# installed as deploy/README.md tells an operator (deploy/lab/cluster.sh;
-# docs/cluster.md). The admin kubeconfig is $(CLUSTER_STATE)/kubeconfig;
+# installed as docs/getting-started/aks.md tells an operator (deploy/lab/cluster.sh;
+# docs/getting-started/cluster.md). The admin kubeconfig is $(CLUSTER_STATE)/kubeconfig;
 # a node's shell: deploy/lab/cluster.sh shell $(CLUSTER_STATE) a1.
 # A second make cluster replaces the running one; make cluster-down
 # removes everything it started.

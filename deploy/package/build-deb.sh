@@ -81,7 +81,7 @@ install -D -m 0644 "$here/tmpfiles.conf" "$root/usr/lib/tmpfiles.d/bridgehead.co
 install -d -m 0700 "$root/etc/bridgehead"
 install -m 0644 "$here/bridgehead.yaml.example" "$root/etc/bridgehead/bridgehead.yaml.example"
 doc=$root/usr/share/doc/bridgehead
-install -D -m 0644 "$repo/deploy/README.md" "$doc/README.md"
+install -D -m 0644 "$repo/docs/getting-started/gateway-vms.md" "$doc/README.md"
 # The years of the copyright notice come from the history.
 years=$(git -C "$repo" log --format=%cd --date=format:%Y 2>/dev/null | sort -u | sed -n '1p;$p' | paste -sd- - | sed 's/^\([0-9]*\)-\1$/\1/')
 sed "s/^Copyright: /Copyright: ${years:-$(date +%Y)} /" "$here/copyright" >"$doc/copyright"
