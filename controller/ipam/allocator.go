@@ -346,15 +346,7 @@ func (a *Allocator) Allocate(siteName, node string) (Blocks, error) {
 	if h != nil && h.site != s {
 		return Blocks{}, &OtherSiteError{Node: node, Site: siteName, Holding: h.site.cfg.Name}
 	}
-	if h == nil {
-		if p := a.byNode[pendingKey{s, node}]; p != nil {
-			h = a.revive(p)
-		}
-	}
-	fresh := h == nil
-	if fresh {
-		h = &holding{node: node, site: s}
-	}
+	h, fresh := a.holdingOf(s, node, h)
 	var taken [2]bool
 	for f := range s.pools {
 		if h.blocks[f].sp != nil || h.stray[f].IsValid() || len(s.pools[f].spans) == 0 {
@@ -396,6 +388,21 @@ func (a *Allocator) AdoptLive(siteName, node string, cidrs []netip.Prefix) (Bloc
 	return a.adoptIn(siteName, node, cidrs, true)
 }
 
+// holdingOf is node's holding in site s: h when it has one, else the
+// one its pending release revives, else a new one (fresh true), not yet
+// held.
+func (a *Allocator) holdingOf(s *site, node string, h *holding) (_ *holding, fresh bool) {
+	if h == nil {
+		if p := a.byNode[pendingKey{s, node}]; p != nil {
+			h = a.revive(p)
+		}
+	}
+	if h == nil {
+		return &holding{node: node, site: s}, true
+	}
+	return h, false
+}
+
 // adoptIn is Adopt (live false) and AdoptLive (live true).
 func (a *Allocator) adoptIn(siteName, node string, cidrs []netip.Prefix, live bool) (Blocks, []Problem, error) {
 	a.mu.Lock()
@@ -418,15 +425,7 @@ func (a *Allocator) adopt(s *site, node string, cidrs []netip.Prefix, live bool)
 		}
 		return Blocks{}, probs
 	}
-	if h == nil {
-		if p := a.byNode[pendingKey{s, node}]; p != nil {
-			h = a.revive(p)
-		}
-	}
-	fresh := h == nil
-	if fresh {
-		h = &holding{node: node, site: s}
-	}
+	h, fresh := a.holdingOf(s, node, h)
 	var probs []Problem
 	var seen [2]bool
 	prob := func(c netip.Prefix, r Reason, other string) {
