@@ -149,3 +149,19 @@ func TestGatewaySchedRecorded(t *testing.T) {
 		t.Error("results.json names gateway_sched without the control")
 	}
 }
+
+// TestSetLoaded: percentiles of both clocks, and the loss only when
+// probes were sent.
+func TestSetLoaded(t *testing.T) {
+	v := map[string]float64{}
+	keys := [5]string{"p50", "p99", "k50", "k99", "loss"}
+	setLoaded(v, keys, []float64{1, 2, 3, 4}, []float64{0.5, 0.5, 0.5, 0.5}, 5, 1)
+	if v["p50"] <= 1 || v["p50"] >= 4 || v["p99"] < v["p50"] || v["k50"] != 0.5 || v["k99"] != 0.5 || v["loss"] != 20 {
+		t.Errorf("values %v", v)
+	}
+	none := map[string]float64{}
+	setLoaded(none, keys, nil, nil, 0, 0)
+	if _, ok := none["loss"]; ok {
+		t.Errorf("loss recorded with nothing sent: %v", none)
+	}
+}

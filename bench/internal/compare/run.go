@@ -201,23 +201,11 @@ func runOne(ctx context.Context, cfg Config, v modes.Variant, run int) (s Sample
 	if rerr != nil {
 		return s, rerr
 	}
-	s.Values[MRRLoad50] = stats.Percentile(rr.RTTs, 50)
-	s.Values[MRRLoad99] = stats.Percentile(rr.RTTs, 99)
-	s.Values[MRRLoadK50] = stats.Percentile(rr.KernelRTTs, 50)
-	s.Values[MRRLoadK99] = stats.Percentile(rr.KernelRTTs, 99)
-	if rr.Sent > 0 {
-		s.Values[MRRLoadLoss] = 100 * float64(rr.Lost()) / float64(rr.Sent)
-	}
+	setLoaded(s.Values, [5]string{MRRLoad50, MRRLoad99, MRRLoadK50, MRRLoadK99, MRRLoadLoss}, rr.RTTs, rr.KernelRTTs, rr.Sent, rr.Lost())
 	cpu.stop(r.Bytes)
 	s.Values[MTCP1] = r.BitsPerSecond / 1e6
 	s.Values[MRetransmits] = r.Retransmits
-	s.Values[MRTTLoad50] = stats.Percentile(lr.RTTs, 50)
-	s.Values[MRTTLoad99] = stats.Percentile(lr.RTTs, 99)
-	s.Values[MRTTLoadK50] = stats.Percentile(lr.KernelRTTs, 50)
-	s.Values[MRTTLoadK99] = stats.Percentile(lr.KernelRTTs, 99)
-	if lr.Sent > 0 {
-		s.Values[MRTTLoadLoss] = 100 * float64(lr.Lost()) / float64(lr.Sent)
-	}
+	setLoaded(s.Values, [5]string{MRTTLoad50, MRTTLoad99, MRTTLoadK50, MRTTLoadK99, MRTTLoadLoss}, lr.RTTs, lr.KernelRTTs, lr.Sent, lr.Lost())
 	say("  %.0f Mbit/s (%.0f retransmits); RTT under load p50 %.3f ms, p99 %.3f ms (%d/%d replies; kernel-stamped %.3f, %.3f); UDP request/response p50 %.3f ms, p99 %.3f ms (%d/%d; kernel-stamped %.3f, %.3f)",
 		s.Values[MTCP1], r.Retransmits, s.Values[MRTTLoad50], s.Values[MRTTLoad99], len(lr.RTTs), lr.Sent, s.Values[MRTTLoadK50], s.Values[MRTTLoadK99],
 		s.Values[MRRLoad50], s.Values[MRRLoad99], len(rr.RTTs), rr.Sent, s.Values[MRRLoadK50], s.Values[MRRLoadK99])
@@ -331,4 +319,17 @@ func schedCounts(p sched.Policy, gw modes.Gateways) []string {
 		out = append(out, fmt.Sprintf("%s %d/%d %s", g.Name, under, total, p))
 	}
 	return out
+}
+
+// setLoaded records a probe run under load at keys: the p50 and p99 of
+// its round trips as read, the same of its kernel-stamped ones, and the
+// percentage of probes lost (left out when none was sent).
+func setLoaded(values map[string]float64, keys [5]string, rtts, kernelRTTs []float64, sent, lost int) {
+	values[keys[0]] = stats.Percentile(rtts, 50)
+	values[keys[1]] = stats.Percentile(rtts, 99)
+	values[keys[2]] = stats.Percentile(kernelRTTs, 50)
+	values[keys[3]] = stats.Percentile(kernelRTTs, 99)
+	if sent > 0 {
+		values[keys[4]] = 100 * float64(lost) / float64(sent)
+	}
 }
