@@ -6,6 +6,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -32,12 +33,16 @@ func Send(ctx context.Context, interval time.Duration, more func(i int) bool, se
 	return sent, nil
 }
 
-// Drain waits for stragglers: until done says every reply came back, ctx
-// ends, or a second has passed, looking every 10 ms.
-func Drain(ctx context.Context, done func() bool) {
+// Drain waits for stragglers: until done, called with l held (the lock
+// of the replies' reader), says every reply came back, ctx ends, or a
+// second has passed, looking every 10 ms.
+func Drain(ctx context.Context, l sync.Locker, done func() bool) {
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if done() {
+		l.Lock()
+		ok := done()
+		l.Unlock()
+		if ok {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,12 +52,20 @@ func TestSendStopsWhenCtxEnds(t *testing.T) {
 func TestDrainReturnsOnceDone(t *testing.T) {
 	n := 0
 	start := time.Now()
-	Drain(context.Background(), func() bool { n++; return n == 3 })
+	var mu sync.Mutex
+	Drain(context.Background(), &mu, func() bool {
+		if !mu.TryLock() {
+			n++ // held, as promised
+		} else {
+			mu.Unlock()
+		}
+		return n == 3
+	})
 	if n != 3 || time.Since(start) > 500*time.Millisecond {
 		t.Errorf("done asked %d times in %v, want 3 well under the second", n, time.Since(start))
 	}
 	start = time.Now()
-	Drain(context.Background(), func() bool { return false })
+	Drain(context.Background(), &mu, func() bool { return false })
 	if took := time.Since(start); took < time.Second {
 		t.Errorf("never done: returned after %v, want a second", took)
 	}

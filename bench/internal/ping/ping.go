@@ -101,11 +101,7 @@ func Run(ctx context.Context, ns string, src, dst netip.Addr, interval, dur time
 		return err
 	})
 	// Wait for stragglers, less once all have come back.
-	pace.Drain(ctx, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(sentAt) == 0
-	})
+	pace.Drain(ctx, &mu, func() bool { return len(sentAt) == 0 })
 	conn.Close()
 	<-done
 	mu.Lock()

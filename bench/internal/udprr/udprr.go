@@ -129,11 +129,7 @@ func Run(ctx context.Context, sp Spec) (Result, error) {
 		_, err := cli.WriteTo(msg, dst)
 		return err
 	})
-	pace.Drain(ctx, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(rtts) == sent
-	})
+	pace.Drain(ctx, &mu, func() bool { return len(rtts) == sent })
 	cli.Close()
 	srv.Close()
 	wg.Wait()
