@@ -270,9 +270,7 @@ func (c *clusterRun) downHint() string {
 func (c *clusterRun) service(ctx context.Context) {
 	chk := Check{Name: "service", Target: c.o.Service.String()}
 	if !c.o.Service.IsValid() {
-		chk.Target, chk.Result = "-", Skip
-		chk.Detail = "no Service to reach: pass --service CLUSTER-IP:PORT (kubectl get svc)"
-		c.rep.add(chk)
+		c.skipped(chk, "no Service to reach: pass --service CLUSTER-IP:PORT (kubectl get svc)")
 		return
 	}
 	took, err := c.tcpConnect(ctx, c.o.Service)
@@ -339,9 +337,7 @@ func (c *clusterRun) dns(ctx context.Context) {
 func (c *clusterRun) egress(ctx context.Context) {
 	chk := Check{Name: "egress", Target: c.o.Egress.String()}
 	if !c.o.Egress.IsValid() {
-		chk.Target, chk.Result = "-", Skip
-		chk.Detail = "no outside address: pass --egress ADDR:PORT (something outside the cluster that answers TCP)"
-		c.rep.add(chk)
+		c.skipped(chk, "no outside address: pass --egress ADDR:PORT (something outside the cluster that answers TCP)")
 		return
 	}
 	if s := c.siteOf(c.o.Egress.Addr()); s != "" {
@@ -376,9 +372,7 @@ func (c *clusterRun) callback(ctx context.Context) {
 	chk := Check{Name: "callback", Target: c.o.CallbackRelay.String() + " -> " + dst.String()}
 	switch {
 	case !c.o.CallbackRelay.IsValid():
-		chk.Target, chk.Result = "-", Skip
-		chk.Detail = "no relay given: pass --callback-relay ADDR:PORT, the relay of the site where the API server's egress lives (or run verify on that site's gateway: its node check probes the kubelet port)"
-		c.rep.add(chk)
+		c.skipped(chk, "no relay given: pass --callback-relay ADDR:PORT, the relay of the site where the API server's egress lives (or run verify on that site's gateway: its node check probes the kubelet port)")
 		return
 	case !c.o.NodeAddr.IsValid():
 		chk.Target, chk.Result = c.o.CallbackRelay.String(), Skip
@@ -433,6 +427,12 @@ func (c *clusterRun) callbackDirect(ctx context.Context, dst netip.AddrPort, chk
 	}
 	chk.Result, chk.Figure = Pass, "tcp connect "+ms(took)
 	return chk
+}
+
+// skipped reports chk as skipped, with detail saying what it needs.
+func (c *clusterRun) skipped(chk Check, detail string) {
+	chk.Target, chk.Result, chk.Detail = "-", Skip, detail
+	c.rep.add(chk)
 }
 
 // tcpConnect opens a TCP connection to dst and closes it: how long the
