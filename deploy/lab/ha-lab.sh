@@ -82,12 +82,8 @@ up() {
 	# shellcheck disable=SC2154 # set by eval above
 	catalog "$pub_a1" "$pub_b1" "$pub_b2" >"$dir/sites.yaml"
 	for g in a1 b1 b2; do
-		local site=site-${g:0:1}
 		{
-			echo "site: $site"
-			echo "gateway: gw-$g"
-			echo "privateKeyFile: $dir/$g.key"
-			echo "controlSocket: $dir/$g.sock"
+			lab_gateway "$dir" "${g:0:1}" "$g" "$g"
 			echo "interface: {name: bh0, mtu: 1420}"
 			# Watch the LAN side: a gateway that cannot deliver to its
 			# site is drained (/readyz 503) and its flows move. Without
@@ -144,8 +140,4 @@ $probe
 YAML
 }
 
-case "${1:-}" in
-up) shift; up "$@" ;;
-down) shift; lab_down "$@" ;;
-*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
-esac
+lab_main "$@"

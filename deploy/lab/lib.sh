@@ -20,7 +20,13 @@
 #                                 BIN run --config NAME.yaml ARGS in PREFIX-NS; logs to NAME.log, pid to NAME.pid
 #   lab_wait_up DIR PREFIX NAME:NS...
 #                                 wait (10 s) until each gateway's bh0 has routes; else show its log, fail
+#   lab_gateway DIR SITE GATEWAY NAME
+#                                 the head of a gateway's config: site-SITE, gw-GATEWAY,
+#                                 its key NAME.key and control socket NAME.sock in DIR
+#   lab_config_extra SITE         CONFIG_EXTRA_A (site a) or CONFIG_EXTRA_B (site b), when set:
+#                                 top-level YAML a test adds to that gateway's config
 #   lab_down DIR                  stop the recorded pids, delete the recorded namespaces
+#   lab_main ARGS...              the command line: up STATE_DIR [PREFIX] (the lab's up) | down STATE_DIR
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '    $ %s\n' "$*"; "$@"; }
@@ -126,4 +132,26 @@ lab_down() {
 		done <"$dir/namespaces"
 		: >"$dir/namespaces"
 	fi
+}
+
+lab_gateway() {
+	echo "site: site-$2"
+	echo "gateway: gw-$3"
+	echo "privateKeyFile: $1/$4.key"
+	echo "controlSocket: $1/$4.sock"
+}
+
+lab_config_extra() {
+	case $1 in
+	a) [ -z "${CONFIG_EXTRA_A:-}" ] || printf '%s\n' "$CONFIG_EXTRA_A" ;;
+	b) [ -z "${CONFIG_EXTRA_B:-}" ] || printf '%s\n' "$CONFIG_EXTRA_B" ;;
+	esac
+}
+
+lab_main() {
+	case "${1:-}" in
+	up) shift; up "$@" ;;
+	down) shift; lab_down "$@" ;;
+	*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
+	esac
 }

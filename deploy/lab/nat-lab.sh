@@ -168,15 +168,12 @@ NFT
 		site=$s
 		[ "$s" != a2 ] || site=a
 		{
-			echo "site: site-$site"
-			echo "gateway: gw-${s}"
-			echo "privateKeyFile: $dir/$s.key"
+			lab_gateway "$dir" "$site" "$s" "$s"
 			echo "listen: 0.0.0.0:51820"
 			echo "cipher: $CIPHER"
 			echo "interface:"
 			echo "  name: bh0"
 			echo "  mtu: $TUN_MTU"
-			echo "controlSocket: $dir/$s.sock"
 			echo "metrics:"
 			echo "  listen: 127.0.0.1:9641"
 			cat "$dir/sites.yaml"
@@ -243,8 +240,4 @@ YAML
 YAML
 }
 
-case "${1:-}" in
-up) shift; up "$@" ;;
-down) shift; lab_down "$@" ;;
-*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
-esac
+lab_main "$@"

@@ -27,8 +27,6 @@ set -euo pipefail
 BRIDGEHEAD=${BRIDGEHEAD:-./bin/bridgehead}
 # CONFIG_EXTRA_A, CONFIG_EXTRA_B: top-level YAML added to gateway A's
 # (B's) config, e.g. a relay section (as in lab.sh).
-CONFIG_EXTRA_A=${CONFIG_EXTRA_A:-}
-CONFIG_EXTRA_B=${CONFIG_EXTRA_B:-}
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -74,15 +72,11 @@ up() {
 	catalog "$pa" "$pb" >"$dir/sites.yaml"
 	for s in a b; do
 		{
-			echo "site: site-$s"
-			echo "gateway: gw-${s}1"
-			echo "privateKeyFile: $dir/$s.key"
+			lab_gateway "$dir" "$s" "${s}1" "$s"
 			echo "listen: 0.0.0.0:51820"
 			echo "interface: {name: bh0, mtu: 1420}"
-			echo "controlSocket: $dir/$s.sock"
 			echo "metrics: {listen: 127.0.0.1:9641}"
-			if [ "$s" = a ] && [ -n "$CONFIG_EXTRA_A" ]; then printf '%s\n' "$CONFIG_EXTRA_A"; fi
-			if [ "$s" = b ] && [ -n "$CONFIG_EXTRA_B" ]; then printf '%s\n' "$CONFIG_EXTRA_B"; fi
+			lab_config_extra "$s"
 			cat "$dir/sites.yaml"
 		} >"$dir/$s.yaml"
 		"$BRIDGEHEAD" check --config "$dir/$s.yaml" >/dev/null
@@ -141,8 +135,4 @@ sites:
 YAML
 }
 
-case "${1:-}" in
-up) shift; p=${2:-bhnode}; up "$@" ;;
-down) shift; lab_down "$@" ;;
-*) echo "usage: $0 up STATE_DIR [PREFIX] | down STATE_DIR" >&2; exit 2 ;;
-esac
+lab_main "$@"
