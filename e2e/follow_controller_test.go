@@ -240,6 +240,9 @@ func TestFollowRegistration(t *testing.T) {
 				}
 			}
 			// As if gateway A had registered before: its key in status.
+			// Nothing else writes the Gateway's status yet (the
+			// controller starts after this, the lab's gateways do not
+			// register until they follow), so the plain update holds.
 			return func() { setStatusKey(t, d, gwA, oldKey) }
 		})
 	})
@@ -279,6 +282,10 @@ func TestFollowRegistration(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	registered := time.Since(start)
+	// Gateway B learns the new key only from the catalog it follows, so
+	// the ping answers only after B followed it; kube/follow writes the
+	// catalog file before it reloads the gateway, so the file checked
+	// below is already the one B runs.
 	fl.waitPing(podB, 30*time.Second)
 	t.Logf("reimaged gateway A: new key in its Gateway status %v after its start, site A's pod reaches site B's %v after it",
 		registered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
