@@ -28,12 +28,7 @@ import (
 // clientsets (a unit test of the reconcile logic; the Kube tests run it
 // against a real API server).
 func TestFakeReconcile(t *testing.T) {
-	site := testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16", "fd65::/56"})
-	site.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Site"}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dyn := fakeDynamic(t, testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16", "fd65::/56"}))
 	node := func(name, ip string, podCIDRs ...string) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()}}
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
@@ -49,23 +44,7 @@ func TestFakeReconcile(t *testing.T) {
 		node("outside", "10.1.0.3", "192.168.0.0/24"),
 		node("lost", "172.16.0.1"),
 	)
-	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"},
-		&unstructured.Unstructured{Object: u})
-	c, err := New(Options{Client: cs, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Namespace: "bh", Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	_, ctx := runFake(t, cs, dyn)
 	get := func(name string) *corev1.Node {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -103,10 +82,7 @@ func TestFakeReconcile(t *testing.T) {
 // not below the lease duration) make Run return that error at once, with
 // its context still live.
 func TestRunBadLeaderElection(t *testing.T) {
-	scheme := runtime.NewScheme()
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
-		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"})
-	c, err := New(Options{Client: fake.NewClientset(), Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+	c, err := New(Options{Client: fake.NewClientset(), Dynamic: fakeDynamic(t), Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		Namespace: "bh", LeaderElect: true, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -128,15 +104,7 @@ func TestRunBadLeaderElection(t *testing.T) {
 // read again and written again in the same reconcile; it is counted as a
 // conflict, never as a failed reconcile.
 func TestSiteStatusConflict(t *testing.T) {
-	site := testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16"})
-	site.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Site"}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"},
-		&unstructured.Unstructured{Object: u})
+	dyn := fakeDynamic(t, testSite("a", []v1alpha1.CIDR{"10.1.0.0/16"}, []v1alpha1.CIDR{"10.101.0.0/16"}))
 	var refused atomic.Int32
 	dyn.PrependReactor("update", "sites", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "status" && refused.Add(1) == 1 {
@@ -144,19 +112,7 @@ func TestSiteStatusConflict(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	c, err := New(Options{Client: fake.NewClientset(), Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Namespace: "bh", Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	c, ctx := runFake(t, fake.NewClientset(), dyn)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got, err := dyn.Resource(SitesGVR).Get(ctx, "a", metav1.GetOptions{})
@@ -177,4 +133,42 @@ func TestSiteStatusConflict(t *testing.T) {
 	if v := testutil.ToFloat64(c.metrics.conflicts.WithLabelValues("site")); v != 1 {
 		t.Errorf("site conflicts = %v, want 1", v)
 	}
+}
+
+// fakeDynamic is client-go's fake dynamic client holding sites, with the
+// list kinds of the controller's resources.
+func fakeDynamic(t *testing.T, sites ...*v1alpha1.Site) *dynamicfake.FakeDynamicClient {
+	t.Helper()
+	var objs []runtime.Object
+	for _, site := range sites {
+		site.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Site"}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: u})
+	}
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{SitesGVR: "SiteList", GatewaysGVR: "GatewayList"}, objs...)
+}
+
+// runFake runs a one-worker controller on the fake clients until the
+// test ends (Run's error fails it) and returns it with the context it
+// runs under.
+func runFake(t *testing.T, cs *fake.Clientset, dyn *dynamicfake.FakeDynamicClient) (*Controller, context.Context) {
+	t.Helper()
+	c, err := New(Options{Client: cs, Dynamic: dyn, Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Namespace: "bh", Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return c, ctx
 }
