@@ -11,11 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
-	"github.com/bridgehead/bridgehead/internal/kubetest"
-	"github.com/bridgehead/bridgehead/kube"
-	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
+	"github.com/bridgehead/bridgehead/internal/gatewaytest"
 	"github.com/bridgehead/bridgehead/mesh"
 )
 
@@ -80,20 +77,11 @@ func TestApplyBodySize(t *testing.T) {
 // Step writes status.mesh, leaves kube/register's fields alone, and
 // List reads every Gateway's rows back as mesh rows.
 func TestPublishAndListRealAPIServer(t *testing.T) {
-	env := kubetest.Start(t)
-	env.InstallCRDs(t, "../../deploy/kubernetes/crds")
+	api := gatewaytest.Start(t, "../../deploy/kubernetes/crds")
 	ctx := context.Background()
-	admin, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwRes := admin.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource))
-	for _, g := range []struct{ name, site string }{{"east.gw1", "east"}, {"west.gw1", "west"}} {
-		env.CreateObjects(t, &v1.Gateway{
-			TypeMeta:   metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "Gateway"},
-			ObjectMeta: metav1.ObjectMeta{Name: g.name}, Spec: v1.GatewaySpec{Site: g.site, Address: "10.1.0.5"},
-		})
-	}
+	gwRes := api.Gateways
+	api.CreateGateway(t, "east.gw1", "east", "10.1.0.5")
+	api.CreateGateway(t, "west.gw1", "west", "10.1.0.5")
 	// kube/register's field, under its own manager.
 	force := true
 	if _, err := gwRes.Patch(ctx, "east.gw1", "application/apply-patch+yaml",
@@ -101,12 +89,7 @@ func TestPublishAndListRealAPIServer(t *testing.T) {
 		metav1.PatchOptions{FieldManager: "bridgehead-gateway", Force: &force}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	env.CreateObjects(t, kube.GatewayRBAC("east.gw1")...)
-	user, groups := kubetest.ServiceAccount(kube.GatewayNamespace, "east.gw1")
-	gwClient, err := dynamic.NewForConfig(env.Impersonate(user, groups...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gwClient := api.Client(t, "east.gw1")
 	reg := prometheus.NewRegistry()
 	p, err := New(Options{Client: gwClient, Gateway: "east.gw1", Registry: reg})
 	if err != nil {
@@ -123,7 +106,7 @@ func TestPublishAndListRealAPIServer(t *testing.T) {
 	if n := testutil.ToFloat64(p.writes.WithLabelValues("ok")); n != 1 {
 		t.Errorf("%v writes, want 1", n)
 	}
-	got, srcs, err := List(ctx, admin)
+	got, srcs, err := List(ctx, api.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}

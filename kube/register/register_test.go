@@ -13,8 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/bridgehead/bridgehead/internal/kubetest"
-	"github.com/bridgehead/bridgehead/kube"
+	"github.com/bridgehead/bridgehead/internal/gatewaytest"
 	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 )
 
@@ -38,18 +37,10 @@ func (s *source) set(f func(*Status)) { s.mu.Lock(); defer s.mu.Unlock(); f(&s.s
 // between ticks into one write, writes nothing when nothing changed, and
 // catches up after the API server was away.
 func TestPublisherRealAPIServer(t *testing.T) {
-	env := kubetest.Start(t)
-	env.InstallCRDs(t, "../../deploy/kubernetes/crds")
+	api := gatewaytest.Start(t, "../../deploy/kubernetes/crds")
 	ctx := context.Background()
-	admin, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwRes := admin.Resource(v1.SchemeGroupVersion.WithResource(v1.GatewaysResource))
-	env.CreateObjects(t, &v1.Gateway{
-		TypeMeta:   metav1.TypeMeta{APIVersion: v1.SchemeGroupVersion.String(), Kind: "Gateway"},
-		ObjectMeta: metav1.ObjectMeta{Name: "east.gw1"}, Spec: v1.GatewaySpec{Site: "east", Address: "10.1.0.5"},
-	})
+	gwRes := api.Gateways
+	api.CreateGateway(t, "east.gw1", "east", "10.1.0.5")
 	u, err := gwRes.Get(ctx, "east.gw1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +53,7 @@ func TestPublisherRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The gateway's credential: its ServiceAccount and own-status role.
-	env.CreateObjects(t, kube.GatewayRBAC("east.gw1")...)
-	user, groups := kubetest.ServiceAccount(kube.GatewayNamespace, "east.gw1")
-	gwClient, err := dynamic.NewForConfig(env.Impersonate(user, groups...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gwClient := api.Client(t, "east.gw1")
 
 	src := &source{s: Status{PublicKey: key1, Endpoint: "203.0.113.5:51820", Ready: true, RemoteGateways: 3, RemoteUp: 2}}
 	tick := make(chan time.Time)
@@ -147,7 +133,7 @@ func TestPublisherRealAPIServer(t *testing.T) {
 	}
 
 	// API server away: the write fails and is retried on later ticks.
-	if err := env.StopAPIServer(); err != nil {
+	if err := api.Env.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	src.set(func(s *Status) { s.Ready = true; s.Reason = "" })
@@ -156,7 +142,7 @@ func TestPublisherRealAPIServer(t *testing.T) {
 	if failed() == 0 {
 		t.Errorf("no failed write while the API server was away")
 	}
-	if err := env.StartAPIServer(); err != nil {
+	if err := api.Env.StartAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	// A restarted API server may refuse for a moment after /readyz (its
