@@ -241,7 +241,7 @@
 // edit is undone. A failed sync is retried with the queue's backoff. The
 // credential is azidentity's default (workload identity or a managed
 // identity) with, on the route table only, routeTables/read and
-// routeTables/routes/read, /write and /delete (deploy/README.md, AKS step
+// routeTables/routes/read, /write and /delete (docs/getting-started/aks.md, step
 // 7). A table over Azure's 400 routes is refused before any write.
 //
 // # Caches: only what the controller reads

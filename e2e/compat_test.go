@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// Compatibility across releases (docs/releasing.md): a gateway of this
+// Compatibility across releases (docs/operations/releasing.md): a gateway of this
 // tree keeps a session with a gateway of the previous release, the one
 // CHANGELOG.md names first below "Unreleased", which the test builds from
 // that release's commit.
@@ -174,7 +174,7 @@ sites:
 // Kubernetes mode and its operators exchange) both ways, and the catalog
 // file each release writes back is one the other accepts (`check`): a
 // writer of this tree that put a field the previous release does not know
-// into a catalog using no new feature fails here (docs/releasing.md, rule
+// into a catalog using no new feature fails here (docs/operations/releasing.md, rule
 // 5). No root needed; it builds or reuses the previous release.
 func TestCompatCatalog(t *testing.T) {
 	if testing.Short() {
@@ -468,7 +468,7 @@ func compatRun(t *testing.T, rel release, oldBin, oldGW, newGW string) {
 		}
 		// What each said of itself in its probes crossed: both
 		// releases read lane bytes and have an express lane, so each
-		// uses them toward the other (probe flags, docs/releasing.md).
+		// uses them toward the other (probe flags, docs/operations/releasing.md).
 		for _, f := range []string{"lane_bytes", "express"} {
 			series := fmt.Sprintf(`bridgehead_peer_session_features{feature=%q,gateway=%q,site=%q}`, f, other, "site-"+other[3:4])
 			if v := metric(m, series); v != 1 {
@@ -479,12 +479,12 @@ func compatRun(t *testing.T, rel release, oldBin, oldGW, newGW string) {
 
 	step("metrics")
 
-	// Needs all on N (docs/releasing.md): a preshared key for the pair,
+	// Needs all on N (docs/operations/releasing.md): a preshared key for the pair,
 	// configured on this tree's gateway alone. Its initiations carry
 	// FlagPSK, which the previous release refuses (handshake_failed),
 	// and it refuses the previous release's initiations, made without
 	// the key (psk_mismatch): the pair gets no new session, as
-	// CHANGELOG.md and docs/releasing.md warn. The session in use
+	// CHANGELOG.md and docs/operations/releasing.md warn. The session in use
 	// carries on; the next rekey, which traffic starts and only the
 	// session's initiator makes within --rekey-after, fails on one side
 	// or the other.

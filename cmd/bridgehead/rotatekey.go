@@ -16,7 +16,7 @@ import (
 )
 
 // rotate-key: give a gateway a new static key while its old one keeps
-// working for an overlap (docs/operations.md, "Rotating keys"). It writes
+// working for an overlap (docs/operations/key-rotation.md). It writes
 // the running key to previousPrivateKeyFile and a new one to
 // privateKeyFile, and prints the catalog lines its peers need; with
 // --write-config it also writes them into the config file, whose reload

@@ -1,6 +1,6 @@
 // Package azureroutes keeps an Azure route table in step with the
 // catalog: the last hand step of the AKS path with `--network-plugin
-// none` (deploy/README.md, "AKS with --network-plugin none").
+// none` (docs/getting-started/aks.md, step 7).
 //
 // # Why a route table at all
 //

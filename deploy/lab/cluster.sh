@@ -438,7 +438,7 @@ node_start() {
 
 # ------------------------------------------------------------- bridgehead
 
-# catalog: the operator's catalog file (deploy/README.md step 3): both
+# catalog: the operator's catalog file (docs/getting-started/aks.md, step 3): both
 # sites' CIDRs and gateways, with each gateway's public key as the
 # gateway VM printed it (`bridgehead pubkey`).
 catalog() {
@@ -470,7 +470,7 @@ sites:
 YAML
 }
 
-# install: bridgehead as deploy/README.md tells an operator, and nothing
+# install: bridgehead as docs/getting-started/aks.md tells an operator, and nothing
 # else: the kustomization, the catalog as Site and Gateway resources with
 # the gateways' credentials, the API server's address for the node agent
 # (a cluster without AKS's FQDN annotation), then each gateway VM with its
@@ -489,7 +489,7 @@ install() {
 		site=site-$(lan_of "$g")
 		local gd=$dir/gateways/$g
 		local kcfg=$gd/gateway.kubeconfig
-		# Its credential as deploy/README.md step 6 says: one command, a
+		# Its credential as docs/getting-started/aks.md step 6 says: one command, a
 		# short-lived token beside the kubeconfig.
 		"$BRIDGEHEAD" gateway admit "$site/$g" --kubeconfig "$dir/kubeconfig" \
 			--server https://198.18.0.10:6443 --token-ttl 24h -o "$kcfg" >>"$dir/logs/apply.log"

@@ -8,7 +8,7 @@ import (
 // key rollover: its previous key, which its peers keep accepting until
 // PreviousKeyExpires, and the previous key's signature over the new one
 // (KeySignature), which lets a rotation through without `bridgehead
-// gateway approve-key` (docs/operations.md, "Rotating keys"). Written by
+// gateway approve-key` (docs/operations/key-rotation.md). Written by
 // the gateway (kube/register), read by the catalog renderer.
 type GatewayKeyRollover struct {
 	// PreviousPublicKey is the key the gateway ran with before its
