@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +44,14 @@ func TestKeyRollover(t *testing.T) {
 	l := startLab(t, "RUN_ARGS=--rekey-after 2s",
 		"CONFIG_EXTRA_A=presharedKeys:\n  - site: site-b\n    file: "+pskA,
 		"CONFIG_EXTRA_B=presharedKeys:\n  - site: site-a\n    file: "+pskB)
-	kr := &keyRoll{lab: l}
+	kr := &keyRoll{lab: l, began: began}
+	kr.lap("lab started")
+	// Every helper the test runs from here (bhprobe's scrapes, probes,
+	// streams and sinks, bridgehead status) is a -race build, which
+	// sleeps a second when it exits cleanly (GORACE's atexit_sleep_ms,
+	// 1000 by default): each scrape of a gateway's metrics took a
+	// second. The gateways, started already, keep the default.
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	l.probe("a-node", "ping", "-src", "10.244.1.10", "-count", "3", "-allow-loss", "1", "10.245.1.10")
 
 	// (a) A's static key rotates. During the overlap a handshake made
@@ -54,7 +64,8 @@ func TestKeyRollover(t *testing.T) {
 	kr.during("a: gateway A's key rotates", 7020, func() {
 		rot = kr.rotateA(8 * time.Second)
 		kr.learn("b", rot)
-		time.Sleep(2 * time.Second) // several rekeys on the new key
+		// B's next handshake with A, once B knows A's new key, is on it.
+		kr.waitHandshake("b", "gw-a1", "site-a", 10*time.Second, func() {})
 		before = metric(l.metrics("b"), prevB)
 		kr.sendInitiation(rot.previousKeyFile, "b")
 		l.waitMetric("b", prevB, before+1)
@@ -62,30 +73,6 @@ func TestKeyRollover(t *testing.T) {
 	if got := metric(l.metrics("b"), `bridgehead_peer_handshakes_total{gateway="gw-a1",result="psk_mismatch",site="site-a"}`); got != 0 {
 		t.Errorf("B counted %v preshared-key mismatches during the key rotation", got)
 	}
-
-	// After the overlap the old key is refused.
-	time.Sleep(time.Until(rot.until) + time.Second)
-	expired := `bridgehead_dropped_packets_total{direction="outside",reason="key_expired"}`
-	kr.sendInitiation(rot.previousKeyFile, "b")
-	l.waitMetric("b", expired, 1)
-	// ...and to A's old key: refused as expired, or, once A's timers
-	// retired it, because its mac1 fits no key of A's.
-	refusedA := func() float64 {
-		m := l.metrics("a")
-		return metric(m, expired) + metric(m, `bridgehead_dropped_packets_total{direction="outside",reason="bad_mac"}`)
-	}
-	was := refusedA()
-	kr.sendInitiationTo(filepath.Join(l.dir, "b.key"), rot.previous, "a")
-	for deadline := time.Now().Add(10 * time.Second); refusedA() <= was; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("A did not refuse a handshake made to its old key after the overlap")
-		}
-	}
-	if got := metric(l.metrics("b"), prevB); got != before+1 {
-		t.Errorf("B answered the old key %v times in all, want %v (once, in the overlap)", got, before+1)
-	}
-	t.Logf("old key: accepted in the overlap, refused after it (B key_expired %v, A refused +%v)",
-		metric(l.metrics("b"), expired), refusedA()-was)
 
 	// (b) The pair's preshared key rotates: each side first accepts the
 	// new key, then answers with it, then drops the old one. Every mixed
@@ -115,6 +102,32 @@ func TestKeyRollover(t *testing.T) {
 	}
 	t.Logf("preshared-key rotation: %v handshakes completed with the second key", second)
 
+	// After the overlap the old key is refused. (b) ran meanwhile: the
+	// overlap has ended.
+	time.Sleep(time.Until(rot.until) + time.Second)
+	expired := `bridgehead_dropped_packets_total{direction="outside",reason="key_expired"}`
+	kr.sendInitiation(rot.previousKeyFile, "b")
+	l.waitMetric("b", expired, 1)
+	// ...and to A's old key: refused as expired, or, once A's timers
+	// retired it, because its mac1 fits no key of A's.
+	refusedA := func() float64 {
+		m := l.metrics("a")
+		return metric(m, expired) + metric(m, `bridgehead_dropped_packets_total{direction="outside",reason="bad_mac"}`)
+	}
+	was := refusedA()
+	kr.sendInitiationTo(filepath.Join(l.dir, "b.key"), rot.previous, "a")
+	for deadline := time.Now().Add(10 * time.Second); refusedA() <= was; time.Sleep(scrapeEvery) {
+		if time.Now().After(deadline) {
+			t.Fatal("A did not refuse a handshake made to its old key after the overlap")
+		}
+	}
+	if got := metric(l.metrics("b"), prevB); got != before+1 {
+		t.Errorf("B answered the old key %v times in all, want %v (once, in the overlap)", got, before+1)
+	}
+	t.Logf("old key: accepted in the overlap, refused after it (B key_expired %v, A refused +%v)",
+		metric(l.metrics("b"), expired), refusedA()-was)
+	kr.lap("after the overlap")
+
 	// Keys that differ: counted and logged by whichever side initiates
 	// (the other answers with a key it cannot know is wrong), and healed
 	// by the right key.
@@ -128,7 +141,7 @@ func TestKeyRollover(t *testing.T) {
 		}
 		return a + b, "b"
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(scrapeEvery) {
 		n, side := mismatches()
 		if n > 0 {
 			log, _ := os.ReadFile(filepath.Join(l.dir, side+".log"))
@@ -145,6 +158,7 @@ func TestKeyRollover(t *testing.T) {
 	writePSK(t, pskA, k2)
 	kr.keysReloaded("a")
 	kr.waitHandshake("a", "gw-b1", "site-b", 10*time.Second, func() {})
+	kr.lap("preshared keys that differ, and healed")
 
 	// (c) B is cut off through a whole overlap of A's next rotation. On
 	// its return its catalog still has the retired key; once the catalog
@@ -161,13 +175,35 @@ func TestKeyRollover(t *testing.T) {
 	l.probe("a-node", "ping", "-src", "10.244.1.10", "-count", "3", "-allow-loss", "1", "10.245.1.10")
 	t.Logf("partitioned through the overlap: B handshook with A's new key %v after its reload with the new catalog",
 		max(0, took.Sub(reloaded)).Round(time.Millisecond))
+	kr.lap("c: partitioned through an overlap")
 	t.Logf("TestKeyRollover took %v (lab included)", time.Since(began).Round(time.Second))
 }
+
+// scrapeEvery paces the test's polls of the gateways' metrics. Each poll
+// took a second while GORACE held every helper's exit (see
+// TestKeyRollover). Without that second, polled every 50 ms, B's express
+// lane overflowed in steps (a) and (b) (3 and 4 datagrams lost, reason
+// express_overflow), and polled every 250 ms, in step (b) (8 lost):
+// presumably a scrape's CPU in a -race gateway delays it. Every second,
+// as often as before, none were lost.
+const scrapeEvery = time.Second
 
 // keyRoll drives the lab's gateways for TestKeyRollover.
 type keyRoll struct {
 	*lab
 	logSeen map[string]int // waitLog's count of each line it waited for
+	lapped  time.Time      // lap's last mark
+	began   time.Time
+}
+
+// lap logs how long the test's last part took: where its time goes.
+func (k *keyRoll) lap(what string) {
+	now := time.Now()
+	if k.lapped.IsZero() {
+		k.lapped = k.began
+	}
+	k.t.Logf("%s: %.1f s", what, now.Sub(k.lapped).Seconds())
+	k.lapped = now
 }
 
 // rotated is what rotate-key printed.
@@ -240,30 +276,51 @@ func (k *keyRoll) learn(site string, r rotated) {
 	k.waitLog(site, "config reloaded", "")
 }
 
-// during runs action while a 1 kHz UDP stream and a paced TCP transfer go
-// from pod A to pod B, and reports both; any datagram lost or a corrupted
-// transfer fails the test.
+// during runs action while a 1 kHz UDP stream and a paced TCP transfer
+// (16 Mbit/s) go from pod A to pod B, and reports both; any datagram
+// lost or a corrupted transfer fails the test. Both start a second
+// before the action and stop a second after it, so the step lasts as
+// long as its action, whatever the machine's load: the stream and the
+// sender are stopped (a datagram still in flight is not lost: the sink
+// counts gaps below the highest sequence number it saw, and it stops
+// last), and the receiver's bytes are checked against the sender's
+// seeded content, a prefix of which it got.
 func (k *keyRoll) during(step string, port int, action func()) {
 	k.t.Helper()
-	const stream = 10 * time.Second
+	const rate, mbps, seed = 1000, 16, 1
+	bhprobe := filepath.Join(k.bin, "bhprobe")
 	sink := k.sinkAt("b-node", "10.245.1.10", port)
-	_, streamDone := k.bg("a-node", filepath.Join(k.bin, "bhprobe"), "udp-stream", "-src", "10.244.1.10",
-		"-rate", "1000", "-duration", stream.String(), fmt.Sprintf("10.245.1.10:%d", port))
-	_, recvDone := k.bgListening("b-node", filepath.Join(k.bin, "bhprobe"), "tcp-recv", "-listen", fmt.Sprintf("10.245.1.10:%d", port+100), "-timeout", "60s")
-	_, sendDone := k.bg("a-node", filepath.Join(k.bin, "bhprobe"), "tcp-send", "-src", "10.244.1.10",
-		"-bytes", strconv.Itoa(14<<20), "-mbps", "16", "-timeout", "60s", fmt.Sprintf("10.245.1.10:%d", port+100))
+	_, recvDone := k.bgListening("b-node", bhprobe, "tcp-recv", "-listen", fmt.Sprintf("10.245.1.10:%d", port+100), "-timeout", "120s")
+	stopStream, _ := k.bg("a-node", bhprobe, "udp-stream", "-src", "10.244.1.10",
+		"-rate", strconv.Itoa(rate), "-duration", "100s", fmt.Sprintf("10.245.1.10:%d", port))
+	stopSend, _ := k.bg("a-node", bhprobe, "tcp-send", "-src", "10.244.1.10", "-seed", strconv.Itoa(seed),
+		"-bytes", strconv.Itoa(1<<30), "-mbps", strconv.Itoa(mbps), "-timeout", "120s", fmt.Sprintf("10.245.1.10:%d", port+100))
 	dropsBefore := map[string]map[string]float64{"a": k.drops("a"), "b": k.drops("b")}
 	time.Sleep(time.Second)
+	acting := time.Now()
 	action()
-	streamDone()
-	sent, received := sendDone(), recvDone()
+	acted := time.Since(acting)
+	time.Sleep(time.Second)
+	stopStream()
+	stopSend()
+	covered := time.Since(acting)
+	received := recvDone()
+	time.Sleep(300 * time.Millisecond) // what is in flight arrives
 	st := sink()["0"]
-	sum := `(\d+) bytes sha256 ([0-9a-f]{64})`
-	s, r := regexpFind(sum, sent), regexpFind(sum, received)
-	intact := s != nil && r != nil && s[1] == r[1] && s[2] == r[2]
-	k.t.Logf("%s: %d datagrams received, %d lost, %d twice, longest gap %.1f ms; TCP %s intact: %v",
-		step, st.Received, st.Lost, st.Duplicates, st.MaxGapMs, strings.TrimSpace(firstMatch(sent)), intact)
-	if st.Lost != 0 || st.Duplicates != 0 || st.Received < uint64(stream/time.Millisecond)*9/10 {
+	// The stream ran through the whole action: it had sent, by the
+	// last datagram the sink saw, all it sends from the action's start
+	// to its stop (less 200 ms for the last ones' way).
+	sent := st.Received + st.Lost
+	need := uint64((covered - 200*time.Millisecond).Milliseconds()) * rate / 1000
+	n, sum := int64(-1), ""
+	if m := regexpFind(`received (\d+) bytes sha256 ([0-9a-f]{64})`, received); m != nil {
+		n, _ = strconv.ParseInt(m[1], 10, 64)
+		sum = m[2]
+	}
+	intact := n > 0 && sum == seededSHA256(seed, n)
+	k.t.Logf("%s: %d datagrams received, %d lost, %d twice, longest gap %.1f ms; TCP %d bytes (%.1f Mbit/s) intact: %v; action %.1f s",
+		step, st.Received, st.Lost, st.Duplicates, st.MaxGapMs, n, float64(n)*8/covered.Seconds()/1e6, intact, acted.Seconds())
+	if st.Lost != 0 || st.Duplicates != 0 || sent < need {
 		var drops []string
 		for _, s := range []string{"a", "b"} {
 			for series, v := range k.drops(s) {
@@ -272,29 +329,44 @@ func (k *keyRoll) during(step string, port int, action func()) {
 				}
 			}
 		}
-		k.t.Errorf("%s: %d datagrams received, %d lost, %d twice; want none lost (gateway drops meanwhile: %v)", step, st.Received, st.Lost, st.Duplicates, drops)
+		k.t.Errorf("%s: %d datagrams received, %d lost, %d twice, %d sent of the %d the action and its second after need; want none lost (gateway drops meanwhile: %v)",
+			step, st.Received, st.Lost, st.Duplicates, sent, need, drops)
 	}
-	if !intact {
-		k.t.Errorf("%s: TCP transfer\nsender: %s\nreceiver: %s", step, sent, received)
+	if !intact || n < 1<<20 {
+		k.t.Errorf("%s: TCP transfer not intact (or under 1 MiB): receiver %s; want the first bytes of seed %d", step, received, seed)
 	}
+	k.lap(step)
+}
+
+// seededSHA256 is the sha256 of the first n bytes `bhprobe tcp-send
+// -seed seed` sends (its ChaCha8 stream).
+func seededSHA256(seed uint64, n int64) string {
+	rng := mrand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(seed >> 24)})
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	for n > 0 {
+		chunk := buf[:min(int64(len(buf)), n)]
+		rng.Read(chunk)
+		h.Write(chunk)
+		n -= int64(len(chunk))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // drops returns gateway site's drop counters by series.
 func (k *keyRoll) drops(site string) map[string]float64 {
+	return dropCounters(k.metrics(site))
+}
+
+// dropCounters reads a scrape's drop counters by series.
+func dropCounters(scrape string) map[string]float64 {
 	out := map[string]float64{}
 	re := regexp.MustCompile(`(?m)^(bridgehead_dropped_packets_total\{[^}]*\}) (\S+)$`)
-	for _, m := range re.FindAllStringSubmatch(k.metrics(site), -1) {
+	for _, m := range re.FindAllStringSubmatch(scrape, -1) {
 		v, _ := strconv.ParseFloat(m[2], 64)
 		out[m[1]] = v
 	}
 	return out
-}
-
-func firstMatch(s string) string {
-	if m := regexpFind(`\d+ bytes sha256 [0-9a-f]{8}`, s); m != nil {
-		return m[0] + "…"
-	}
-	return "(none)"
 }
 
 // keysReloaded waits until gateway site applied its changed key files:
@@ -350,7 +422,7 @@ func (k *keyRoll) waitHandshake(site, gw, gwSite string, limit time.Duration, th
 	}
 	start := sum()
 	then()
-	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(scrapeEvery) {
 		if sum() > start {
 			return time.Now()
 		}
