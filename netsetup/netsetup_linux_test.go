@@ -132,7 +132,29 @@ func newEnv(t testing.TB) env {
 			t.Fatalf("address %s on %s: %v", p, lanName, err)
 		}
 	}
+	waitLANSettled(t)
 	return env{tun: linkByName(t, tunName), lan: linkByName(t, lanName), lo: lo}
+}
+
+// waitLANSettled waits until the veth has its carrier and the kernel has
+// the local route of lanAddr6: the carrier comes up asynchronously, and
+// when it does IPv6 re-adds that route, which a test watching route
+// events would otherwise see as its own doing.
+func waitLANSettled(t testing.TB) {
+	t.Helper()
+	host := netlink.Route{Table: unix.RT_TABLE_LOCAL, Dst: &net.IPNet{IP: lanAddr6.Addr().AsSlice(), Mask: net.CIDRMask(128, 128)}}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		up := linkByName(t, lanName).Attrs().OperState == netlink.OperUp
+		local, err := netlink.RouteListFiltered(netlink.FAMILY_V6, &host, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_DST)
+		if err == nil && up && len(local) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: carrier up %v, local route of %s %d (err %v) after 5 s", lanName, up, lanAddr6.Addr(), len(local), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // newSetup returns a Setup in the current namespace, closed at cleanup
