@@ -46,6 +46,7 @@ var layers = []layer{
 	{"daemon: wires the data path and the control plane together", []string{"daemon/..."}},
 	{"verify: checks a running gateway from outside", []string{"verify/..."}},
 	{"commands", []string{"cmd/..."}},
+	{"test helpers: setups that import the packages they set up, for tests only", []string{"internal/gatewaytest"}},
 	{"top: benchmarks, end-to-end tests, deployment, generated docs and the package map; nothing imports them", []string{
 		"bench/...", "e2e/...", "deploy/...", "hack/...", "internal/docgen", ".",
 	}},
