@@ -41,7 +41,7 @@ var (
 )
 
 // changelogPrevious is the newest release of CHANGELOG.md and its
-// commit (docs/releasing.md: the first "## vX.Y.Z" heading and its
+// commit (docs/operations/releasing.md: the first "## vX.Y.Z" heading and its
 // "Commit:" line; e2e's previousRelease reads them the same way).
 func changelogPrevious(t *testing.T) (version, commit string) {
 	t.Helper()
