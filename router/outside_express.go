@@ -13,10 +13,11 @@ import (
 //
 // The kernel steers a transport message with lane byte udp.ExpressLane
 // to the express socket, but it cannot authenticate: anyone may send
-// datagrams with that byte, and datagrams the steering program leaves to
-// the kernel's hash (handshakes, relay messages, transport messages
-// with lane byte 0 from gateways that do not read lane bytes) reach the
-// express socket too, for one socket's share of source addresses. With
+// datagrams with that byte. Datagrams without a lane byte (handshakes,
+// relay messages, transport messages of a session whose peer has not yet
+// said it reads lane bytes) go to the lane sockets by packet hash
+// (udp.ListenExpress), not here; a bind without that steering may still
+// deliver them here, and they are handled as below. With
 // ExpressPriority the express outside loop runs at real-time priority,
 // so whatever it opens preempts the bulk lanes. It therefore handles
 // itself only transport messages carrying the express lane byte, and of
@@ -30,14 +31,12 @@ import (
 // dropped and counted (express_overflow): input beyond the express
 // lane's budget must not take real-time time, nor unbounded memory.
 //
-// Relay messages (a hub's forwards, a spoke's relayed datagrams) reach
-// the express socket only by the kernel's hash of their ports. A bind
-// that can (transit.Bind: relayDeferrer) hands them back unread, and the
-// spill loop has them processed (relayProcessor) before it handles what
-// they carry, so no relay work runs on the real-time thread either. The
-// steering program had better never hash onto the express socket
-// (package udp); until it does, this keeps the real-time loop to express
-// traffic.
+// Relay messages (a hub's forwards, a spoke's relayed datagrams) carry no
+// lane byte, so the steering keeps them off the express socket; should
+// one arrive here anyway, a bind that can (transit.Bind: relayDeferrer)
+// hands it back unread, and the spill loop has it processed
+// (relayProcessor) before it handles what it carries, so no relay work
+// runs on the real-time thread either.
 const (
 	// ExpressRate is how many express datagrams a second the express
 	// outside loop opens itself; ExpressBurst how many at once.

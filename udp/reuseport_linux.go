@@ -61,8 +61,9 @@ const ExpressLane = 0xff
 // ListenExpress is ListenLanes with one more socket in the group, the
 // express socket, last in the group's order: transport messages with
 // lane byte ExpressLane go to it, the others as ListenLanes steers them
-// over the n lane sockets (datagrams the kernel steers by hash may reach
-// any of the n+1). A sender uses the express lane for flows that send
+// over the n lane sockets, and datagrams without a lane byte to a lane
+// socket by their packet hash (expressProgram): only express datagrams
+// reach the express socket. A sender uses the express lane for flows that send
 // little (router: sparse flows), so that the receiver reads them from a
 // queue of their own instead of behind a bulk flow's datagrams in a lane
 // socket's FIFO. The lane sockets keep receive coalescing: a coalesced
@@ -124,8 +125,18 @@ func listenGroup(addr netip.AddrPort, n int, express bool, opts Options) ([]*Lin
 }
 
 // expressProgram is the reuseport program of n lane sockets and the
-// express socket (socket n): laneProgram(n), but lane byte ExpressLane
-// goes to socket n.
+// express socket (socket n): lane byte ExpressLane goes to socket n,
+// another non-zero lane byte to socket (lane byte mod n), and every other
+// datagram (handshakes, relay messages, transport messages without a lane
+// byte) to lane socket (packet hash mod n), never to the express socket.
+// Leaving those to the kernel's hash, as laneProgram does, would put one
+// peer's whole traffic on the express socket whenever its ports hash
+// there: a sender sets no lane byte on a new session until the peer's
+// first probe reply (package router), so at every rekey a bulk flow's
+// datagrams would reach the express loop, which hands them to its spill
+// loop and drops what that cannot take. The packet hash is the one the
+// NIC or the kernel recorded (skb->hash); where none was recorded it is 0
+// and such datagrams all reach lane socket 0.
 func expressProgram(n int) ([]bpf.RawInstruction, error) {
 	return bpf.Assemble([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 0, Size: 1},
@@ -136,7 +147,9 @@ func expressProgram(n int) ([]bpf.RawInstruction, error) {
 		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
 		bpf.RetA{},
 		bpf.RetConstant{Val: uint32(n)},
-		bpf.RetConstant{Val: noSocket},
+		bpf.LoadExtension{Num: bpf.ExtRXHash},
+		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
+		bpf.RetA{},
 	})
 }
 

@@ -410,3 +410,63 @@ func TestListenExpressSteersExpressLane(t *testing.T) {
 		})
 	}
 }
+
+// TestListenExpressKeepsUnsteeredOff: datagrams without a lane byte
+// (transport messages of a session whose peer has not yet said it reads
+// lane bytes, handshakes, other types) from many source ports all reach
+// lane sockets, none the express socket. With the kernel's hash over all
+// n+1 sockets about one port in n+1 would land on the express socket.
+func TestListenExpressKeepsUnsteeredOff(t *testing.T) {
+	for _, lanes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
+			laneBinds, express, err := ListenExpress(netip.MustParseAddrPort("127.0.0.1:0"), lanes, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := append(append([]*LinuxBind{}, laneBinds...), express)
+			var mu sync.Mutex
+			bySocket := map[int]int{}
+			defer receiveEach(all, &mu, func(s int, _ []byte, _ netip.AddrPort) { bySocket[s]++ })()
+			const ports = 48
+			kinds := []byte{msgTransport, 1, 2, 3, 9} // lane byte 0, initiation, response, cookie, unknown
+			msg := make([]byte, 32)
+			for range ports {
+				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(laneBinds[0].LocalAddr().Port())})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range kinds {
+					msg[0], msg[1] = k, 0
+					if _, err := c.Write(msg); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.Close()
+			}
+			want := ports * len(kinds)
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				mu.Lock()
+				n := 0
+				for _, c := range bySocket {
+					n += c
+				}
+				mu.Unlock()
+				if n >= want || time.Now().After(deadline) {
+					break
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if bySocket[lanes] != 0 {
+				t.Errorf("%d of %d datagrams without a lane byte reached the express socket (by socket: %v)", bySocket[lanes], want, bySocket)
+			}
+			n := 0
+			for _, c := range bySocket {
+				n += c
+			}
+			if n != want {
+				t.Errorf("%d datagrams received, want %d (by socket: %v)", n, want, bySocket)
+			}
+		})
+	}
+}
