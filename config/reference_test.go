@@ -59,18 +59,20 @@ func TestFieldRuleDefaults(t *testing.T) {
 		return "on"
 	}
 	got := map[string]func() string{
-		"keyOverlap":                         func() string { return c.KeyOverlapOrDefault().String() },
-		"listen":                             func() string { return c.Listen },
-		"cipher":                             func() string { return c.Cipher },
-		"interface.name":                     func() string { return c.Interface.Name },
-		"interface.mtu":                      func() string { return fmt.Sprint(c.Interface.MTU.Value) },
-		"interface.offload":                  func() string { return fmt.Sprint(c.OffloadEnabled()) },
-		"cluster.name":                       func() string { return c.Cluster.Name },
-		"metrics.listen":                     func() string { return off(c.Metrics.Listen == "") },
-		"clampMSS":                           func() string { return fmt.Sprint(c.ClampMSSEnabled()) },
-		"earlyDrop":                          func() string { return fmt.Sprint(c.EarlyDropEnabled()) },
-		"express":                            func() string { return fmt.Sprint(c.ExpressEnabled()) },
-		"expressPriority":                    func() string { return fmt.Sprintf("%d (0 without CAP_BPF or CAP_SYS_NICE)", c.ExpressPriorityOrDefault()) },
+		"keyOverlap":        func() string { return c.KeyOverlapOrDefault().String() },
+		"listen":            func() string { return c.Listen },
+		"cipher":            func() string { return c.Cipher },
+		"interface.name":    func() string { return c.Interface.Name },
+		"interface.mtu":     func() string { return fmt.Sprint(c.Interface.MTU.Value) },
+		"interface.offload": func() string { return fmt.Sprint(c.OffloadEnabled()) },
+		"cluster.name":      func() string { return c.Cluster.Name },
+		"metrics.listen":    func() string { return off(c.Metrics.Listen == "") },
+		"clampMSS":          func() string { return fmt.Sprint(c.ClampMSSEnabled()) },
+		"earlyDrop":         func() string { return fmt.Sprint(c.EarlyDropEnabled()) },
+		"express":           func() string { return fmt.Sprint(c.ExpressEnabled()) },
+		"expressPriority": func() string {
+			return fmt.Sprintf("%d (0 without CAP_BPF or CAP_SYS_NICE)", c.ExpressPriorityOrDefault())
+		},
 		"lanes":                              func() string { return lanesDefault(c) },
 		"relay":                              func() string { return off(c0.Relay == nil) },
 		"relay.allowedPorts":                 func() string { return fmt.Sprint(c.Relay.AllowedPorts) },
@@ -85,11 +87,13 @@ func TestFieldRuleDefaults(t *testing.T) {
 		"drain.quiet":                        func() string { return c.DrainQuiet().String() },
 		"kubernetes":                         func() string { return off(c0.Kubernetes == nil) },
 		"kubernetes.inCluster":               func() string { return fmt.Sprint(c.Kubernetes.InCluster) },
-		"kubernetes.gateway":                 func() string { return strings.Replace(strings.Replace(c.Kubernetes.Gateway, c.Site, "<site>", 1), c.Gateway, "<gateway>", 1) },
-		"kubernetes.follow":                  func() string { return fmt.Sprint(c.Kubernetes.Follow) },
-		"kubernetes.namespace":               func() string { return follow.Kubernetes.Namespace },
-		"kubernetes.catalogFile":             func() string { return follow.Kubernetes.CatalogFile },
-		"sites[].keepalive":                  func() string { return fmt.Sprintf("off (%d)", c.Sites[0].Keepalive) },
+		"kubernetes.gateway": func() string {
+			return strings.Replace(strings.Replace(c.Kubernetes.Gateway, c.Site, "<site>", 1), c.Gateway, "<gateway>", 1)
+		},
+		"kubernetes.follow":      func() string { return fmt.Sprint(c.Kubernetes.Follow) },
+		"kubernetes.namespace":   func() string { return follow.Kubernetes.Namespace },
+		"kubernetes.catalogFile": func() string { return follow.Kubernetes.CatalogFile },
+		"sites[].keepalive":      func() string { return fmt.Sprintf("off (%d)", c.Sites[0].Keepalive) },
 	}
 	// Defaults the packages that read these fields apply (router, fq,
 	// relay), or that describe a meaning rather than a value.
