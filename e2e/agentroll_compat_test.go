@@ -46,26 +46,7 @@ func TestAgentRollFromPreviousRelease(t *testing.T) {
 		t.Fatalf("the %s agent wrote a state file (%v): this test is for a release before it", rel.version, err)
 	}
 
-	a1, _ := nl.addPod(n, "p1")
-	a2, _ := nl.addPod("a-n2", "p1")
-	b1, _ := nl.addPod("b-n1", "p1")
-	toA2 := nl.sinkAt("a-n2-p1", a2, 7310)
-	toA1 := nl.sinkAt("a-n1-p1", a1, 7311)
-	toInet := nl.sinkAt("inet", "198.51.100.100", 7312)
-	toB := nl.sinkAt("b-n1-p1", b1, 7313)
-	gwDrops := func() float64 { return droppedTotal(nl.metrics("a")) + droppedTotal(nl.metrics("b")) }
-	drops0 := gwDrops()
-	stream := func(ns, src, dst string) func() {
-		_, wait := nl.bg(ns, filepath.Join(nl.bin, "bhprobe"), "udp-stream", "-src", src, "-rate", "1000", "-duration", "10s", dst)
-		return func() { wait() }
-	}
-	waits := []func(){
-		stream("a-n1-p1", a1, joinHostPort(a2, 7310)),
-		stream("a-n2-p1", a2, joinHostPort(a1, 7311)),
-		stream("a-n1-p1", a1, "198.51.100.100:7312"),
-		stream("a-n1-p1", a1, joinHostPort(b1, 7313)),
-	}
-	time.Sleep(time.Second)
+	streams := nl.startRollStreams(7310)
 
 	before := nl.agentOwned(n)
 	nl.stopAgent(n)
@@ -75,25 +56,9 @@ func TestAgentRollFromPreviousRelease(t *testing.T) {
 	adopted := time.Since(start)
 	nl.checkAdopted(t, n, before, start, "adopting the "+rel.version+" agent's node")
 
-	for _, w := range waits {
-		w()
-	}
+	streams.wait()
 	t.Logf("roll %s → this tree at %s", rel.version, start.UTC().Format("15:04:05.000"))
-	for _, c := range []struct {
-		what string
-		st   flowStats
-	}{{"pod a-n1 → pod a-n2", toA2()["0"]}, {"pod a-n2 → pod a-n1", toA1()["0"]}, {"pod a-n1 → internet (SNAT)", toInet()["0"]}} {
-		t.Logf("%s: %d received, %d lost, longest gap %.1f ms ending %s", c.what, c.st.Received, c.st.Lost, c.st.MaxGapMs, c.st.GapAt)
-		if c.st.Lost != 0 || c.st.Received < 9000 {
-			t.Errorf("%s across the roll from %s: %d received, %d lost; want none lost", c.what, rel.version, c.st.Received, c.st.Lost)
-		}
-	}
-	cross, dropped := toB()["0"], gwDrops()-drops0
-	t.Logf("pod a-n1 → pod b-n1 (through the gateways): %d received, %d lost, longest gap %.1f ms ending %s; the gateways dropped %.0f packets meanwhile",
-		cross.Received, cross.Lost, cross.MaxGapMs, cross.GapAt, dropped)
-	if float64(cross.Lost) > dropped || cross.Received < 9000 {
-		t.Errorf("pod a-n1 → pod b-n1 across the roll from %s: %d received, %d lost, more than the %.0f the gateways dropped", rel.version, cross.Received, cross.Lost, dropped)
-	}
+	streams.check(t, "the roll from "+rel.version)
 	t.Logf("roll %s (no state file) → this tree (schema 2): new agent synced %s after its start, nothing rewritten", rel.version, adopted.Round(time.Millisecond))
 	t.Logf("test took %s without the builds (lab teardown follows)", time.Since(began).Round(100*time.Millisecond))
 }

@@ -28,26 +28,7 @@ func TestAgentRoll(t *testing.T) {
 	binaries(t) // built once per test binary: not this test's time
 	began := time.Now()
 	nl := startNodeLab(t)
-	a1, _ := nl.addPod("a-n1", "p1")
-	a2, _ := nl.addPod("a-n2", "p1")
-	b1, _ := nl.addPod("b-n1", "p1")
-	toA2 := nl.sinkAt("a-n2-p1", a2, 7300)
-	toA1 := nl.sinkAt("a-n1-p1", a1, 7301)
-	toInet := nl.sinkAt("inet", "198.51.100.100", 7302)
-	toB := nl.sinkAt("b-n1-p1", b1, 7303)
-	gwDrops := func() float64 { return droppedTotal(nl.metrics("a")) + droppedTotal(nl.metrics("b")) }
-	drops0 := gwDrops()
-	stream := func(ns, src, dst string) func() {
-		_, wait := nl.bg(ns, filepath.Join(nl.bin, "bhprobe"), "udp-stream", "-src", src, "-rate", "1000", "-duration", "10s", dst)
-		return func() { wait() }
-	}
-	waits := []func(){
-		stream("a-n1-p1", a1, joinHostPort(a2, 7300)),
-		stream("a-n2-p1", a2, joinHostPort(a1, 7301)),
-		stream("a-n1-p1", a1, "198.51.100.100:7302"),
-		stream("a-n1-p1", a1, joinHostPort(b1, 7303)),
-	}
-	time.Sleep(time.Second)
+	streams := nl.startRollStreams(7300)
 
 	state := filepath.Join(nl.nodeDir("a-n1"), "node-state.json")
 	before := nl.agentOwned("a-n1")
@@ -88,25 +69,9 @@ func TestAgentRoll(t *testing.T) {
 		t.Error("the agent did not log the newer state")
 	}
 
-	for _, w := range waits {
-		w()
-	}
+	streams.wait()
 	t.Logf("rolls at %s and %s", start1.UTC().Format("15:04:05.000"), start.UTC().Format("15:04:05.000"))
-	for _, c := range []struct {
-		what string
-		st   flowStats
-	}{{"pod a-n1 → pod a-n2", toA2()["0"]}, {"pod a-n2 → pod a-n1", toA1()["0"]}, {"pod a-n1 → internet (SNAT)", toInet()["0"]}} {
-		t.Logf("%s: %d received, %d lost, longest gap %.1f ms ending %s", c.what, c.st.Received, c.st.Lost, c.st.MaxGapMs, c.st.GapAt)
-		if c.st.Lost != 0 || c.st.Received < 9000 {
-			t.Errorf("%s across two agent rolls: %d received, %d lost; want none lost", c.what, c.st.Received, c.st.Lost)
-		}
-	}
-	cross, dropped := toB()["0"], gwDrops()-drops0
-	t.Logf("pod a-n1 → pod b-n1 (through the gateways): %d received, %d lost, longest gap %.1f ms ending %s; the gateways dropped %.0f packets meanwhile",
-		cross.Received, cross.Lost, cross.MaxGapMs, cross.GapAt, dropped)
-	if float64(cross.Lost) > dropped || cross.Received < 9000 {
-		t.Errorf("pod a-n1 → pod b-n1 across two agent rolls: %d received, %d lost, more than the %.0f the gateways dropped", cross.Received, cross.Lost, dropped)
-	}
+	streams.check(t, "two agent rolls")
 	t.Logf("roll 1 (schema 1 → 2): new agent synced %s after its start, nothing rewritten", adopted.Round(time.Millisecond))
 	t.Logf("test took %s without the build (lab teardown follows)", time.Since(began).Round(100*time.Millisecond))
 }
@@ -139,4 +104,72 @@ func droppedTotal(scrape string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// rollStreams are the four 1 kHz pod streams an agent roll on a-n1 runs
+// under: a-n1 → a-n2 and back (the node's bridge and routes), a-n1 → the
+// internet (its SNAT) and a-n1 → b-n1 (through the gateways).
+type rollStreams struct {
+	toA2, toA1, toInet, toB func() map[string]flowStats
+	gwDrops                 func() float64
+	drops0                  float64
+	waits                   []func()
+}
+
+// startRollStreams adds the pods, their sinks on ports port..port+3 and
+// starts the 10 s streams, a second before it returns.
+func (nl *nodeLab) startRollStreams(port int) *rollStreams {
+	a1, _ := nl.addPod("a-n1", "p1")
+	a2, _ := nl.addPod("a-n2", "p1")
+	b1, _ := nl.addPod("b-n1", "p1")
+	s := &rollStreams{
+		toA2:   nl.sinkAt("a-n2-p1", a2, port),
+		toA1:   nl.sinkAt("a-n1-p1", a1, port+1),
+		toInet: nl.sinkAt("inet", "198.51.100.100", port+2),
+		toB:    nl.sinkAt("b-n1-p1", b1, port+3),
+	}
+	s.gwDrops = func() float64 { return droppedTotal(nl.metrics("a")) + droppedTotal(nl.metrics("b")) }
+	s.drops0 = s.gwDrops()
+	stream := func(ns, src, dst string) func() {
+		_, wait := nl.bg(ns, filepath.Join(nl.bin, "bhprobe"), "udp-stream", "-src", src, "-rate", "1000", "-duration", "10s", dst)
+		return func() { wait() }
+	}
+	s.waits = []func(){
+		stream("a-n1-p1", a1, joinHostPort(a2, port)),
+		stream("a-n2-p1", a2, joinHostPort(a1, port+1)),
+		stream("a-n1-p1", a1, joinHostPort("198.51.100.100", port+2)),
+		stream("a-n1-p1", a1, joinHostPort(b1, port+3)),
+	}
+	time.Sleep(time.Second)
+	return s
+}
+
+// wait waits until every stream has ended.
+func (s *rollStreams) wait() {
+	for _, w := range s.waits {
+		w()
+	}
+}
+
+// check reports the streams and fails t for any datagram lost on the
+// node's own paths, or lost across the gateways beyond what their drop
+// counters account for (a loaded -race gateway's fair queue expires a
+// few).
+func (s *rollStreams) check(t *testing.T, across string) {
+	t.Helper()
+	for _, c := range []struct {
+		what string
+		st   flowStats
+	}{{"pod a-n1 → pod a-n2", s.toA2()["0"]}, {"pod a-n2 → pod a-n1", s.toA1()["0"]}, {"pod a-n1 → internet (SNAT)", s.toInet()["0"]}} {
+		t.Logf("%s: %d received, %d lost, longest gap %.1f ms ending %s", c.what, c.st.Received, c.st.Lost, c.st.MaxGapMs, c.st.GapAt)
+		if c.st.Lost != 0 || c.st.Received < 9000 {
+			t.Errorf("%s across %s: %d received, %d lost; want none lost", c.what, across, c.st.Received, c.st.Lost)
+		}
+	}
+	cross, dropped := s.toB()["0"], s.gwDrops()-s.drops0
+	t.Logf("pod a-n1 → pod b-n1 (through the gateways): %d received, %d lost, longest gap %.1f ms ending %s; the gateways dropped %.0f packets meanwhile",
+		cross.Received, cross.Lost, cross.MaxGapMs, cross.GapAt, dropped)
+	if float64(cross.Lost) > dropped || cross.Received < 9000 {
+		t.Errorf("pod a-n1 → pod b-n1 across %s: %d received, %d lost, more than the %.0f the gateways dropped", across, cross.Received, cross.Lost, dropped)
+	}
 }
