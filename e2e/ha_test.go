@@ -427,8 +427,13 @@ func failoverRun(t *testing.T, mode string, env ...string) (gapMs, downMs float6
 		"-bytes", strconv.Itoa(24<<20), "-mbps", "40", "-timeout", "80s", "10.245.1.10:5201")
 	time.Sleep(1500 * time.Millisecond)
 
-	l.fail(carrier, mode)
+	// failedAt is taken before the fault is made, not after: the gateway
+	// can notice a LAN link going down (netlink) and log it before the
+	// command that downs it has returned, and a stamp taken afterwards
+	// would then read as later than the gateway's own reaction. Figures
+	// measured from it include the fault command's own run time.
 	failedAt := time.Now()
+	l.fail(carrier, mode)
 	if mode == "lan" {
 		l.waitNotReady(carrier, failedAt)
 		if slices.Contains(env, "LAN_INTERFACE=") {
@@ -651,10 +656,10 @@ func TestHAMTUBlackHole(t *testing.T) {
 	before := l.peersAtA()[carrier].Live.Downs
 	c := exec.Command("ip", "netns", "exec", l.ns("a-gw"), "nft", "-f", "-")
 	c.Stdin = strings.NewReader(rules)
+	failedAt := time.Now() // before the fault is made, as in failoverRun
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("nft in a-gw: %v\n%s", err, out)
 	}
-	failedAt := time.Now()
 	var st peerStatus
 	for {
 		st = l.peersAtA()[carrier]
