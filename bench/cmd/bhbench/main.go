@@ -9,7 +9,7 @@
 //	go run ./bench/cmd/bhbench            # full run: 3 runs of 10 s per measurement
 //	go run ./bench/cmd/bhbench --quick    # smoke: 1 run, 3 s, kernel + bridgehead aesgcm
 //	go run ./bench/cmd/bhbench -gateway-sched fifo:10   # control: gateways' threads real-time
-//	go run ./bench/cmd/bhbench -express-priority 0,10   # bridgehead twice: default, real-time express lane
+//	go run ./bench/cmd/bhbench -express-priority default,0   # bridgehead twice: its default (the express lane), express lane off
 //
 // See bench/README.md.
 package main
@@ -58,7 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wanMTU    = fs.Int("wan-mtu", 1500, "MTU of the WAN veth between the gateways")
 		streams   = fs.Int("streams", 4, "parallel streams of the multi-stream TCP test")
 		prefix    = fs.String("prefix", fmt.Sprintf("bhb%d", os.Getpid()), "prefix of the lab's namespaces and interfaces (unique per run)")
-		rtList    = fs.String("express-priority", "", "bridgehead express priorities (run --express-priority, 1..99: kernel steering of sparse flows and SCHED_FIFO express threads), comma-separated; each is a column beside the daemon's default (off), which 0 names")
+		rtList    = fs.String("express-priority", "", "bridgehead express priorities, comma-separated, each a column: default (no flag: the daemon's default, 10 where it has CAP_BPF and CAP_SYS_NICE), 0 (run --express-priority 0: off) or 1..99 (kernel steering of sparse flows and SCHED_FIFO express threads at that priority) (default \"default\")")
 		laneList  = fs.String("lanes", "", "bridgehead lane counts (run --lanes), comma-separated; each is a column (default: the daemon's, one per CPU)")
 		udpSize   = fs.Int("udp-size", 64, "UDP payload bytes of the small-packet test")
 		udpRate   = fs.String("udp-bitrate", "0", "iperf3 -b of the small-packet test (0: as fast as the sender can)")
@@ -106,10 +106,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("-gateway-sched: %v", err)
 	}
-	// Each list is columns; empty is one column with the daemon's default (0).
-	prios, bad := intList(*rtList, 0, 99)
+	// Each list is columns; empty is one column with the daemon's default.
+	prios, bad := expressList(*rtList)
 	if bad != "" {
-		return fail("-express-priority: %q is not a priority 0..99", bad)
+		return fail("-express-priority: %q is neither default nor a priority 0..99", bad)
 	}
 	lanes, bad := intList(*laneList, 1, 64)
 	if bad != "" {
@@ -337,6 +337,26 @@ func intList(s string, lo, hi int) (list []int, bad string) {
 	}
 	if len(list) == 0 {
 		list = []int{0}
+	}
+	return list, ""
+}
+
+// expressList parses -express-priority: "default" (or an empty list)
+// is modes.ExpressDefault, numbers are priorities 0..99.
+func expressList(s string) (list []int, bad string) {
+	for _, f := range splitList(s) {
+		if f == "default" {
+			list = append(list, modes.ExpressDefault)
+			continue
+		}
+		l, bad := intList(f, 0, 99)
+		if bad != "" {
+			return nil, bad
+		}
+		list = append(list, l...)
+	}
+	if len(list) == 0 {
+		list = []int{modes.ExpressDefault}
 	}
 	return list, ""
 }

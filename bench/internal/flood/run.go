@@ -33,7 +33,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if cfg.Batch < 1 {
 		cfg.Batch = 64
 	}
-	v := modes.Variant{Mode: modes.Bridgehead, Cipher: cfg.Cipher}
+	v := modes.Variant{Mode: modes.Bridgehead, Cipher: cfg.Cipher, ExpressPriority: modes.ExpressDefault}
 	rep = &Report{
 		Measurement: "flood",
 		Started:     time.Now().UTC().Format(time.RFC3339),

@@ -29,11 +29,17 @@ type Variant struct {
 	// Lanes is bridgehead's `run --lanes`; 0 leaves the daemon's
 	// default (one per CPU).
 	Lanes int
-	// ExpressPriority is bridgehead's `run --express-priority`: 0
-	// leaves the daemon's default (off); 1..99 sorts flows in the kernel
-	// and runs the express lane's loops SCHED_FIFO at that priority.
+	// ExpressPriority is bridgehead's `run --express-priority`:
+	// ExpressDefault leaves the daemon's default (10 where the gateway
+	// has CAP_BPF and CAP_SYS_NICE, as the bench's root gateways do);
+	// 0 turns the express lane off; 1..99 sorts flows in the kernel and
+	// runs the express lane's loops SCHED_FIFO at that priority.
 	ExpressPriority int
 }
+
+// ExpressDefault is the ExpressPriority that passes no
+// --express-priority, so the gateway runs with its default.
+const ExpressDefault = -1
 
 func (v Variant) String() string {
 	s := v.Mode
@@ -43,7 +49,11 @@ func (v Variant) String() string {
 	if v.Lanes > 0 {
 		s += fmt.Sprintf("-lanes%d", v.Lanes)
 	}
-	if v.ExpressPriority > 0 {
+	switch {
+	case v.Mode != Bridgehead || v.ExpressPriority == ExpressDefault:
+	case v.ExpressPriority == 0:
+		s += "-express-off"
+	default:
 		s += fmt.Sprintf("-rt%d", v.ExpressPriority)
 	}
 	return s
@@ -132,7 +142,7 @@ func startBridgehead(ctx context.Context, t *lab.Topology, bin string, v Variant
 		if v.Lanes > 0 {
 			a = append(a, "--lanes", fmt.Sprint(v.Lanes))
 		}
-		if v.ExpressPriority > 0 {
+		if v.ExpressPriority != ExpressDefault {
 			a = append(a, "--express-priority", fmt.Sprint(v.ExpressPriority))
 		}
 		return a

@@ -73,8 +73,9 @@ func TestVariantString(t *testing.T) {
 		want string
 	}{
 		{Variant{Mode: Kernel}, "kernel"},
-		{Variant{Mode: Bridgehead, Cipher: "aesgcm"}, "bridgehead-aesgcm"},
-		{Variant{Mode: Bridgehead, Cipher: "aesgcm", Lanes: 2}, "bridgehead-aesgcm-lanes2"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm", ExpressPriority: ExpressDefault}, "bridgehead-aesgcm"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm"}, "bridgehead-aesgcm-express-off"},
+		{Variant{Mode: Bridgehead, Cipher: "aesgcm", Lanes: 2, ExpressPriority: ExpressDefault}, "bridgehead-aesgcm-lanes2"},
 		{Variant{Mode: Bridgehead, Cipher: "aesgcm", ExpressPriority: 10}, "bridgehead-aesgcm-rt10"},
 		{Variant{Mode: Bridgehead, Cipher: "chachapoly", Lanes: 1, ExpressPriority: 5}, "bridgehead-chachapoly-lanes1-rt5"},
 	} {
