@@ -8,9 +8,11 @@
 #   SKIP   specs left out (default: none)
 #   NODES  ginkgo's parallel processes (default 4: the tests mostly wait)
 #
-# Writes REPORT_DIR/junit_01.xml (the suite's own report), REPORT_DIR/log
-# and REPORT_DIR/summary.txt (counts, wall time, each failed spec), and
-# exits 1 when a spec failed.
+# Writes REPORT_DIR/junit_01.xml (the suite's own report), REPORT_DIR/log,
+# REPORT_DIR/summary.txt (counts, wall time, each failed spec) and
+# REPORT_DIR/junit-ran.xml (the report without the skipped specs and the
+# captured output, a failure's message cut to its first 20 lines: what
+# docs/conformance commits), and exits 1 when a spec failed.
 set -euo pipefail
 state=$(cd "${1:?usage: conformance.sh STATE_DIR REPORT_DIR}" && pwd)
 report=${2:?usage: conformance.sh STATE_DIR REPORT_DIR}
@@ -65,6 +67,22 @@ for line in open(pods):
     if len(f) == 3 and f[2] != "<none>" and f[0] not in ("kube-system", "bridgehead-system"):
         nodes.setdefault(f[2], set()).add((f[0], f[1]))
 print("the suite's pods by node: " + ", ".join(f"{n} {len(p)}" for n, p in sorted(nodes.items())))
+PY
+python3 - "$report/junit_01.xml" "$report/junit-ran.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+tree = ET.parse(sys.argv[1])
+for suite in tree.getroot().iter("testsuite"):
+    for c in list(suite.findall("testcase")):
+        if c.find("skipped") is not None:
+            suite.remove(c)
+            continue
+        for ch in list(c):
+            if ch.tag in ("system-out", "system-err"):
+                c.remove(ch)
+            elif ch.text:
+                ch.text = "\n".join(ch.text.splitlines()[:20]) + "\n"
+ET.indent(tree)
+tree.write(sys.argv[2], encoding="unicode")
 PY
 cat "$report/summary.txt"
 exit $rc

@@ -31,7 +31,7 @@ out=$dir/images
 mkdir -p "$out"
 epoch=0
 created=1970-01-01T00:00:00Z
-debian_packages=curl,wget,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates,iperf,socat,bash,conntrack,iptables,busybox
+debian_packages=curl,wget,netcat-openbsd,dnsutils,iproute2,iputils-ping,procps,nginx-light,ca-certificates,iperf,iperf3,socat,bash,conntrack,iptables,busybox
 
 treehash() { (cd "$1" && find . -type f -exec sha256sum {} + | LC_ALL=C sort) | sha256sum | cut -c1-16; }
 
@@ -96,12 +96,11 @@ install -m 0755 "$dir/bin/coredns" "$r/coredns/coredns"
 fix "$r/coredns"
 image coredns registry.k8s.io/coredns/coredns v1.15.0 /coredns "" 0:0 "$r/coredns"
 
-# The Debian layer, cached in DIR/debian (rebuilt when the package list
-# or this script changes).
+# The Debian layer, cached in DIR/debian: debootstrap (minutes) runs
+# again only when the package list or debian_layer itself changes, not
+# for any other edit of this script.
 deb=$dir/debian
-debstamp=$( (cat "$here/images.sh"; echo "$debian_packages") | sha256sum | cut -c1-16)
-if [ "$(cat "$deb.stamp" 2>/dev/null)" != "$debstamp" ]; then
-	start=$(date +%s)
+debian_layer() {
 	rm -rf "$deb" "$deb.tmp"
 	debootstrap --variant=minbase --include="$debian_packages" bookworm "$deb.tmp" http://deb.debian.org/debian >"$dir/debootstrap.log" 2>&1 ||
 		{ tail -20 "$dir/debootstrap.log" >&2; exit 1; }
@@ -112,6 +111,11 @@ if [ "$(cat "$deb.stamp" 2>/dev/null)" != "$debstamp" ]; then
 	fix "$deb.tmp"
 	mv "$deb.tmp" "$deb"
 	mv "$deb.tmp.hash" "$deb.hash"
+}
+debstamp=$( (declare -f debian_layer; echo "$debian_packages") | sha256sum | cut -c1-16)
+if [ "$(cat "$deb.stamp" 2>/dev/null)" != "$debstamp" ]; then
+	start=$(date +%s)
+	debian_layer
 	echo "$debstamp" >"$deb.stamp"
 	echo "cluster-images: the Debian layer built in $(($(date +%s) - start)) s"
 fi
