@@ -36,7 +36,10 @@ type handshaker struct {
 	free  chan *hsMessage
 	// trigger carries the data path's requests for a session (want).
 	trigger chan *Peer
-	count   handshakeCounters
+	// hold keeps the data path from asking for new sessions while our
+	// pace refuses them (wantSession).
+	hold  paceHold
+	count handshakeCounters
 
 	// Owned by the handshake loop.
 	pending    map[uint32]*Peer // our initiations in flight, by receiver index
@@ -143,9 +146,7 @@ func (h *handshaker) loop(ctx context.Context) error {
 			h.handle(m.buf[:m.n], m.from, h.r.clock.Now(), scratch)
 			h.free <- m
 		case p := <-h.trigger:
-			h.count.triggers.Add(1)
-			p.wantHandshake.Store(false)
-			h.onTrigger(p, h.r.clock.Now(), scratch)
+			h.triggered(p, h.r.clock.Now(), scratch)
 		case now := <-tick:
 			if now.Sub(lastTimers) >= TimerTick {
 				lastTimers = now
@@ -414,6 +415,13 @@ func (h *handshaker) handleCookieReply(msg []byte) {
 	h.r.log.Debug("peer is under load and sent a cookie", "site", p.site, "gateway", p.name)
 }
 
+// triggered takes one request of the data path (want) for p at now.
+func (h *handshaker) triggered(p *Peer, now time.Time, scratch []byte) {
+	h.count.triggers.Add(1)
+	p.wantHandshake.Store(false)
+	h.onTrigger(p, now, scratch)
+}
+
 // onTrigger runs when the data path found no usable session for p, or one
 // due for rekeying, or packets queued behind a freshly confirmed session.
 func (h *handshaker) onTrigger(p *Peer, now time.Time, scratch []byte) {
@@ -439,7 +447,8 @@ func (h *handshaker) onTrigger(p *Peer, now time.Time, scratch []byte) {
 // bring their responses back faster than the loop answers them, tip it
 // "under load" and cost every peer a cookie round and a RekeyTimeout.
 // An attempt the pace holds back is made again by the caller's next run
-// (the timers, or the next packet that wants a session).
+// (the timers, or the next packet that wants a session once the pace
+// allows one: see paceHold).
 func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 	if p.hs.pending != nil && !retransmit {
 		return
@@ -451,6 +460,7 @@ func (h *handshaker) initiate(p *Peer, now time.Time, retransmit bool) {
 		return
 	}
 	if !retransmit && !h.gate.pace() {
+		h.hold.refused(h.r.mono.ns(now))
 		return
 	}
 	if p.hs.firstAttempt.IsZero() {
@@ -554,3 +564,34 @@ func (h *handshaker) want(p *Peer) {
 		p.wantHandshake.Store(false)
 	}
 }
+
+// wantSession is want for a new session with p, at now: p has no usable
+// one, or its session is due for rekeying. While our pace holds new
+// attempts back (paceHold), it does not wake the handshake loop, which
+// could only be refused again: a peer's rekey (or a site without a
+// session) would otherwise wake it for every packet sent.
+func (h *handshaker) wantSession(p *Peer, now time.Time) {
+	if h.hold.holds(h.r.mono.ns(now)) {
+		return
+	}
+	h.want(p)
+}
+
+// paceHold is how long the data path holds back its requests for new
+// sessions (wantSession) after our pace (handshakeGate.pace) refused an
+// attempt: until the pace's bucket has a token again, 1/InitiationRate
+// later. The pace is one bucket for every peer, so one hold serves them
+// all. The handshake loop writes it (initiate); the data path reads it,
+// and only on its way to asking for a session.
+type paceHold struct {
+	until atomic.Int64 // monotonic nanoseconds (monoEpoch); 0: none yet
+}
+
+// refused notes, at now (monotonic nanoseconds), that the pace refused
+// an attempt.
+func (h *paceHold) refused(now int64) {
+	h.until.Store(now + int64(time.Second/InitiationRate))
+}
+
+// holds reports whether requests for new sessions are held back at now.
+func (h *paceHold) holds(now int64) bool { return now < h.until.Load() }

@@ -245,6 +245,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 	st := r.state.Load()
 	run := b.run
 	var ctrs counterBlock // this call's send counters, see counterBlock
+	var sent sendCounts   // this call's reading of them, see sendCounts
 	for i := 0; i < n; i++ {
 		size := b.sizes[i]
 		pkt := b.bufs[i][bufHeadroom : bufHeadroom+size]
@@ -289,7 +290,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			continue
 		}
 		kp := p.current.Load()
-		ready := kp != nil && usable(kp, now)
+		ready := kp != nil && usableCount(kp, now, sent.of(kp))
 		if !ready || p.queue.Busy() {
 			// No session yet, or packets queued before it was set
 			// up are still going out (the handshake loop flushes
@@ -306,15 +307,20 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 			// session is looked at again after the push: one made
 			// current meanwhile (confirm, as responder) may have
 			// checked the queue before this packet was in it.
-			if ready || !p.handshaking.Load() {
+			// Without one, and no handshake in flight, the loop is
+			// asked for one, unless our pace is holding new
+			// attempts back (wantSession).
+			if ready {
 				r.hs.want(p)
 			} else if kp := p.current.Load(); kp != nil && usable(kp, now) {
 				r.hs.want(p)
+			} else if !p.handshaking.Load() {
+				r.hs.wantSession(p, now)
 			}
 			continue
 		}
-		if !p.handshaking.Load() && r.needsRekey(kp, now) {
-			r.hs.want(p)
+		if !p.handshaking.Load() && r.rekeyDue(kp, now, sent.of(kp)) {
+			r.hs.wantSession(p, now)
 		}
 		padded := bhcrypto.PaddedLen(size, r.set.mtu)
 		clear(b.bufs[i][bufHeadroom+size : bufHeadroom+padded])
@@ -331,7 +337,7 @@ func (r *Router) route(b *insideBatch, n int, now time.Time) {
 		}
 		if !ok { // the session's counters are spent
 			r.drops.Add(Inside, ReasonExpired, 1)
-			r.hs.want(p)
+			r.hs.wantSession(p, now)
 			continue
 		}
 		if p != run.peer {
@@ -384,23 +390,72 @@ type FlowSender interface {
 	SendFlows(bufs [][]byte, flows []uint64, ep netip.AddrPort) error
 }
 
-// usable reports whether a session may carry packets at now.
+// usable reports whether a session may carry packets at now: it is
+// younger than RejectAfterTime and has send counters left. It reads the
+// send counter, which every lane's sealer writes: the data path reads it
+// once per batch instead (sendCounts, usableCount).
 func usable(kp *bhcrypto.Keypair, now time.Time) bool {
-	return now.Sub(kp.Created) < RejectAfterTime && kp.SendCount() < bhcrypto.RejectAfterMessages
+	return usableCount(kp, now, kp.SendCount())
+}
+
+// usableCount is usable with sent, a reading of kp.SendCount. A reading
+// taken earlier in the batch can only be lower than the counter: the
+// sealer's reservation (crypto.Keypair.ReserveCounters) refuses a spent
+// session whatever usableCount said, so a session past its message limit
+// never seals.
+func usableCount(kp *bhcrypto.Keypair, now time.Time, sent uint64) bool {
+	return fresh(kp, now) && sent < bhcrypto.RejectAfterMessages
+}
+
+// fresh is usable's time limit alone: what site.pick reads for each
+// gateway of a site, per packet. The message limit cannot be what makes
+// a fresh session unusable: spending RekeyAfterMessages (2^60) counters
+// in RejectAfterTime (180 s) takes over 6·10^15 packets a second; and
+// if it were, the sealer refuses the session and route asks for a new
+// one (ReasonExpired).
+func fresh(kp *bhcrypto.Keypair, now time.Time) bool {
+	return now.Sub(kp.Created) < RejectAfterTime
 }
 
 // needsRekey reports whether sending on kp should start a new handshake.
 // The initiator rekeys after r.set.rekeyAfter, the responder later (as much
 // later as responderRekeyAfter is after RekeyAfterTime, never past it).
 func (r *Router) needsRekey(kp *bhcrypto.Keypair, now time.Time) bool {
-	age := now.Sub(kp.Created)
-	if kp.SendCount() >= bhcrypto.RekeyAfterMessages {
+	return r.rekeyDue(kp, now, kp.SendCount())
+}
+
+// rekeyDue is needsRekey with sent, a reading of kp.SendCount.
+func (r *Router) rekeyDue(kp *bhcrypto.Keypair, now time.Time, sent uint64) bool {
+	if sent >= bhcrypto.RekeyAfterMessages {
 		return true
 	}
+	age := now.Sub(kp.Created)
 	if kp.Initiator {
 		return age >= r.set.rekeyAfter
 	}
 	return age >= min(r.set.rekeyAfter+responderRekeyAfter-RekeyAfterTime, responderRekeyAfter)
+}
+
+// sendCounts is one route call's reading of a session's send counter,
+// for the message limits of usable and needsRekey. The counter is written
+// by every lane that seals the session (once per reservation, see
+// counterBlock); reading it for every packet, as those checks did, made
+// each lane miss on its cache line after every other lane's reservation.
+// Read once per batch and session, the limits apply from the next batch:
+// rekeying starts at the same count, at most one batch (one TUN read
+// of a lane) later, and the sealer's reservation still refuses a spent
+// session. It lives on the stack of one route call, like counterBlock.
+type sendCounts struct {
+	kp   *bhcrypto.Keypair
+	sent uint64
+}
+
+// of returns kp's send count, read once per call while kp stays the same.
+func (s *sendCounts) of(kp *bhcrypto.Keypair) uint64 {
+	if s.kp != kp {
+		s.kp, s.sent = kp, kp.SendCount()
+	}
+	return s.sent
 }
 
 // clampMSS lowers the MSS option of a TCP SYN or SYN-ACK to what fits the

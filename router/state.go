@@ -80,7 +80,7 @@ func (s *site) pickFlow(flow uint64, now time.Time) *Peer {
 	bestTier, bestScore := -1, uint64(0)
 	for _, p := range s.gateways {
 		tier := 0
-		if kp := p.current.Load(); kp != nil && usable(kp, now) {
+		if kp := p.current.Load(); kp != nil && fresh(kp, now) {
 			tier = 1
 			if p.live.up() {
 				tier = 2
