@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/bridgehead/bridgehead/internal/mdblock"
 )
 
 // workload is the part of a DaemonSet or Job that these tests read.
@@ -100,8 +103,9 @@ func commandFlags(t *testing.T, bin, cmd string) map[string]bool {
 
 // TestKubernetesWorkloads checks the node DaemonSet and the verify Job
 // against the code: every flag they pass exists on the command they run,
-// the image is the one name kustomization.yaml sets (and `make
-// container` writes), the node agent gets NET_ADMIN and nothing
+// the image is the one name the kustomizations pin (and `make
+// container` writes), untagged and a resource of a kustomization that
+// sets its tag (imagePinned), the node agent gets NET_ADMIN and nothing
 // else, writes the host's CNI directories where the runtime reads them
 // and installs the plugins from where the image has them, and verify
 // gets NET_RAW only and runs in the site its args name.
@@ -117,7 +121,7 @@ func TestKubernetesWorkloads(t *testing.T) {
 		file, kind, command, capability string
 	}{
 		{"kubernetes/node-daemonset.yaml", "DaemonSet", "node", "NET_ADMIN"},
-		{"kubernetes/verify-job.yaml", "Job", "verify", ""},
+		{"kubernetes/verify/job.yaml", "Job", "verify", ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			w := readWorkload(t, tc.file)
@@ -126,8 +130,11 @@ func TestKubernetesWorkloads(t *testing.T) {
 			if w.Kind != tc.kind {
 				t.Errorf("kind %s, want %s", w.Kind, tc.kind)
 			}
-			if c.Image != "ghcr.io/bridgehead/bridgehead" {
-				t.Errorf("image %q: want ghcr.io/bridgehead/bridgehead, untagged: kustomization.yaml's images: sets the tag or digest once for every manifest", c.Image)
+			if c.Image != bridgeheadImage {
+				t.Errorf("image %q: want %s, untagged: the images: of the kustomization that applies it sets the tag or digest", c.Image, bridgeheadImage)
+			}
+			if err := imagePinned(tc.file); err != nil {
+				t.Error(err)
 			}
 			if len(c.Args) == 0 || c.Args[0] != tc.command {
 				t.Fatalf("args %q: want the %s command first", c.Args, tc.command)
@@ -223,5 +230,189 @@ func TestKubernetesWorkloads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bridgeheadImage is the name every manifest gives the image, untagged.
+const bridgeheadImage = "ghcr.io/bridgehead/bridgehead"
+
+// kustomization is the part of a kustomization.yaml that imagePinned reads.
+type kustomization struct {
+	Resources []string `yaml:"resources"`
+	Images    []struct {
+		Name    string `yaml:"name"`
+		NewName string `yaml:"newName"`
+		NewTag  string `yaml:"newTag"`
+		Digest  string `yaml:"digest"`
+	} `yaml:"images"`
+}
+
+// imagePinned says why the manifest at path would run the image under
+// another name than the base's, or untagged (which a runtime resolves to
+// :latest): kubectl apply -f skips kustomize, so the manifest must be a
+// resource of the kustomization.yaml in its own directory (kustomize
+// loads no file outside the directory it builds, links resolved), and
+// that kustomization must set the image to exactly what
+// kubernetes/kustomization.yaml sets it to. A manifest that is in no
+// kustomization, as the verify Job once was, fails.
+func imagePinned(path string) error {
+	k, err := readKustomization("kubernetes")
+	if err != nil {
+		return err
+	}
+	base := k.image(bridgeheadImage)
+	if base == "" {
+		return fmt.Errorf("kubernetes/kustomization.yaml: no images: entry gives %s a tag or digest", bridgeheadImage)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	dir, file := filepath.Split(real)
+	if k, err = readKustomization(dir); err != nil {
+		return fmt.Errorf("%s: nothing sets its image's tag, so kubectl apply -f would run :latest: %v", path, err)
+	}
+	if !slices.Contains(k.Resources, file) {
+		return fmt.Errorf("%s: not a resource of %skustomization.yaml (resources %v), so nothing sets its image's tag (kubectl apply -f would run :latest)", path, dir, k.Resources)
+	}
+	if got := k.image(bridgeheadImage); got != base {
+		return fmt.Errorf("%s: %skustomization.yaml sets the image to %q, kubernetes/kustomization.yaml to %q: one image for every manifest", path, dir, got, base)
+	}
+	return nil
+}
+
+func readKustomization(dir string) (kustomization, error) {
+	var k kustomization
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return k, err
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		return k, fmt.Errorf("%s: %v", filepath.Join(dir, "kustomization.yaml"), err)
+	}
+	return k, nil
+}
+
+// image is what the kustomization makes of image: "NAME:TAG",
+// "NAME@DIGEST", or "" when it sets neither.
+func (k kustomization) image(image string) string {
+	for _, im := range k.Images {
+		if im.Name != image {
+			continue
+		}
+		name := image
+		if im.NewName != "" {
+			name = im.NewName
+		}
+		switch {
+		case im.Digest != "":
+			return name + "@" + im.Digest
+		case im.NewTag != "":
+			return name + ":" + im.NewTag
+		}
+	}
+	return ""
+}
+
+// TestKubernetesImagePinned: every manifest under kubernetes/ that names
+// the image (the base's, the gateway's, the verify Job, and any added
+// later) gets the base's tag from the kustomization of its directory
+// (imagePinned). The old path kubernetes/verify-job.yaml, a link the lab
+// still reads, is checked as the file it links to.
+func TestKubernetesImagePinned(t *testing.T) {
+	var checked int
+	err := filepath.WalkDir("kubernetes", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || d.Name() == "kustomization.yaml" {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !regexp.MustCompile(`(?m)^\s*(- )?image: *"?` + regexp.QuoteMeta(bridgeheadImage) + `\b`).Match(b) {
+			return nil
+		}
+		checked++
+		if err := imagePinned(path); err != nil {
+			t.Error(err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 { // controller, node agent, gateway, the verify Job and its link
+		t.Errorf("%d manifests name %s, want at least 5", checked, bridgeheadImage)
+	}
+}
+
+// TestVerifyOverlay renders the verify overlay of
+// docs/getting-started/aks.md step 9 with kubectl kustomize: the Job runs
+// the image the overlay pins (the lines make push prints), and the
+// patch's tests still find --egress and --callback-relay where it
+// replaces them.
+func TestVerifyOverlay(t *testing.T) {
+	bin, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("kubectl: %v", err)
+		}
+		t.Skipf("kubectl: %v", err)
+	}
+	blocks, err := mdblock.Read("../docs/getting-started/aks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "cat > bridgehead-overlay/verify/kustomization.yaml <<EOF\n"
+	overlay := ""
+	for _, b := range blocks {
+		if _, rest, ok := strings.Cut(b.Text, start); ok {
+			overlay, _, _ = strings.Cut(rest, "\nEOF\n")
+		}
+	}
+	if overlay == "" {
+		t.Fatalf("aks.md: no block writes the verify overlay (%q)", start)
+	}
+	dir := t.TempDir()
+	abs, err := filepath.Abs("kubernetes/verify")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const digest = "sha256:0b6c2f6e5f0d4b389a575d1c2d6c1a010b6c2f6e5f0d4b389a575d1c2d6c1a01"
+	for _, r := range [][2]string{{"$ACR", "myacr"}, {"../../deploy/kubernetes/verify", rel}, {"sha256:DIGEST_MAKE_PUSH_PRINTED", digest}} {
+		if !strings.Contains(overlay, r[0]) {
+			t.Fatalf("aks.md's verify overlay lacks %q:\n%s", r[0], overlay)
+		}
+		overlay = strings.ReplaceAll(overlay, r[0], r[1])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize of aks.md's verify overlay: %v\n%s", err, out)
+	}
+	var w workload
+	if err := yaml.Unmarshal(out, &w); err != nil {
+		t.Fatal(err)
+	}
+	c := w.Spec.Template.Spec.Containers
+	if w.Kind != "Job" || len(c) != 1 {
+		t.Fatalf("rendered %s with %d containers:\n%s", w.Kind, len(c), out)
+	}
+	if want := "myacr.azurecr.io/bridgehead@" + digest; c[0].Image != want {
+		t.Errorf("image %q, want %q: the overlay's images: must reach the Job", c[0].Image, want)
+	}
+	for _, a := range []string{"--egress=EGRESS_IP:443", "--callback-relay=SITE_A_GATEWAY_IP:8131"} {
+		if !slices.Contains(c[0].Args, a) {
+			t.Errorf("args %q lack %s", c[0].Args, a)
+		}
+	}
+	if w.Spec.Parallelism == nil || *w.Spec.Parallelism != 4 || w.Spec.Completions == nil || *w.Spec.Completions != 4 {
+		t.Errorf("parallelism %v, completions %v: want the overlay's 4", w.Spec.Parallelism, w.Spec.Completions)
 	}
 }

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # push.sh: copy the OCI archive that `make container` writes into a
 # registry with crane, and print the kustomize images: lines that pin the
-# pushed image by digest (`make push REGISTRY=...` runs it).
+# pushed image by digest (`make push REGISTRY=...` runs it). The same
+# lines go in an overlay of each directory you apply: deploy/kubernetes,
+# deploy/kubernetes/gateway and deploy/kubernetes/verify (each names the
+# image untagged and sets its tag, so none is left on :latest).
 #
 #   deploy/container/push.sh -c CRANE -r REGISTRY [-a ARCHIVE] [-n NAME] [-k IMAGE]
 #
