@@ -129,7 +129,7 @@ func setupNode(fs *flag.FlagSet) action {
 			return usageError{fmt.Errorf("--service-cidrs: %w", err)}
 		}
 		src, err := kubenode.New(ctx, kubenode.Options{Client: client, Node: name, Namespace: *catalogNS,
-			Catalog: *catalogFile, ServiceCIDRs: svc, Log: log, Registry: reg, Recorder: recorder})
+			Catalog: *catalogFile, ServiceCIDRs: svc, Log: log, Registry: reg, Recorder: recorder, Skipped: cond.ReportSkipped})
 		if err != nil {
 			return err
 		}

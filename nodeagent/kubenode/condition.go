@@ -112,6 +112,7 @@ type ConditionReporter struct {
 	mu      sync.Mutex
 	pending *nodeagent.Status
 	policy  string // NetworkPolicy* state, "" before any (condition_netpol.go)
+	skipped string // catalog entries skipped, "" for none (condition_skipped.go)
 }
 
 // NewConditionReporter reports on Node node; now is the clock of the
@@ -153,13 +154,13 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 		}
 		retry = nil
 		r.mu.Lock()
-		st, policy := r.pending, r.policy
+		st, policy, skipped := r.pending, r.policy, r.skipped
 		r.mu.Unlock()
 		if st == nil {
 			continue
 		}
 		status, reason, msg := Condition(*st)
-		msg = withNetworkPolicy(msg, policy)
+		msg = message(msg, skipped, policy)
 		if last.Status == status && last.Reason == reason && last.Message == msg {
 			continue
 		}
@@ -193,13 +194,13 @@ func (r *ConditionReporter) Run(ctx context.Context) {
 // would not get to it. Nothing reported: nothing written.
 func (r *ConditionReporter) Flush(ctx context.Context) error {
 	r.mu.Lock()
-	st, policy := r.pending, r.policy
+	st, policy, skipped := r.pending, r.policy, r.skipped
 	r.mu.Unlock()
 	if st == nil {
 		return nil
 	}
 	status, reason, msg := Condition(*st)
-	_, err := r.patch(ctx, status, reason, withNetworkPolicy(msg, policy))
+	_, err := r.patch(ctx, status, reason, message(msg, skipped, policy))
 	return err
 }
 

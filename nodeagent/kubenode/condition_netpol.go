@@ -37,16 +37,7 @@ func (r *ConditionReporter) ReportNetworkPolicy(state string) {
 
 // withNetworkPolicy appends the state to a condition message, within
 // maxMessage (the message before it is cut, not the state).
-func withNetworkPolicy(msg, state string) string {
-	if state == "" {
-		return msg
-	}
-	part := "; " + NetworkPolicyPrefix + state
-	if len(msg)+len(part) > maxMessage {
-		msg = msg[:maxMessage-len(part)-3] + "..."
-	}
-	return msg + part
-}
+func withNetworkPolicy(msg, state string) string { return message(msg, "", state) }
 
 // NetworkPolicyState is the state a condition message advertises, and
 // false when it advertises none (an agent older than the enforcement).

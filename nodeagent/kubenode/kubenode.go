@@ -69,6 +69,11 @@ type Options struct {
 	Registry     prometheus.Registerer
 	// Clock is the follower's clock (default the real one).
 	Clock clock.Clock
+	// Skipped, when set, receives the summary of the catalog entries
+	// Load skipped (nodeagent.Skipped) whenever it changes, "" once there
+	// are none: ConditionReporter.ReportSkipped, which puts it in the
+	// Node condition's message. Called from Load's goroutine.
+	Skipped func(summary string)
 }
 
 // Source builds the node's model from the catalog file it follows. Load and Changed are called from the agent's
@@ -91,6 +96,9 @@ type Source struct {
 	label   *string // the Node's site label as last seen; nil before the first
 
 	lastReason string
+	// skipped is the last summary of skipped entries (Load's goroutine).
+	skipped string
+	metrics *metrics
 }
 
 // New starts watching the node's Node object and the catalog file, until
@@ -110,7 +118,11 @@ func New(ctx context.Context, o Options) (*Source, error) {
 	if err := os.MkdirAll(filepath.Dir(o.Catalog), 0o755); err != nil {
 		return nil, fmt.Errorf("kubenode: the catalog's directory: %w", err)
 	}
-	s := &Source{o: o, log: o.Log, changed: make(chan struct{}, 1), ctx: ctx}
+	m, err := newMetrics(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{o: o, log: o.Log, changed: make(chan struct{}, 1), ctx: ctx, metrics: m}
 	s.node = cache.NewSharedIndexInformer(nodeListWatch(o.Client, o.Node), &corev1.Node{}, 10*time.Minute, cache.Indexers{})
 	if err := s.node.SetTransform(transformNode); err != nil {
 		return nil, err
@@ -226,24 +238,44 @@ func (s *Source) follow(site string) error {
 // ended, after New's ctx ended.
 func (s *Source) Wait() { s.wg.Wait() }
 
-// validate checks a candidate catalog as Load will read it.
+// validate checks a candidate catalog as Load will read it: the
+// follower writes no catalog that Load would refuse, so the file on the
+// host stays the last good one.
 func (s *Source) validate(catalog []byte) error {
-	_, err := s.parse(catalog)
+	_, _, err := s.parse(catalog)
 	return err
 }
 
-// parse reads a catalog with the cluster's service CIDRs and checks it
-// with every rule of `bridgehead check` that concerns a node.
-func (s *Source) parse(data []byte) (*config.Config, error) {
+// parse reads a catalog with the cluster's service CIDRs and checks what
+// this node installs from it (nodeagent.CheckCatalog): the catalog
+// without the entries skipped, which skipped lists.
+func (s *Source) parse(data []byte) (*config.Config, config.ErrorList, error) {
 	c, err := config.ParseSites(s.o.Catalog, data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.Cluster.ServiceCIDRs = s.o.ServiceCIDRs
-	if problems, _ := config.Check(c, config.CheckOptions{SkipPrivateKey: true}); len(problems) > 0 {
-		return nil, problems
+	return nodeagent.CheckCatalog(c, s.o.Node)
+}
+
+// noteSkipped counts, logs and reports the entries of the catalog Load
+// took that it skipped: a log line and a report each time the set
+// changes, not at every Load.
+func (s *Source) noteSkipped(skipped config.ErrorList) {
+	s.metrics.skipped.Set(float64(len(skipped)))
+	sum := nodeagent.Skipped(skipped)
+	if sum == s.skipped {
+		return
 	}
-	return c, nil
+	s.skipped = sum
+	if sum != "" {
+		s.log.Warn("catalog entries skipped: they concern only other nodes or sites", "file", s.o.Catalog, "count", len(skipped), "problems", nodeagent.LogSkipped(skipped))
+	} else {
+		s.log.Info("catalog entries no longer skipped: the catalog is clean", "file", s.o.Catalog)
+	}
+	if s.o.Skipped != nil {
+		s.o.Skipped(sum)
+	}
 }
 
 // Changed signals when the Node or the catalog changed.
@@ -282,10 +314,11 @@ func (s *Source) load() (*nodeagent.Desired, string, error) {
 	if err != nil {
 		return nil, whyBadCatalog, err
 	}
-	c, err := s.parse(data)
+	c, skipped, err := s.parse(data)
 	if err != nil {
 		return nil, whyBadCatalog, err
 	}
+	s.noteSkipped(skipped)
 	d, err := nodeagent.FromConfig(c, s.o.Node)
 	if errors.Is(err, nodeagent.ErrNodeNotFound) {
 		where := "the catalog"
