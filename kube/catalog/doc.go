@@ -53,17 +53,26 @@
 // base to every agent and gateway). In one site of 10,000 nodes the site is the
 // cluster: 30,570 bytes written, 305,822,280 to watchers (310,314,076
 // before), the index (64 slice hashes) taking the base's place.
+// Command: `go test -run XXX -bench BenchmarkJoin -benchtime 20x
+// ./kube/catalog/` (pure computation, no API server); the "before"
+// figures are the base-as-commit-point format's, as the commit that
+// added the indexes (75ce347) records them.
 //
 // What one node agent pays, measured against a real API server
 // (bench/scale TestAgentJoinCost, 10,000 nodes over 200 sites, the agent
 // in its own process, 30 joins a window, one a second, idle subtracted;
-// CPU is utime+stime at 10 ms resolution): a join in another site costs
-// it 1 ms CPU and 8 bytes received (before: 28 ms and 129,660 bytes, the
+// CPU is utime+stime at 10 ms resolution; `BRIDGEHEAD_JOIN_SCALE=10000
+// go test -run 'TestAgentJoinCost$' -v -timeout 30m ./bench/scale/`,
+// BRIDGEHEAD_JOIN_COUNT sets the joins a window; the "before" figures
+// are the same harness in a worktree of 4ce1509): a join in another site
+// costs it 1 ms CPU and 8 bytes received (before: 28 ms and 129,660 bytes, the
 // base decoded and the catalog rendered again to find nothing changed); a
 // join in its own site 153 ms and 9,328 bytes (before: 165 ms and 138,358
 // bytes); so a join anywhere 1.8 ms and 54 bytes an agent, 17.6 s CPU and
 // 0.5 MB over the 10,000 agents (before: 28.7 ms and 129,704 bytes an
-// agent, 287 s and 1.30 GB). Agent RSS 41 MiB, peak 51 MiB.
+// agent, 287 s and 1.30 GB). Agent RSS 41 MiB, peak 51 MiB (VmRSS and
+// VmHWM after the joins), which deploy/kubernetes/node-daemonset.yaml's
+// 128Mi limit is sized from (docs/operations/sizing.md).
 //
 // A gateway needs all of the base (every site's aggregates and gateways)
 // and only its own site's index and slices: Assemble builds exactly that.
@@ -114,7 +123,8 @@
 // site and per MaxNodesPerSlice nodes keeps each object near 70 KiB at
 // most (10,000 dual-stack nodes: 200 sites give a 115 KiB base, 7.5 KiB
 // slices and 208-byte indexes, one site a 607-byte base, a 7.6 KiB index
-// and 64 slices of at most 23 KiB; see TestScale), and a node joining rewrites one small slice and its
+// and 64 slices of at most 23 KiB; `go test -run 'TestScale$' -v
+// ./kube/catalog/` logs them), and a node joining rewrites one small slice and its
 // site's index instead of a cluster-wide object every gateway must fetch
 // again. Render refuses any
 // object over MaxObjectBytes (1 MiB) rather than let the API server
