@@ -55,6 +55,30 @@
 // returned queue modulo the number of attached queues, so with the
 // express queue detached (tun.DetachQueue) sparse flows land on queue 0.
 //
+// Why the lane hash is not keyed (issue 35, answered 2026-12-06 with the
+// measurement in docs/benchmarks-history.md, "Throughput leads of the
+// gateway review"): LaneHash is unkeyed, so whoever can send from a pod
+// can pick its bulk flows' lane offline, all on one: one core at each
+// gateway. What that buys is small. Sparse flows, the victims that care
+// about latency, are not steered by it (their buckets are keyed and the
+// express queue is capped as a whole). A bulk flow on the chosen lane
+// shares that lane's core; on another lane it keeps its own, and the
+// lanes do not slow each other (a lane's CPU per packet measured the
+// same with one lane or two working one session). Chance alone puts a victim on the attacker's lane
+// one time in n, and a key would not take the choice away: with n lanes
+// an attacker finds flows that share one by measuring its own flows'
+// throughput, in a few tries. What a key denies is aiming at one given
+// victim's lane, a factor of at most n. And a key must be the same at
+// both ends to keep the symmetry: one per session (from the Noise
+// handshake hash) cannot reach this program, which picks the queue
+// before the packet is routed to a site, gateway or session; one per
+// gateway (as Seed) breaks the symmetry; one per cluster is a secret
+// every gateway must hold and rotate with its config. The symmetry itself
+// did not win back throughput when it was added (4c04340), so if a key is
+// ever wanted, a random one per gateway, chosen like Seed and read by the
+// router from the loaded Program, is the cheap kind: it costs the
+// symmetry and nothing measured.
+//
 // Program is the loaded program and its state map; the caller owns it
 // (see Program for concurrency). Load needs CAP_BPF or CAP_SYS_ADMIN and
 // Linux 5.12 or later.

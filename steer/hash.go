@@ -25,7 +25,7 @@ import "encoding/binary"
 // (source, destination) combined by a sum, so that swapping them keeps
 // the hash. Unkeyed, anyone who can send from a pod can choose which lane
 // its flows take; they cannot choose which flows are sparse (buckets are
-// keyed, Config.Seed).
+// keyed, Config.Seed). Why that is kept: the package doc.
 func LaneHash(pkt []byte) (h uint32, ok bool) {
 	if len(pkt) < 1 {
 		return 0, false
