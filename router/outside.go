@@ -177,7 +177,7 @@ func (r *Router) openTransport(b *outsideBatch, st *routingState, msg []byte, fr
 		// no usable session with that peer.
 		if p := st.byEndpoint[from]; p != nil {
 			if kp := p.current.Load(); kp == nil || !usable(kp, now) {
-				r.hs.want(p)
+				r.hs.wantSession(p, now)
 			}
 		}
 		return nil, false

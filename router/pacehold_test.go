@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -189,4 +190,42 @@ func BenchmarkSealRouteRekeyPaced(b *testing.B) {
 	close(done)
 	<-stopped
 	b.ReportMetric(float64(h.a.hs.count.triggers.Load())/float64(b.N), "loop-wakes/op")
+}
+
+// TestPaceRefusalHoldsUnknownIndexWants: transport messages from a
+// peer's endpoint on a session we do not have (we restarted) each ask
+// for a new session; while the pace refuses, they wake the handshake
+// loop once, not once each.
+func TestPaceRefusalHoldsUnknownIndexWants(t *testing.T) {
+	const datagrams = 200
+	pp := newPacedPair(t, time.Second)
+	pp.peer.current.Swap(nil)
+	from := pp.peer.Endpoint()
+	st := pp.a.state.Load()
+	msg := make([]byte, bhcrypto.TransportOverhead+16)
+	msg[0] = bhcrypto.MsgTransport
+	binary.LittleEndian.PutUint32(msg[4:8], 0xdead_beef) // no session of A's
+	dropped := pp.a.drops.Get(Outside, ReasonUnknownIndex)
+	for i := range datagrams {
+		binary.LittleEndian.PutUint64(msg[8:16], uint64(i))
+		if _, ok := pp.a.openTransport(nil, st, msg, from, pp.clock.Now()); ok {
+			t.Fatal("a message on an unknown index was opened")
+		}
+		for {
+			select {
+			case p := <-pp.a.hs.trigger:
+				pp.wakes++
+				pp.a.hs.triggered(p, pp.clock.Now(), pp.scratch)
+				continue
+			default:
+			}
+			break
+		}
+	}
+	if got := pp.a.drops.Get(Outside, ReasonUnknownIndex) - dropped; got != datagrams {
+		t.Errorf("%d of %d dropped as unknown_index", got, datagrams)
+	}
+	if pp.wakes > 1 {
+		t.Errorf("%d datagrams on an unknown index woke the handshake loop %d times while the pace refused, want at most 1", datagrams, pp.wakes)
+	}
 }
