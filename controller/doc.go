@@ -24,7 +24,7 @@
 //     would release it while the workers still ran). The standby takes it
 //     at its next try: client-go waits RetryPeriod to 2.2 RetryPeriod
 //     between tries (TestKubeTakeover, 10 stops with a 0.5 s retry: p50
-//     0.40 s, max 0.68 s).
+//     0.40 s, max 0.68 s; the command is under "Measured" below).
 //   - Crash (SIGKILL, a node lost): the Lease stays held, and client-go's
 //     standby takes it once it has seen no renewal for LeaseDuration. It
 //     polls the Lease every RetryPeriod to 2.2 RetryPeriod (jittered),
@@ -48,7 +48,11 @@
 //     second; the Kubernetes default 2 s retry would allow 15 s + 8.8 s).
 //     Measured (TestKubeTakeover, 10 kills at a random moment between
 //     renewals): 15 s, 10 s, 0.5 s: kill -> takeover p50 15.86 s, max
-//     16.25 s; 4 s, 2 s, 0.5 s: p50 5.04 s, max 5.43 s.
+//     16.25 s; 4 s, 2 s, 0.5 s: p50 5.04 s, max 5.43 s. Commands:
+//     `BRIDGEHEAD_TAKEOVER_DEFAULTS=1 BRIDGEHEAD_TAKEOVER_RUNS=10 go test
+//     -run 'TestKubeTakeover$' -v -timeout 30m ./controller/` for the
+//     binary's defaults, the same without BRIDGEHEAD_TAKEOVER_DEFAULTS for
+//     4 s, 2 s, 0.5 s.
 //     The failover ends when the new leader has rebuilt its allocator
 //     (a List of every Node from the API server) and reconciled, once,
 //     every Node it knew at the takeover: it logs "first full reconcile
@@ -96,8 +100,8 @@
 // recorded it) is in no line, but the published catalog still lists it:
 // the rebuild starts a grace, from then, for every catalog node that no
 // Node matches (the sites' indexes name the slices; decoding every slice
-// takes about 0.2 s at 10,000 nodes, from BenchmarkAssemble of
-// kube/catalog).
+// takes about 0.2 s at 10,000 nodes: `go test -run XXX -bench
+// BenchmarkAssemble ./kube/catalog/`).
 //
 // # Node → site → blocks (reconcileNode)
 //
@@ -258,16 +262,51 @@
 // managedFields leaves the server's as they are. Measured with 10,000
 // kubelet-like Nodes (about 20 labels, 40 images, five kubelet
 // conditions, managedFields from the API server) synced from the real
-// API server (BenchmarkNodeCacheHeap, live heap after GC): the full
+// API server (BenchmarkNodeCacheHeap, live heap after GC; `go test -run
+// XXX -bench BenchmarkNodeCacheHeap -benchtime 1x ./controller/`,
+// BRIDGEHEAD_INFORMER_NODES sets the count, 10,000 by default): the full
 // objects take 192.1 MiB (20,142 bytes a Node), the transformed 21.4 MiB
 // (2,246 bytes a Node).
+//
+// The binary leaves its clients' ContentType unset, and client-go's
+// generated clients then ask for application/vnd.kubernetes.protobuf for
+// built-in kinds: Nodes, ConfigMaps, Leases and Events go as protobuf;
+// Sites and Gateways as JSON (the API server serves no custom resource
+// as protobuf). Protobuf stays, because it helps where the controller
+// reads most: BenchmarkNodeSyncProtobuf (`go test -run XXX -bench
+// BenchmarkNodeSyncProtobuf -benchtime 2x ./controller/`) syncs the
+// Node informer with transformNode over the same 10,000 Nodes through a
+// clientset with ContentType application/json and one left unset,
+// interleaved, and checks that every answer came in the format asked
+// for; its rebuildList does the rebuild's paged List the same two ways.
+// 10,000 kubelet-like Nodes, means of 2, load average 12 to 17 from
+// other work:
+//
+//   - informer sync: protobuf 1.15 s, JSON 6.70 s (three earlier runs,
+//     load average up to 27: 3.47 / 13.45 s, 2.31 / 8.73 s, 1.15 / 6.76
+//     s); allocated 491 MiB against 467 MiB; the same 21.4 MiB cache;
+//   - the rebuild's List: protobuf 1.28 s, JSON 3.87 s; allocated 578
+//     MiB against 585 MiB; 191 MiB held until the rebuild ends, either way;
+//   - read from the connection: 4.0 MiB against 6.9 MiB (compressed by
+//     the API server; these Nodes are near copies of each other, so real
+//     ones compress less).
+//
+// So a standby's start and a new leader's rebuild take a sixth to a
+// third of JSON's time, for 5 % more allocation in the informer. A
+// clientset with ContentType unset is therefore not a JSON baseline, and
+// the benchmark's JSON arm sets it. Memory is the cache's (the
+// transform keeps the same fields whatever the format) and the rebuild's,
+// which keeps every listed Node whole: see "Scale" for what that means
+// for the limit.
 //
 // # Scale
 //
 // Failover at 10,000 Nodes over 200 Sites (TestKubeFailoverScale, two
 // `bridgehead controller` processes against the real API server, default
 // lease timings, 20 joins a second throughout; two runs, load average 9
-// to 13 on the 2-core machine from other work):
+// to 13 on the 2-core machine from other work; `BRIDGEHEAD_FAILOVER_SCALE=10000
+// go test -run 'TestKubeFailoverScale$' -v -timeout 60m ./controller/`,
+// which builds the binary itself and logs each figure below):
 //
 //   - the leader stopped (SIGTERM, the Lease released): the standby
 //     leading after 0.39 s / 0.88 s, its allocator rebuilt after 1.07 s /
@@ -280,9 +319,18 @@
 // 572 / 630 nodes joined during the two failovers; afterwards every Node
 // had a range, none of the blocks (21,144 / 21,260) was held twice (read
 // from the API server), and no leader's audit reported one. RSS: a
-// standby 97 to 100 MiB, a leader 160 to 204 MiB (peak 214 MiB). A cold
-// start (every block allocated) published all 10,000 nodes 67 s / 75 s
-// after the process started.
+// standby 97 to 100 MiB, a leader 160 to 204 MiB (peak 214 MiB, the
+// VmHWM the test logs). Its Nodes are small (a name, addresses and what
+// the controller writes); a kubelet's are about 20 KB, and rebuild keeps
+// every listed Node whole until it ends: 191 MiB more at 10,000
+// kubelet-like Nodes (BenchmarkNodeSyncProtobuf/rebuildList above), so
+// a new leader of a real 10,000-node cluster peaks near 214 + 191 =
+// 405 MiB (two measurements added, not one run). deploy/kubernetes/
+// controller.yaml's 512Mi limit is sized from that: 1.26 times the
+// estimate; raise it beyond 10,000 Nodes. Keeping slim copies in rebuild
+// (as transformNode makes for the cache) would take most of the 191 MiB
+// away. A cold start (every block allocated) published all 10,000 nodes
+// 67 s / 75 s after the process started.
 //
 // # Events
 //
