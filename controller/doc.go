@@ -286,7 +286,12 @@
 //     load average up to 27: 3.47 / 13.45 s, 2.31 / 8.73 s, 1.15 / 6.76
 //     s); allocated 491 MiB against 467 MiB; the same 21.4 MiB cache;
 //   - the rebuild's List: protobuf 1.28 s, JSON 3.87 s; allocated 578
-//     MiB against 585 MiB; 191 MiB held until the rebuild ends, either way;
+//     MiB against 585 MiB; 191 MiB held until the rebuild ends, either
+//     way, while rebuild kept each Node whole. Since listNodes keeps
+//     each as transformNode does: 20.4 MiB held, either way (protobuf
+//     1.74 s, JSON 4.29 s, means of 2, load average 4 to 6;
+//     `go test -run XXX -bench 'BenchmarkNodeSyncProtobuf/rebuildList'
+//     -benchtime 2x ./controller/`);
 //   - read from the connection: 4.0 MiB against 6.9 MiB (compressed by
 //     the API server; these Nodes are near copies of each other, so real
 //     ones compress less).
@@ -295,9 +300,8 @@
 // third of JSON's time, for 5 % more allocation in the informer. A
 // clientset with ContentType unset is therefore not a JSON baseline, and
 // the benchmark's JSON arm sets it. Memory is the cache's (the
-// transform keeps the same fields whatever the format) and the rebuild's,
-// which keeps every listed Node whole: see "Scale" for what that means
-// for the limit.
+// transform keeps the same fields whatever the format) and the rebuild's:
+// see "Scale" for what that means for the limit.
 //
 // # Scale
 //
@@ -321,16 +325,18 @@
 // from the API server), and no leader's audit reported one. RSS: a
 // standby 97 to 100 MiB, a leader 160 to 204 MiB (peak 214 MiB, the
 // VmHWM the test logs). Its Nodes are small (a name, addresses and what
-// the controller writes); a kubelet's are about 20 KB, and rebuild keeps
-// every listed Node whole until it ends: 191 MiB more at 10,000
-// kubelet-like Nodes (BenchmarkNodeSyncProtobuf/rebuildList above), so
-// a new leader of a real 10,000-node cluster peaks near 214 + 191 =
-// 405 MiB (two measurements added, not one run). deploy/kubernetes/
-// controller.yaml's 512Mi limit is sized from that: 1.26 times the
-// estimate; raise it beyond 10,000 Nodes. Keeping slim copies in rebuild
-// (as transformNode makes for the cache) would take most of the 191 MiB
-// away. A cold start (every block allocated) published all 10,000 nodes
-// 67 s / 75 s after the process started.
+// the controller writes); a kubelet's are about 20 KB. rebuild used to
+// keep every listed Node whole until it ended: 191 MiB at 10,000
+// kubelet-like Nodes (BenchmarkNodeSyncProtobuf/rebuildList above),
+// which would have put a new leader of a real 10,000-node cluster near
+// 214 + 191 = 405 MiB. listNodes now keeps what transformNode keeps,
+// 20.4 MiB at 10,000, about what the test's small Nodes cost whole, so
+// the test's 214 MiB peak stands for kubelet Nodes too, give or take
+// those 20 MiB (two measurements, not one run with kubelet Nodes).
+// deploy/kubernetes/controller.yaml's 512Mi limit is sized from that:
+// about 2.2 times the estimate; raise it beyond 20,000 Nodes. A cold
+// start (every block allocated) published all 10,000 nodes 67 s / 75 s
+// after the process started.
 //
 // # Events
 //

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/bridgehead/bridgehead/controller/ipam"
@@ -28,17 +29,8 @@ import (
 // (publishedNodes): those no Node matches start their release grace.
 func (c *Controller) rebuild(ctx context.Context, published []ipam.Released) ([]string, error) {
 	start := time.Now()
-	var nodes []*corev1.Node
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return c.client.CoreV1().Nodes().List(ctx, opts)
-	})
-	p.PageSize = 500
-	if err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if n, ok := obj.(*corev1.Node); ok {
-			nodes = append(nodes, n)
-		}
-		return nil
-	}); err != nil {
+	nodes, err := listNodes(ctx, c.client)
+	if err != nil {
 		return nil, err
 	}
 	sort.Slice(nodes, func(i, j int) bool {
@@ -84,6 +76,28 @@ func (c *Controller) rebuild(ctx context.Context, published []ipam.Released) ([]
 	c.metrics.rebuildSecs.Set(took.Seconds())
 	c.log.Info("allocation state rebuilt from Nodes", "nodes", len(nodes), "holding", held, "not_adopted", len(probs), "took", took.Round(time.Millisecond))
 	return names, nil
+}
+
+// listNodes lists every Node (paged by 500, a consistent read), each as
+// transformNode keeps it: rebuild holds them all until it ends, and
+// whole kubelet Nodes held 191 MiB there at 10,000 Nodes, most of it
+// images, conditions and managedFields that rebuild never reads
+// (BenchmarkNodeSyncProtobuf/rebuildList measures what is held).
+func listNodes(ctx context.Context, client kubernetes.Interface) ([]*corev1.Node, error) {
+	var nodes []*corev1.Node
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return client.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize = 500
+	err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if t, _ := transformNode(obj); t != nil {
+			if n, ok := t.(*corev1.Node); ok {
+				nodes = append(nodes, n)
+			}
+		}
+		return nil
+	})
+	return nodes, err
 }
 
 // recorded returns the blocks a Node records: the annotation, else

@@ -13,13 +13,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/pager"
 
 	"github.com/bridgehead/bridgehead/internal/kubetest"
 )
@@ -108,20 +106,13 @@ func BenchmarkNodeSyncProtobuf(b *testing.B) {
 			}
 		})
 	})
-	// The List a new leader makes to rebuild its allocator (rebuild in
-	// nodes.go: paged by 500, every Node kept until the rebuild ends);
+	// The List a new leader makes to rebuild its allocator (listNodes,
+	// as rebuild calls it: every Node kept until the rebuild ends);
 	// heap-MiB is what it holds at its end.
 	b.Run("rebuildList", func(b *testing.B) {
 		compareFormats(b, formats, func(f format) (int, func()) {
-			var kept []*corev1.Node
-			p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
-				return f.cs.CoreV1().Nodes().List(ctx, opts)
-			})
-			p.PageSize = 500
-			if err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{}, func(obj kruntime.Object) error {
-				kept = append(kept, obj.(*corev1.Node))
-				return nil
-			}); err != nil {
+			kept, err := listNodes(ctx, f.cs)
+			if err != nil {
 				b.Fatal(err)
 			}
 			return len(kept), func() { runtime.KeepAlive(kept) }
