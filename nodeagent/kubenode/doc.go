@@ -32,7 +32,12 @@
 //     only: the other sites' agents receive nothing and decode nothing. The caches
 //     hold no more than the agent reads: its Node's name, UID and labels
 //     (transformNode drops the kubelet's status and managedFields), and
-//     the catalog ConfigMaps without managedFields (kube/follow).
+//     the catalog ConfigMaps without managedFields (kube/follow). Its
+//     clientset leaves ContentType unset, so client-go asks for
+//     protobuf for Nodes, ConfigMaps and the NetworkPolicy informers'
+//     Pods, Namespaces and NetworkPolicies, as the controller's does
+//     (measured for the controller: BenchmarkNodeSyncProtobuf, in
+//     controller/doc.go; not measured for the agent).
 //
 // # What the agent checks: what it installs
 //
