@@ -14,6 +14,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/bridgehead/bridgehead/verify"
@@ -156,6 +157,24 @@ func runVerify(t *testing.T, peerWait, unreported string) []verify.Record {
 			}
 		}
 	}
+	// The Job spreads its pods over the sites and nodes only among the
+	// nodes that are Ready: a node a test before this one left NotReady
+	// for a few seconds (TestAgentRestart, when the kubelet saw the CNI
+	// config gone) would get no pod, and its report would be missing.
+	eventually(t, "every node Ready before the verify Job", 90*time.Second, func() error {
+		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range l.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+					return fmt.Errorf("%s Ready %s: %s", n.Name, c.Status, c.Message)
+				}
+			}
+		}
+		return nil
+	})
 	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "verify-job.yaml"))
 	if err != nil {
 		t.Fatal(err)
