@@ -93,7 +93,8 @@ type Controller struct {
 	v       *verdicts
 	// bridgeOK: the last checkBridge's finding, per family; Run's.
 	bridgeOK map[string]bool
-	// announced: OnEnforcing was called; Run's.
+	// announced: the table was first seen enforcing (enforced: the gauge
+	// set, OnEnforcing called); Run's.
 	announced bool
 }
 
@@ -316,6 +317,20 @@ func (c *Controller) checkBridge() {
 	}
 }
 
+// enforced records that the table holds a ruleset compiled from the
+// synced view, written now or found in place: the gauge, and OnEnforcing
+// once. Run's goroutine only.
+func (c *Controller) enforced() {
+	c.m.enforcing.Set(1)
+	if c.announced {
+		return
+	}
+	c.announced = true
+	if c.o.OnEnforcing != nil {
+		c.o.OnEnforcing()
+	}
+}
+
 // sync compiles the stores' view and writes it when it differs from
 // what was written last.
 func (c *Controller) sync() error {
@@ -347,6 +362,12 @@ func (c *Controller) sync() error {
 			}
 			c.v.mu.Unlock()
 		}
+		// The table in place holds this ruleset (a restarted agent finds
+		// what its previous run wrote): it enforces as if written now.
+		if !c.announced {
+			c.log.Info("network policy: the table in place holds the synced ruleset; kept", "table", "inet "+TableName, "fingerprint", fp)
+		}
+		c.enforced()
 		return nil
 	}
 	t1 := time.Now()
@@ -365,13 +386,9 @@ func (c *Controller) sync() error {
 	written := time.Since(t1)
 	c.m.seconds.WithLabelValues("write").Observe(written.Seconds())
 	c.m.syncs.WithLabelValues("written").Inc()
-	c.m.enforcing.Set(1)
 	c.m.lastWrite.SetToCurrentTime()
 	c.last = fp
-	if !c.announced && c.o.OnEnforcing != nil {
-		c.announced = true
-		c.o.OnEnforcing()
-	}
+	c.enforced()
 	s := rs.Stats
 	c.log.Info("network policy: table written", "table", "inet "+TableName, "fingerprint", fp,
 		"policies", s.Policies, "localPolicies", s.LocalPolicies, "invalid", s.Invalid, "pods", s.Pods, "localPods", s.LocalPods,

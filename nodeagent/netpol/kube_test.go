@@ -261,9 +261,11 @@ func TestRestartKeepsTable(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var announced atomic.Int32 // OnEnforcing calls, over both runs
 	run := func() (*prometheus.Registry, *Controller, func()) {
 		reg := prometheus.NewRegistry()
-		c, err := New(Options{Client: client, Node: "a1", Writer: tbl, Log: slog.New(slog.DiscardHandler), Registry: reg})
+		c, err := New(Options{Client: client, Node: "a1", Writer: tbl, Log: slog.New(slog.DiscardHandler), Registry: reg,
+			OnEnforcing: func() { announced.Add(1) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,6 +302,14 @@ func TestRestartKeepsTable(t *testing.T) {
 	time.Sleep(2 * DefaultDebounce)
 	if n := testutil.ToFloat64(c2.m.syncs.WithLabelValues("written")); n != 0 {
 		t.Errorf("restart wrote the table %v times, want 0", n)
+	}
+	// Writing nothing, it still enforces, and says so: the Node
+	// condition (OnEnforcing) and verify read it.
+	if got := testutil.ToFloat64(c2.m.enforcing); got != 1 {
+		t.Errorf("after the restart bridgehead_netpol_enforcing = %v, want 1: the table in place holds the synced ruleset", got)
+	}
+	if n := announced.Load(); n != 2 {
+		t.Errorf("OnEnforcing called %d times over two runs, want once each", n)
 	}
 	if n, err := testutil.GatherAndCount(reg, "bridgehead_netpol_verdicts_total"); err != nil || n != 1 {
 		t.Errorf("verdict series after the restart: %d %v, want the drop counter of db/deny", n, err)
