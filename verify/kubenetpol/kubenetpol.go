@@ -41,7 +41,7 @@ const CheckName = "network policy"
 // why a node does not enforce, and the fix, in the order reported.
 var causes = []struct{ key, what, fix string }{
 	{"none", "no bridgehead node agent reports on", "is the bridgehead-node DaemonSet scheduled there (kubectl -n kube-system get ds bridgehead-node -o wide)?"},
-	{"stale", "the node agent stopped reporting (condition older than " + StaleAfter.String() + ") on", "kubectl -n kube-system get pods -l app.kubernetes.io/name=bridgehead-node -o wide: is its pod running there?"},
+	{"stale", "the node agent stopped reporting (condition older than " + StaleAfter.String() + ") on", "kubectl -n kube-system get pods -l app.kubernetes.io/name=bridgehead,app.kubernetes.io/component=node -o wide: is its pod running there?"},
 	{"old", "the node agent predates NetworkPolicy enforcement on", "upgrade the bridgehead-node DaemonSet's image (deploy/kubernetes/node-daemonset.yaml)"},
 	{"off", "the node agent runs with --network-policy=false on", "remove --network-policy=false from the bridgehead-node DaemonSet's args, unless another NetworkPolicy engine enforces policies on these nodes"},
 	{"waiting", "the node agent has not written its policy table on", "its log says why (kubectl -n kube-system logs ds/bridgehead-node | grep 'network policy'); it needs list and watch on pods, namespaces and networkpolicies (deploy/kubernetes/node-rbac.yaml)"},
