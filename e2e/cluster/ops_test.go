@@ -64,8 +64,12 @@ func TestCallbacks(t *testing.T) {
 
 // TestAgentRestart: the node agent's pod on b1 deleted, and the CNI
 // config it wrote deleted: pods on b1 keep talking to site A all along
-// (a request every 100 ms), the node stays Ready, and the new agent puts
-// the config back. The log gives the longest gap and the repair time.
+// (a request every 100 ms), the new agent puts the config back, and the
+// node stays Ready or is Ready again within readyAgain. The kubelet
+// checks the runtime's network status every 5 s, so when a check falls
+// in the second or so without a config it posts NotReady ("cni plugin
+// not initialized") until its next check: that dip is measured (polled
+// every 200 ms) and logged with the repair time.
 func TestAgentRestart(t *testing.T) {
 	ns := namespace(t, testNS+"-agent")
 	cs := client(t)
@@ -112,6 +116,7 @@ func TestAgentRestart(t *testing.T) {
 	}
 	old := agents.Items[0].Name
 	start := time.Now()
+	ready := watchReady(t, "b1")
 	if err := cs.CoreV1().Pods("kube-system").Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,20 +144,93 @@ func TestAgentRestart(t *testing.T) {
 	})
 	// Pods made after the restart still get an address and talk.
 	startPods(t, ns, server("b1-after", "b1", nil))
-	time.Sleep(2 * time.Second)
+	// Long enough for a kubelet that posted NotReady to post Ready again.
+	time.Sleep(readyAgain)
+	dip := ready()
 	n, err := cs.CoreV1().Nodes().Get(ctx, "b1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && (c.Status != corev1.ConditionTrue || c.LastTransitionTime.After(start)) {
-			t.Errorf("b1 Ready %s since %s: it left Ready during the restart", c.Status, c.LastTransitionTime)
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		switch {
+		case c.Status != corev1.ConditionTrue:
+			t.Errorf("b1 Ready %s since %s, %s after the agent was deleted: not Ready again within %s", c.Status, c.LastTransitionTime, time.Since(start).Round(time.Second), readyAgain)
+		case dip.longest > readyAgain:
+			t.Errorf("b1 left Ready for %s during the restart, want at most %s", dip.longest, readyAgain)
+		case c.LastTransitionTime.After(start) && dip.longest == 0:
+			t.Logf("b1 left Ready and came back between two polls (Ready again at %s)", c.LastTransitionTime.Format("15:04:05"))
 		}
 	}
-	t.Logf("agent on b1 deleted and its CNI config removed: config back after %s; probes %d ok, %d failed",
-		repaired.Round(10*time.Millisecond), ok.Load(), fail.Load())
+	t.Logf("agent on b1 deleted and its CNI config removed: config back after %s; b1 not Ready for %s (polled every 200 ms, %d times seen); probes %d ok, %d failed",
+		repaired.Round(10*time.Millisecond), dip.longest.Round(100*time.Millisecond), dip.seen, ok.Load(), fail.Load())
 	if fail.Load() > 0 {
 		t.Errorf("%d of %d requests from b1's pod to site A failed while the agent restarted", fail.Load(), ok.Load()+fail.Load())
+	}
+}
+
+// readyAgain bounds how long a node may leave Ready while its agent
+// restarts: the kubelet's 5 s runtime check, its node status post and
+// slack for a loaded machine.
+const readyAgain = 15 * time.Second
+
+// readyDip is what watchReady saw: the longest time node was not Ready
+// (0: always Ready when polled), and how many polls saw it not Ready.
+type readyDip struct {
+	longest time.Duration
+	seen    int
+}
+
+// watchReady polls node's Ready condition every 200 ms until the
+// returned func is called, which stops the poll and reports the dip.
+func watchReady(t *testing.T, node string) func() readyDip {
+	t.Helper()
+	cs := client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that fails before it asks stops the poll too
+	done := make(chan readyDip, 1)
+	go func() {
+		var d readyDip
+		var since time.Time // first poll of the current dip; zero: Ready
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				if !since.IsZero() {
+					d.longest = max(d.longest, time.Since(since))
+				}
+				done <- d
+				return
+			case <-tick.C:
+			}
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			isReady := false
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					isReady = c.Status == corev1.ConditionTrue
+				}
+			}
+			switch {
+			case !isReady && since.IsZero():
+				since = time.Now()
+				d.seen++
+			case !isReady:
+				d.seen++
+			case isReady && !since.IsZero():
+				d.longest = max(d.longest, time.Since(since))
+				since = time.Time{}
+			}
+		}
+	}()
+	return func() readyDip {
+		cancel()
+		return <-done
 	}
 }
 
