@@ -88,28 +88,7 @@ func kubeletNode(i int) *corev1.Node {
 // cache), alloc-MiB (all allocation during the sync, decoding first) and
 // sync-ms.
 func BenchmarkNodeCacheHeap(b *testing.B) {
-	nodes := 10000
-	if s := os.Getenv("BRIDGEHEAD_INFORMER_NODES"); s != "" {
-		nodes, _ = strconv.Atoi(s)
-	}
-	env := kubetest.Start(b)
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = 2000, 4000
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	t0 := time.Now()
-	createParallel(b, nodes, 32, func(i int) error {
-		_, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{FieldManager: "kubelet"})
-		return err
-	})
-	sample, err := cs.CoreV1().Nodes().Get(ctx, kubeletNode(0).Name, metav1.GetOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if len(sample.Status.Images) != 40 || len(sample.ManagedFields) == 0 {
-		b.Fatalf("sample node: %d images, %d managedFields entries", len(sample.Status.Images), len(sample.ManagedFields))
-	}
-	b.Logf("created %d Nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
+	_, cs, nodes := kubeletNodes(b)
 	for _, tc := range []struct {
 		name string
 		cs   kubernetes.Interface
@@ -155,4 +134,36 @@ func heapAfterGC() int64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// kubeletNodes starts a real API server holding kubelet-like Nodes
+// (BRIDGEHEAD_INFORMER_NODES of them, 10,000 by default; 40 images and
+// managedFields each, written as the kubelet's field manager), and
+// returns it with a clientset allowed 2,000 requests a second, and the
+// count.
+func kubeletNodes(b *testing.B) (*kubetest.Env, kubernetes.Interface, int) {
+	b.Helper()
+	nodes := 10000
+	if s := os.Getenv("BRIDGEHEAD_INFORMER_NODES"); s != "" {
+		nodes, _ = strconv.Atoi(s)
+	}
+	env := kubetest.Start(b)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	t0 := time.Now()
+	createParallel(b, nodes, 32, func(i int) error {
+		_, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{FieldManager: "kubelet"})
+		return err
+	})
+	sample, err := cs.CoreV1().Nodes().Get(ctx, kubeletNode(0).Name, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(sample.Status.Images) != 40 || len(sample.ManagedFields) == 0 {
+		b.Fatalf("sample node: %d images, %d managedFields entries", len(sample.Status.Images), len(sample.ManagedFields))
+	}
+	b.Logf("created %d Nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
+	return env, cs, nodes
 }

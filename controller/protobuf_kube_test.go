@@ -6,20 +6,15 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"github.com/bridgehead/bridgehead/internal/kubetest"
 )
 
 // BenchmarkNodeSyncProtobuf answers issue 34's "protobuf on the clients
@@ -40,21 +35,8 @@ import (
 // Run with -benchtime Nx: the figures are means over the N iterations
 // of the last run (a first run of one iteration comes before it).
 func BenchmarkNodeSyncProtobuf(b *testing.B) {
-	nodes := 10000
-	if s := os.Getenv("BRIDGEHEAD_INFORMER_NODES"); s != "" {
-		nodes, _ = strconv.Atoi(s)
-	}
-	env := kubetest.Start(b)
-	admin := rest.CopyConfig(env.Config)
-	admin.QPS, admin.Burst = 2000, 4000
-	cs := kubernetes.NewForConfigOrDie(admin)
+	env, _, _ := kubeletNodes(b)
 	ctx := context.Background()
-	t0 := time.Now()
-	createParallel(b, nodes, 32, func(i int) error {
-		_, err := cs.CoreV1().Nodes().Create(ctx, kubeletNode(i), metav1.CreateOptions{FieldManager: "kubelet"})
-		return err
-	})
-	b.Logf("created %d Nodes in %s", nodes, time.Since(t0).Round(time.Millisecond))
 
 	var formats []format
 	for _, f := range []struct{ name, contentType, want string }{

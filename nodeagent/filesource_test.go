@@ -6,27 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
-
-// syncBuffer is a log sink safe for the handler's writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestFileSourceScoped: node a1 takes a catalog in which another node
 // (of site b, or of its own site a) is bad, without that node's route,
@@ -62,7 +43,7 @@ func TestFileSourceScoped(t *testing.T) {
 			if err := os.WriteFile(path, bytes.Replace(good, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var logs syncBuffer
+			var logs lockedBuffer
 			s := &FileSource{path: path, node: "a1", log: slog.New(slog.NewTextHandler(&logs, nil)), changed: make(chan struct{}, 1)}
 			for range 2 {
 				d, err := s.Load()
