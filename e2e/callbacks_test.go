@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 // Lab addresses of the callback tests (deploy/lab/lab.sh).
@@ -31,7 +33,7 @@ func (l *lab) startKubeletIn(p pki, ns string) {
 	l.t.Helper()
 	c := exec.Command("ip", "netns", "exec", l.ns(ns), filepath.Join(l.bin, "bhprobe"), "kubelet",
 		"-listen", ":"+kubeletPort, "-cert", p.path("kubelet.pem"), "-key", p.path("kubelet.key"))
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		l.t.Fatal(err)

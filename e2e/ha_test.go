@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 // The HA lab (deploy/lab/ha-lab.sh): site B has two gateways, gw-b1 in
@@ -123,10 +125,10 @@ func (l *lab) bgListening(ns string, args ...string) (stop func(), wait func() s
 }
 
 // bgOut is bg that also returns the command's output as it runs.
-func (l *lab) bgOut(ns string, args ...string) (stop func(), wait func() string, out *syncBuffer) {
+func (l *lab) bgOut(ns string, args ...string) (stop func(), wait func() string, out *syncbuf.Buffer) {
 	l.t.Helper()
 	c := exec.Command("ip", append([]string{"netns", "exec", l.ns(ns)}, args...)...)
-	out = &syncBuffer{}
+	out = &syncbuf.Buffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		l.t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 // lab is a running two-site lab.
@@ -235,7 +237,7 @@ func (l *lab) transfer(fromNS, src, toNS, dst string, port, n int) string {
 	l.t.Helper()
 	recv := exec.Command("ip", "netns", "exec", l.ns(toNS), filepath.Join(l.bin, "bhprobe"), "tcp-recv",
 		"-listen", joinHostPort(dst, port), "-timeout", "180s")
-	recvOut := &syncBuffer{}
+	recvOut := &syncbuf.Buffer{}
 	recv.Stdout, recv.Stderr = recvOut, recvOut
 	if err := recv.Start(); err != nil {
 		l.t.Fatal(err)
@@ -269,24 +271,6 @@ func joinHostPort(host string, port int) string {
 		return fmt.Sprintf("[%s]:%d", host, port)
 	}
 	return fmt.Sprintf("%s:%d", host, port)
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func openAppend(path string) (*os.File, error) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 // The NAT lab (deploy/lab/nat-lab.sh, issue #20): site A with a public
@@ -271,7 +273,7 @@ func (l *lab) checkNATTopology(e, public string) {
 	// gateway listens on do not reach it, nor can its private
 	// address be reached.
 	sink := exec.Command("ip", "netns", "exec", l.ns(e+"-gw"), filepath.Join(l.bin, "bhprobe"), "udp-sink", "-listen", "0.0.0.0:40000", "-duration", "3s")
-	sinkOut := &syncBuffer{}
+	sinkOut := &syncbuf.Buffer{}
 	sink.Stdout, sink.Stderr = sinkOut, sinkOut
 	if err := sink.Start(); err != nil {
 		l.t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 const relayAddr = gwA + ":8131"
@@ -34,16 +36,16 @@ func (l *lab) curlConnect(target string) string {
 
 // startCallbacks runs `bhprobe callbacks ARGS` in node A in the
 // background and waits until its streams are open.
-func (l *lab) startCallbacks(args ...string) (*syncBuffer, chan error) {
+func (l *lab) startCallbacks(args ...string) (*syncbuf.Buffer, chan error) {
 	l.t.Helper()
 	return l.startCallbacksRaw(append([]string{"callbacks"}, args...)...)
 }
 
 // startCallbacksRaw is startCallbacks with the bhprobe subcommand in args.
-func (l *lab) startCallbacksRaw(args ...string) (*syncBuffer, chan error) {
+func (l *lab) startCallbacksRaw(args ...string) (*syncbuf.Buffer, chan error) {
 	l.t.Helper()
 	c := exec.Command("ip", append([]string{"netns", "exec", l.ns("a-node"), filepath.Join(l.bin, "bhprobe")}, args...)...)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		l.t.Fatal(err)

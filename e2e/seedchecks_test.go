@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 	bhverify "github.com/bridgehead/bridgehead/verify"
 )
 
@@ -82,7 +83,7 @@ func (l *lab) serve(p pki, ns, listen string) {
 	l.t.Helper()
 	c := exec.Command("ip", "netns", "exec", l.ns(ns), filepath.Join(l.bin, "bhprobe"), "kubelet",
 		"-listen", listen, "-cert", p.path("kubelet.pem"), "-key", p.path("kubelet.key"))
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	c.Stdout, c.Stderr = out, out
 	if err := c.Start(); err != nil {
 		l.t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 // TestFileSourceScoped: node a1 takes a catalog in which another node
@@ -43,7 +45,7 @@ func TestFileSourceScoped(t *testing.T) {
 			if err := os.WriteFile(path, bytes.Replace(good, []byte(tc.old), []byte(tc.new), 1), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			s := &FileSource{path: path, node: "a1", log: slog.New(slog.NewTextHandler(&logs, nil)), changed: make(chan struct{}, 1)}
 			for range 2 {
 				d, err := s.Load()

@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 func TestParseState(t *testing.T) {
@@ -48,21 +48,6 @@ func TestParseState(t *testing.T) {
 		})
 	}
 }
-
-// lockedBuffer is a log sink the agent's goroutine writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
@@ -112,7 +97,7 @@ func TestAgentAdoptsState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs syncbuf.Buffer
 			state := filepath.Join(t.TempDir(), "node-state.json")
 			if tt.fixture != "" {
 				os.WriteFile(state, []byte(tt.fixture), 0o644)

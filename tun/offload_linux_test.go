@@ -9,20 +9,20 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 	"github.com/bridgehead/bridgehead/packet"
 )
 
 // openTestOffload creates testIfName as an offload TUN in a fresh
 // namespace, addresses it as 10.99.0.1/24 and brings it up. Log output
 // goes to logBuf when it is not nil.
-func openTestOffload(t *testing.T, logBuf *logBuffer) *Offload {
+func openTestOffload(t *testing.T, logBuf *syncbuf.Buffer) *Offload {
 	t.Helper()
 	enterNetns(t)
 	var log *slog.Logger
@@ -41,24 +41,6 @@ func openTestOffload(t *testing.T, logBuf *logBuffer) *Offload {
 		t.Fatal(err)
 	}
 	return d
-}
-
-// logBuffer collects log output; the device logs from its own goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // newBufs returns n buffers of size bytes and a sizes slice.
@@ -119,7 +101,7 @@ func sendGSO(t *testing.T, conn *net.UDPConn, payload []byte, seg int) {
 }
 
 func TestOffloadReadsUDP(t *testing.T) {
-	var logBuf logBuffer
+	var logBuf syncbuf.Buffer
 	d := openTestOffload(t, &logBuf)
 	if d.Name() != testIfName || d.MTU() != 1420 {
 		t.Fatalf("Name/MTU = %q/%d", d.Name(), d.MTU())
@@ -251,7 +233,7 @@ func TestOffloadEchoRoundTrip(t *testing.T) {
 // more capacity must not make it build packets over the IP limit. Every
 // datagram arrives intact and in order.
 func TestOffloadWriteCoalesces(t *testing.T) {
-	var logBuf logBuffer
+	var logBuf syncbuf.Buffer
 	d := openTestOffload(t, &logBuf)
 	if !strings.Contains(logBuf.String(), "uso=true") {
 		t.Skipf("no UDP segmentation offload:\n%s", logBuf.String())
@@ -379,7 +361,7 @@ func TestOffloadBadArguments(t *testing.T) {
 // logged: the caller decides whether to fall back and says so once.
 func TestOffloadOpenFailureIsClear(t *testing.T) {
 	enterNetns(t)
-	var logBuf logBuffer
+	var logBuf syncbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	d, err := OpenOffload(OffloadConfig{Name: "lo", MTU: 1420}, log)
 	if err == nil {

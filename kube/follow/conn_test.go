@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
 
 func TestErrorReason(t *testing.T) {
@@ -54,7 +56,7 @@ func TestErrorReason(t *testing.T) {
 // succeeded; one line when it stops (or fails at start), one when it is
 // back; retries and expired watches are counted, not logged.
 func TestConnTransitions(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	var m metrics
 	if err := m.register(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)

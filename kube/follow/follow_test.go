@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/bridgehead/bridgehead/config"
 	"github.com/bridgehead/bridgehead/internal/kubetest"
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 	v1 "github.com/bridgehead/bridgehead/kube/apis/v1alpha1"
 	"github.com/bridgehead/bridgehead/kube/catalog"
 )
@@ -115,26 +115,8 @@ type followerRun struct {
 	f       *Follower
 	reg     *prometheus.Registry
 	changed atomic.Int64
-	logs    syncBuffer // the follower's log, also on stderr
+	logs    syncbuf.Buffer // the follower's log, also on stderr
 	stop    func()
-}
-
-// syncBuffer is a log sink safe for the follower's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startFollower(t *testing.T, cs kubernetes.Interface, path string, validate func([]byte) error) *followerRun {

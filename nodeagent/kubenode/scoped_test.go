@@ -17,25 +17,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/bridgehead/bridgehead/config"
+	"github.com/bridgehead/bridgehead/internal/syncbuf"
 )
-
-// logBuffer is a log sink safe for concurrent writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // gauge is the value of the series name{labels} on reg (summed over the
 // series that match), and whether there is one.
@@ -113,7 +96,7 @@ func TestScopedCatalogCheck(t *testing.T) {
 				}
 			}
 			reg := prometheus.NewRegistry()
-			var logs logBuffer
+			var logs syncbuf.Buffer
 			var mu sync.Mutex
 			var reported []string
 			cfg := nodeConfig(t)
