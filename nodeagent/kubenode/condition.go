@@ -126,8 +126,14 @@ func NewConditionReporter(client kubernetes.Interface, node string, log *slog.Lo
 
 // Report hands over the agent's latest Status (nodeagent.Options.Status).
 func (r *ConditionReporter) Report(st nodeagent.Status) {
+	r.set(func() { r.pending = &st })
+}
+
+// set runs f, which writes the fields Run reads, under mu, then wakes
+// Run. Any goroutine; never blocks (wake holds one).
+func (r *ConditionReporter) set(f func()) {
 	r.mu.Lock()
-	r.pending = &st
+	f()
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:

@@ -26,13 +26,7 @@ const (
 // NetworkPolicy* states); the condition is rewritten with it. Any
 // goroutine; never blocks.
 func (r *ConditionReporter) ReportNetworkPolicy(state string) {
-	r.mu.Lock()
-	r.policy = state
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.set(func() { r.policy = state })
 }
 
 // withNetworkPolicy appends the state to a condition message, within

@@ -15,13 +15,7 @@ const SkippedPrefix = "warning: "
 // "" for none (Options.Skipped); the condition is rewritten with it. Any
 // goroutine; never blocks.
 func (r *ConditionReporter) ReportSkipped(summary string) {
-	r.mu.Lock()
-	r.skipped = summary
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.set(func() { r.skipped = summary })
 }
 
 // message is a condition's message: msg, then the summary of skipped
